@@ -1,0 +1,2 @@
+mod access;
+fn main() {}
