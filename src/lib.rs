@@ -1,0 +1,15 @@
+//! otel-thread-ctx: publishes the active OpenTelemetry span of each JS thread as an OTEP 4947
+//! Thread-Local Context Record behind the exported TLS symbol `otel_thread_ctx_v1`.
+
+// Unit-test builds leave out the Node-API layer, which is what uses most of the helpers.
+#![cfg_attr(test, allow(dead_code))]
+
+mod ids;
+mod page;
+mod record;
+mod thread_state;
+mod tls;
+
+// The Node-API surface is left out of unit-test builds: those run as a plain executable.
+#[cfg(not(test))]
+mod napi_api;
