@@ -1,0 +1,126 @@
+'use strict';
+// The fast path: writes this thread's OTEP 4947 record through a typed-array view of the page.
+// A span context is encoded once into an "entry" (the record's words as they must be stored);
+// a switch is then a handful of u32 stores, skipped when the entry is already published.
+
+const { trace, isSpanContextValid } = require('@opentelemetry/api');
+
+// Record words (u32, little endian): 0-3 trace id, 4-5 span id,
+// 6 = valid | flags << 8 | attrs size << 16 (the "last store"), 7.. attrs-data.
+const ID_WORDS = 6;
+const CONTROL_WORD = 6;
+const HEADER_WORDS = 7;
+const RECORD_BYTES = 640;
+const ATTRS_MAX_BYTES = RECORD_BYTES - HEADER_WORDS * 4;
+
+// The entry published for "no span": valid 0, everything zero.
+const NONE = new Uint32Array(HEADER_WORDS);
+
+const HEX = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) {
+  HEX['0123456789abcdef'.charCodeAt(i)] = i;
+  HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
+
+// Stores the bytes of a hex id into entry words [firstWord, firstWord + hex.length / 8).
+function storeHexWords(entry, firstWord, hex) {
+  for (let w = 0; w < hex.length / 8; w++) {
+    let word = 0;
+    for (let b = 3; b >= 0; b--) {
+      const at = w * 8 + b * 2;
+      word = (word << 8) | (HEX[hex.charCodeAt(at)] << 4) | HEX[hex.charCodeAt(at + 1)];
+    }
+    entry[firstWord + w] = word;
+  }
+}
+
+// Builds the entry of a span context; `attrs` (optional Uint8Array of encoded attrs-data,
+// [key u8][len u8][bytes]...) is appended after the header. Invalid span contexts give NONE.
+function encodeEntry(spanContext, attrs) {
+  if (spanContext == null || !isSpanContextValid(spanContext)) return NONE;
+  const attrsBytes = attrs === undefined ? 0 : attrs.length;
+  if (attrsBytes > ATTRS_MAX_BYTES) {
+    throw new RangeError(`attrs: expected at most ${ATTRS_MAX_BYTES} bytes, got ${attrsBytes}`);
+  }
+  const entry = new Uint32Array(HEADER_WORDS + Math.ceil(attrsBytes / 4));
+  storeHexWords(entry, 0, spanContext.traceId);
+  storeHexWords(entry, 4, spanContext.spanId);
+  if (attrsBytes > 0) new Uint8Array(entry.buffer, HEADER_WORDS * 4).set(attrs);
+  entry[CONTROL_WORD] = (1 | ((spanContext.traceFlags & 0xff) << 8) | (attrsBytes << 16)) >>> 0;
+  return entry;
+}
+
+// Entries are cached per Context object and per SpanContext object (weakly), so a switch costs
+// one WeakMap lookup and the encoding happens once per span.
+const entryByContext = new WeakMap();
+const entryBySpanContext = new WeakMap();
+
+function entryForSpanContext(spanContext) {
+  let entry = entryBySpanContext.get(spanContext);
+  if (entry === undefined) {
+    entry = encodeEntry(spanContext);
+    entryBySpanContext.set(spanContext, entry);
+  }
+  return entry;
+}
+
+function entryForContext(context) {
+  if (context == null) return NONE;
+  let entry = entryByContext.get(context);
+  if (entry === undefined) {
+    const span = trace.getSpan(context);
+    const spanContext = span === undefined ? undefined : span.spanContext();
+    entry = spanContext == null ? NONE : entryForSpanContext(spanContext);
+    entryByContext.set(context, entry);
+  }
+  return entry;
+}
+
+class Publisher {
+  constructor(view) {
+    if (!(view instanceof Uint8Array) || view.byteLength < RECORD_BYTES || view.byteOffset % 4 !== 0) {
+      throw new TypeError('view: expected the Uint8Array of the record from recordView() ' +
+        `(${RECORD_BYTES} bytes, 4-byte aligned)`);
+    }
+    this._words = new Uint32Array(view.buffer, view.byteOffset, RECORD_BYTES / 4);
+    this.current = NONE;
+    this.clear();
+  }
+
+  // Order matters for a reader that interrupts us: valid 0 first, the control word last.
+  publish(entry) {
+    if (entry === this.current) return;
+    const words = this._words;
+    words[CONTROL_WORD] = 0;
+    for (let i = 0; i < ID_WORDS; i++) words[i] = entry[i];
+    for (let i = HEADER_WORDS; i < entry.length; i++) words[i] = entry[i];
+    words[CONTROL_WORD] = entry[CONTROL_WORD];
+    this.current = entry;
+  }
+
+  // Unconditional clear (also when someone else wrote the record behind our back).
+  clear() {
+    const words = this._words;
+    words[CONTROL_WORD] = 0;
+    for (let i = 0; i < ID_WORDS; i++) words[i] = 0;
+    this.current = NONE;
+  }
+}
+
+// One publisher per JS thread: the module is loaded once per thread, and the view must come
+// from the thread that writes.
+let threadPublisher = null;
+function getThreadPublisher() {
+  if (threadPublisher === null) threadPublisher = new Publisher(require('./native').recordView());
+  return threadPublisher;
+}
+
+module.exports = {
+  NONE,
+  Publisher,
+  encodeEntry,
+  entryForContext,
+  entryForSpanContext,
+  getThreadPublisher,
+  ATTRS_MAX_BYTES,
+};

@@ -1,0 +1,45 @@
+'use strict';
+// traceActive(): for apps that keep another context manager. Runs tracer.startActiveSpan and keeps
+// this thread's record equal to the span for the duration of fn, including its awaits, through a
+// private ThreadContextManager (its own AsyncLocalStorage, not installed globally).
+
+const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
+const { ThreadContextManager, enabledThreadContextManager } = require('./context-manager');
+
+let tracker = null;
+
+function publishingManager() {
+  const enabled = enabledThreadContextManager();
+  if (enabled !== null) return enabled === tracker ? tracker : null;
+  if (tracker === null) tracker = new ThreadContextManager();
+  return tracker.enable();
+}
+
+/**
+ * traceActive(tracer, name, [options, [context]], fn): like tracer.startActiveSpan(name, ...).
+ * When a ThreadContextManager is already enabled on this thread (e.g. through register()), it
+ * publishes the span itself and this is plain startActiveSpan.
+ */
+function traceActive(tracer, name, ...rest) {
+  if (tracer === null || typeof tracer !== 'object' || typeof tracer.startActiveSpan !== 'function') {
+    throw new TypeError('tracer: expected an @opentelemetry/api Tracer (with startActiveSpan)');
+  }
+  if (typeof name !== 'string') throw new TypeError(`name: expected a string, got ${typeof name}`);
+  if (rest.length < 1 || rest.length > 3) {
+    throw new RangeError(`traceActive: expected (tracer, name, [options, [context]], fn), got ${rest.length + 2} arguments`);
+  }
+  const fn = rest[rest.length - 1];
+  if (typeof fn !== 'function') throw new TypeError(`fn: expected a function as the last argument, got ${typeof fn}`);
+  const manager = publishingManager();
+  if (manager === null) return tracer.startActiveSpan(name, ...rest);
+  const startArgs = rest.slice(0, -1);
+  return tracer.startActiveSpan(name, ...startArgs, (span) =>
+    manager.with(trace.setSpan(ROOT_CONTEXT, span), fn, undefined, span));
+}
+
+// Stops the private tracking (removes its hooks, clears the record), e.g. before register().
+function stopTraceActive() {
+  if (tracker !== null) tracker.disable();
+}
+
+module.exports = { traceActive, stopTraceActive };

