@@ -43,10 +43,6 @@ impl Record {
         Record(base)
     }
 
-    pub fn as_ptr(self) -> *mut u8 {
-        self.0
-    }
-
     /// valid = 0, ids/flags/size, valid = 1. Attributes are dropped (size 0).
     pub fn publish(self, sc: &SpanContext) {
         let p = self.0;
@@ -95,11 +91,6 @@ impl Record {
             })
         }
     }
-
-    pub fn attrs_size(self) -> u16 {
-        // SAFETY: in bounds.
-        u16::from_ne_bytes(unsafe { ptr::read_volatile(self.0.add(OFF_ATTRS_SIZE).cast()) })
-    }
 }
 
 #[cfg(test)]
@@ -113,7 +104,6 @@ mod tests {
         let sc = SpanContext { trace_id: [1; 16], span_id: [2; 8], flags: 3 };
         rec.publish(&sc);
         assert_eq!(rec.read(), Some(sc));
-        assert_eq!(rec.attrs_size(), 0);
         assert_eq!(&buf[..28], &[[1u8; 16].as_slice(), &[2; 8], &[1, 3, 0, 0]].concat()[..]);
         rec.clear();
         assert_eq!(rec.read(), None);

@@ -7,7 +7,6 @@ use crate::tls;
 
 pub struct ThreadState {
     pub page: Page,
-    pub tid: i32,
     /// Node-API environments on this thread using the page (normally 1).
     refs: usize,
 }
@@ -31,7 +30,7 @@ pub fn install(page: Page) -> Result<&'static mut ThreadState, Page> {
     if current().is_some() {
         return Err(page);
     }
-    let state = Box::leak(Box::new(ThreadState { page, tid: unsafe { libc::gettid() }, refs: 1 }));
+    let state = Box::leak(Box::new(ThreadState { page, refs: 1 }));
     state.record().clear();
     // SAFETY: both slots belong to the calling thread.
     unsafe {
