@@ -16,6 +16,8 @@ const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 let enabledManager = null;
 const stack = [];
 let depth = 0;
+// Bumped by enable() and disable(): a with() that spans either must not restore its old entry.
+let epoch = 0;
 
 function describe(value) {
   if (value === null) return 'null';
@@ -85,11 +87,12 @@ class ThreadContextManager {
     if (!this._enabled) return this._delegate.with(context, fn, thisArg, ...args);
     const publisher = this._publisher;
     const previous = publisher.current;
+    const started = epoch;
     publisher.publish(entryForContext(context));
     try {
       return this._delegate.with(context, fn, thisArg, ...args);
     } finally {
-      publisher.publish(previous);
+      if (epoch === started) publisher.publish(previous);
     }
   }
 
@@ -115,6 +118,7 @@ class ThreadContextManager {
     this._delegate.enable();
     publisher.clear();
     depth = 0;
+    epoch++;
     if (this._asyncTracking) {
       const delegate = this._delegate;
       this._untrack = trackAsyncCallbacks(
@@ -142,6 +146,7 @@ class ThreadContextManager {
     this._enabled = false;
     enabledManager = null;
     depth = 0;
+    epoch++;
     stack.length = 0;
     this._publisher.clear();
     this._delegate.disable();

@@ -1,0 +1,144 @@
+'use strict';
+// ThreadContextManager's lifecycle and options: disable/enable, cheap mode, register() wrapping an
+// installed manager, attach(), one writer per thread, and clear errors for bad arguments.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { trace, context, ROOT_CONTEXT } = require('@opentelemetry/api');
+const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
+const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+const { lib, assertPublished, assertNone, sleep } = require('./context-helpers');
+
+const { ThreadContextManager, register } = lib;
+const provider = new BasicTracerProvider();
+const tracer = provider.getTracer('otel-thread-ctx-api-test');
+const span = tracer.startSpan('api');
+const spanContext = trace.setSpan(ROOT_CONTEXT, span);
+
+test('disable() removes the hooks and clears the record; enable() works again', async () => {
+  const manager = new ThreadContextManager().enable();
+  try {
+    await manager.with(spanContext, async () => {
+      await sleep(1);
+      assertPublished(span, 'after await, enabled');
+      manager.disable();
+      assertNone('right after disable() inside the span');
+      await sleep(1);
+      assertNone('after await, disabled');
+    });
+    manager.with(spanContext, () => assertNone('with() of a disabled manager'));
+    manager.enable();
+    manager.with(spanContext, () => {
+      manager.disable();
+      lib.setSpanContext(span.spanContext().traceId, 'aaaaaaaaaaaaaaaa', 1);
+    });
+    assert.equal(lib.getSpanContext().spanId, 'aaaaaaaaaaaaaaaa',
+      'expected a with() that spans disable() not to write the record when it returns');
+    lib.clearSpanContext();
+    manager.enable();
+    await manager.with(spanContext, async () => {
+      assertPublished(span, 'with() after enable() again');
+      await sleep(1);
+      assertPublished(span, 'after await, enabled again');
+    });
+    assertNone('after the with() of the re-enabled manager');
+  } finally {
+    manager.disable();
+  }
+});
+
+test('cheap mode (asyncTracking: false) publishes only around with()', async () => {
+  const manager = new ThreadContextManager({ asyncTracking: false }).enable();
+  try {
+    assert.equal(manager.mechanism, 'none');
+    const done = manager.with(spanContext, async () => {
+      assertPublished(span, 'synchronous part of with()');
+      await sleep(1);
+      assert.equal(trace.getSpan(manager.active()), span, 'expected the delegate to keep the context');
+      assertNone('after await in cheap mode (never a wrong span)');
+    });
+    assertNone('after with() returned');
+    await done;
+  } finally {
+    manager.disable();
+  }
+});
+
+test('only one manager may be enabled per thread', () => {
+  const first = new ThreadContextManager().enable();
+  try {
+    assert.throws(() => new ThreadContextManager().enable(), /another ThreadContextManager is already enabled/);
+  } finally {
+    first.disable();
+  }
+  new ThreadContextManager().enable().disable();
+});
+
+test('bad arguments throw TypeErrors naming the argument', () => {
+  assert.throws(() => new ThreadContextManager(5), { name: 'TypeError', message: /^options: expected an object, got number 5/ });
+  assert.throws(() => new ThreadContextManager(null), { name: 'TypeError', message: /^options: expected an object, got null/ });
+  assert.throws(() => new ThreadContextManager({ asyncTracking: 'yes' }),
+    { name: 'TypeError', message: /^options.asyncTracking: expected a boolean, got string yes/ });
+  assert.throws(() => new ThreadContextManager({ contextManager: 3 }),
+    { name: 'TypeError', message: /^options.contextManager: expected a ContextManager object/ });
+  assert.throws(() => new ThreadContextManager({ contextManager: { active() {} } }),
+    { name: 'TypeError', message: /^options.contextManager: expected a ContextManager, missing method\(s\) with, bind, enable, disable/ });
+  assert.throws(() => new ThreadContextManager({ contextManager: new ThreadContextManager() }),
+    { name: 'TypeError', message: /^options.contextManager: .*got a ThreadContextManager/ });
+  const manager = new ThreadContextManager();
+  assert.throws(() => manager.with(ROOT_CONTEXT, 'not a function'), { name: 'TypeError', message: /^fn: expected a function/ });
+  assert.throws(() => register('x'), { name: 'TypeError', message: /^options: expected an object, got string/ });
+  assert.throws(() => register({ asyncTracking: 1 }), { name: 'TypeError', message: /^options.asyncTracking/ });
+  assertNone('after the rejected calls');
+  assert.equal(context.active(), ROOT_CONTEXT, 'expected no global manager installed by a rejected register()');
+});
+
+test('bind() routes through the publishing with(); non-functions are returned as is', () => {
+  const manager = new ThreadContextManager().enable();
+  try {
+    const bound = manager.bind(spanContext, function named(a, b) { assertPublished(span, 'bound function'); return [this, a, b]; });
+    assert.equal(bound.length, 2, 'expected the bound function to keep its length');
+    const receiver = {};
+    assert.deepEqual(bound.call(receiver, 1, 2), [receiver, 1, 2]);
+    assertNone('after the bound function returned');
+    const plain = { x: 1 };
+    assert.equal(manager.bind(spanContext, plain), plain);
+  } finally {
+    manager.disable();
+  }
+});
+
+test('attach() publishes until the token is disposed', { skip: typeof new AsyncLocalStorageContextManager().attach !== 'function' }, () => {
+  const manager = new ThreadContextManager().enable();
+  try {
+    assert.equal(typeof manager.attach, 'function');
+    const token = manager.attach(spanContext);
+    assertPublished(span, 'after attach()');
+    assert.equal(trace.getSpan(manager.active()), span);
+    token.dispose();
+    assertNone('after dispose()');
+    token.dispose();
+    assertNone('after a second dispose()');
+  } finally {
+    manager.disable();
+  }
+});
+
+test('register() wraps the context manager already installed and returns the enabled manager', async () => {
+  const installed = new AsyncLocalStorageContextManager();
+  assert.ok(context.setGlobalContextManager(installed.enable()));
+  const manager = register();
+  try {
+    assert.ok(manager instanceof ThreadContextManager && manager.enabled);
+    assert.equal(register(), manager, 'expected a second register() to return the same manager');
+    await context.with(spanContext, async () => {
+      assert.equal(trace.getSpan(installed.active()), span, 'expected the installed manager to hold the context');
+      await sleep(1);
+      assertPublished(span, 'after await under register()');
+    });
+    assertNone('after the global with()');
+  } finally {
+    context.disable();
+    manager.disable();
+  }
+});
