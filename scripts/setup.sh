@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian 12 machine, then builds everything.
+# Idempotent: system packages are only installed when one is missing (or always under CI=true).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# gdb: outside-view tests; binutils: readelf; clang/llvm + libbpf headers: the BPF program;
+# libelf/zlib/pkg-config: vendored libbpf; protobuf-compiler: independent protobuf decoding in tests;
+# util-linux: prlimit/setpriv for the mlock-refused test.
+APT_PACKAGES=(gdb binutils gcc libc6-dev make clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config
+  bpftool protobuf-compiler util-linux procps)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 || "${CI:-}" == "true" ]]; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing system packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install ${APT_PACKAGES[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}" >/dev/null
+fi
+
+if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  npm ci --no-audit --no-fund
+fi
+
+npm run build --silent
+cargo build --release --workspace

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every test: installs and builds what is needed, then Rust tests, Node tests, and the Node
+# version matrix. eBPF tests skip when not root unless REQUIRE_EBPF=1 (CI sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+echo "== cargo test (addon unit tests, reader and sampler) =="
+cargo test --release --workspace
+
+echo "== node --test (Node $(node --version)) =="
+npm test
+
+if [[ -f scripts/node-matrix.sh ]]; then
+  echo "== Node version matrix =="
+  bash scripts/node-matrix.sh
+fi
