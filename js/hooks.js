@@ -63,14 +63,15 @@ function trackAsyncCallbacks(active, enter, exit) {
   const stops = [];
   let before;
   if (mechanism.captureAtInit) {
+    // Only AsyncResource scopes need it (timers, ticks and native callbacks see their frame);
+    // a WeakMap entry per timer would cost far more than the switch itself.
     const captured = new WeakMap();
     before = function before() {
       const resource = executionAsyncResource();
-      const context = captured.get(resource);
-      enter(context === undefined ? active() : context);
+      enter(resource instanceof AsyncResource && captured.has(resource) ? captured.get(resource) : active());
     };
     const init = function init(asyncId, type, triggerAsyncId, resource) {
-      if (type !== 'PROMISE') captured.set(resource, active());
+      if (resource instanceof AsyncResource) captured.set(resource, active());
     };
     const hook = createHook({ init, before, after: exit, trackPromises: mechanism.trackPromises });
     hook.enable();

@@ -64,15 +64,23 @@ function entryForSpanContext(spanContext) {
   return entry;
 }
 
+// The last lookup, checked first: consecutive switches often enter the same context.
+let lastContext = null;
+let lastEntry = NONE;
+
 function entryForContext(context) {
-  if (context == null) return NONE;
+  if (context === lastContext) return lastEntry;
   let entry = entryByContext.get(context);
   if (entry === undefined) {
+    // Called from async hooks, where a throw is fatal: anything but a Context means no span.
+    if (context === null || typeof context !== 'object' || typeof context.getValue !== 'function') return NONE;
     const span = trace.getSpan(context);
     const spanContext = span === undefined ? undefined : span.spanContext();
     entry = spanContext == null ? NONE : entryForSpanContext(spanContext);
     entryByContext.set(context, entry);
   }
+  lastContext = context;
+  lastEntry = entry;
   return entry;
 }
 
@@ -84,26 +92,34 @@ class Publisher {
     }
     this._words = new Uint32Array(view.buffer, view.byteOffset, RECORD_BYTES / 4);
     this.current = NONE;
+    this._body = NONE;
     this.clear();
   }
 
   // Order matters for a reader that interrupts us: valid 0 first, the control word last.
+  // "None" is only valid 0 (OTEP 4947's detach); the ids stay, so returning to the span whose
+  // body is still in the page (await loops alternate span / none) is a single store.
   publish(entry) {
     if (entry === this.current) return;
     const words = this._words;
     words[CONTROL_WORD] = 0;
-    for (let i = 0; i < ID_WORDS; i++) words[i] = entry[i];
-    for (let i = HEADER_WORDS; i < entry.length; i++) words[i] = entry[i];
-    words[CONTROL_WORD] = entry[CONTROL_WORD];
     this.current = entry;
+    if (entry === NONE) return;
+    if (entry !== this._body) {
+      for (let i = 0; i < ID_WORDS; i++) words[i] = entry[i];
+      for (let i = HEADER_WORDS; i < entry.length; i++) words[i] = entry[i];
+      this._body = entry;
+    }
+    words[CONTROL_WORD] = entry[CONTROL_WORD];
   }
 
-  // Unconditional clear (also when someone else wrote the record behind our back).
+  // Unconditional clear, ids zeroed too (also when someone else wrote the record behind our back).
   clear() {
     const words = this._words;
     words[CONTROL_WORD] = 0;
     for (let i = 0; i < ID_WORDS; i++) words[i] = 0;
     this.current = NONE;
+    this._body = NONE;
   }
 }
 

@@ -53,7 +53,7 @@ for entry in "${matrix[@]}"; do
       rm -f "$log"
       ;;
     bench)
-      (cd "$root" && "$bin" "${flags[@]}" --expose-gc bench/switch.js "$@")
+      (cd "$root" && "$bin" "${flags[@]}" bench/switch.js "$@")
       rc=$?
       ;;
     *) echo "unknown mode '$mode' (expected test, bench or install)" >&2; exit 2 ;;
