@@ -1,0 +1,42 @@
+'use strict';
+// The load generator: one bounded autocannon run against the benchmark server, printed as one
+// JSON line on stdout. run.js starts it pinned to the client CPU.
+//   node bench/http/load.js <port> <seconds> <connections>
+
+const autocannon = require('autocannon');
+
+function positiveInteger(name, text) {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new TypeError(`${name}: expected a positive integer, got ${JSON.stringify(text)}`);
+  }
+  return value;
+}
+
+async function main() {
+  const [portText, secondsText, connectionsText] = process.argv.slice(2);
+  const port = positiveInteger('port', portText);
+  const duration = positiveInteger('seconds', secondsText);
+  const connections = positiveInteger('connections', connectionsText);
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}/api/users?id=42`,
+    connections,
+    duration,
+    pipelining: 1,
+  });
+  process.stdout.write(JSON.stringify({
+    requestsPerSecond: result.requests.average,
+    requestsTotal: result.requests.total,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    non2xx: result.non2xx,
+    durationS: result.duration,
+  }) + '\n');
+}
+
+main().catch((err) => {
+  process.stderr.write(`load.js: ${err.stack}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,20 @@
+'use strict';
+// The benchmark's modes: which context manager the OpenTelemetry SDK runs with, or no
+// OpenTelemetry at all. Names are what run.js and server.js accept.
+
+const MODES = Object.freeze({
+  a: { name: 'als', label: '(a) stock AsyncLocalStorageContextManager' },
+  b: { name: 'tcm', label: '(b) ThreadContextManager (async tracking)' },
+  c: { name: 'tcm-cheap', label: '(c) ThreadContextManager({ asyncTracking: false })' },
+  d: { name: 'none', label: '(d) no OpenTelemetry' },
+});
+
+function modeByKey(key) {
+  const mode = MODES[key];
+  if (mode === undefined) {
+    throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')}, got ${JSON.stringify(key)}`);
+  }
+  return mode;
+}
+
+module.exports = { MODES, modeByKey };

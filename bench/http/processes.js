@@ -1,0 +1,84 @@
+'use strict';
+// The benchmark's child processes, each pinned to its CPU with taskset: a server (IPC child
+// speaking server.js's start/stop protocol) and one autocannon run (load.js).
+
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+
+const SERVER = path.join(__dirname, 'server.js');
+const LOAD = path.join(__dirname, 'load.js');
+const READY_TIMEOUT_MS = 30_000;
+
+function startServer({ nodeBin, nodeArgs = [], modeKey, cpu }) {
+  const child = spawn('taskset', ['-c', String(cpu), nodeBin, ...nodeArgs, SERVER, modeKey], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, OTEL_THREAD_CTX_REQUIRE_NATIVE: '1' },
+  });
+  const waiting = new Map(); // reply type -> { resolve, reject }
+  let exited = null;
+  function failAll(err) {
+    for (const { reject } of waiting.values()) reject(err);
+    waiting.clear();
+  }
+  child.on('message', (message) => {
+    if (message.type === 'error') return failAll(new Error(`server (mode ${modeKey}): ${message.message}`));
+    const pending = waiting.get(message.type);
+    if (pending !== undefined) {
+      waiting.delete(message.type);
+      pending.resolve(message);
+    }
+  });
+  child.on('error', (err) => failAll(new Error(`server (mode ${modeKey}): could not start taskset: ${err.message}`)));
+  child.on('exit', (code, signal) => {
+    exited = { code, signal };
+    failAll(new Error(`server (mode ${modeKey}) exited early (code ${code}, signal ${signal})`));
+  });
+  function expect(type, timeoutMs) {
+    return new Promise((resolve, reject) => {
+      if (exited !== null) return reject(new Error(`server (mode ${modeKey}) is not running`));
+      const timer = setTimeout(() => {
+        waiting.delete(type);
+        reject(new Error(`server (mode ${modeKey}): expected a '${type}' message within ${timeoutMs} ms, got none`));
+      }, timeoutMs);
+      waiting.set(type, {
+        resolve: (m) => { clearTimeout(timer); resolve(m); },
+        reject: (e) => { clearTimeout(timer); reject(e); },
+      });
+    });
+  }
+  async function request(type, replyType) {
+    const reply = expect(replyType, READY_TIMEOUT_MS);
+    child.send({ type });
+    return reply;
+  }
+  function stop() {
+    if (exited !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      child.removeAllListeners('exit');
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  }
+  return expect('ready', READY_TIMEOUT_MS).then((ready) => ({ ready, request, stop }));
+}
+
+function runLoad({ nodeBin, port, seconds, connections, cpu }) {
+  return new Promise((resolve, reject) => {
+    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), String(seconds), String(connections)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk) => { out += chunk; });
+    child.on('error', (err) => reject(new Error(`load generator: could not start taskset: ${err.message}`)));
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`load generator: expected exit code 0, got ${code}`));
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop()));
+      } catch (err) {
+        reject(new Error(`load generator: expected one JSON line on stdout, got ${JSON.stringify(out.slice(0, 200))}`));
+      }
+    });
+  });
+}
+
+module.exports = { startServer, runLoad };
