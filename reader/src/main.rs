@@ -1,2 +1,134 @@
-mod access;
-fn main() {}
+//! `thread-ctx` CLI.
+//!
+//! Argument parsing: clap derive (`Cli` below). Each subcommand is one variant of
+//! `Command`, its args a struct; the handler returns the process exit code.
+//! Exit codes: 0 ok; 1 `validate` found a malformed record; 2 the process has no
+//! `otel_thread_ctx_v1` (inspect/dump/validate); 3 the reader itself failed
+//! (process gone, permission denied...); clap's own usage errors exit 2.
+//!
+//! For the sampler engineer: add `Record(record_cmd::RecordArgs)` to `Command`
+//! (RecordArgs: a `clap::Args` struct defined in record_cmd.rs, with the pid as
+//! its first positional) and dispatch `Command::Record(a) => record_cmd::run(a)`
+//! returning `anyhow::Result<ExitCode>`.
+//! TODO(reader): wire `record` in once reader/src/record_cmd.rs exists.
+
+mod render;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use thread_ctx::discovery::discover;
+use thread_ctx::thread_reader::{read_all_threads, State};
+
+#[derive(Parser)]
+#[command(name = "thread-ctx", version, about = "Reads OTEP 4947 thread contexts (otel_thread_ctx_v1) of a live process")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print each writer object, its TLS access model and resolved access, and the process context.
+    Inspect(PidArgs),
+    /// Stop each thread in turn and print its record.
+    Dump(PidArgs),
+    /// Like dump; exit 1 if any record is malformed, 2 if there is no otel_thread_ctx_v1.
+    Validate(PidArgs),
+}
+
+#[derive(Args)]
+struct PidArgs {
+    /// Target process id.
+    #[arg(value_parser = clap::value_parser!(i32).range(1..))]
+    pid: i32,
+    /// Machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+const EXIT_MALFORMED: u8 = 1;
+const EXIT_NO_SYMBOL: u8 = 2;
+const EXIT_READER_FAILED: u8 = 3;
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("thread-ctx: error: {e:#}");
+            ExitCode::from(EXIT_READER_FAILED)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Inspect(a) => inspect(a),
+        Command::Dump(a) => dump(a, false),
+        Command::Validate(a) => dump(a, true),
+    }
+}
+
+fn check_pid(pid: i32) -> Result<()> {
+    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("PID {pid}: no such process (expected the pid of a running process)");
+    }
+    Ok(())
+}
+
+fn inspect(a: PidArgs) -> Result<ExitCode> {
+    check_pid(a.pid)?;
+    let d = discover(a.pid).with_context(|| format!("discovering otel_thread_ctx_v1 in process {}", a.pid))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&render::discovery_json(&d))?);
+    } else {
+        print!("{}", render::discovery_text(&d));
+    }
+    Ok(if d.writers.is_empty() { ExitCode::from(EXIT_NO_SYMBOL) } else { ExitCode::SUCCESS })
+}
+
+fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
+    check_pid(a.pid)?;
+    let d = discover(a.pid).with_context(|| format!("discovering otel_thread_ctx_v1 in process {}", a.pid))?;
+    if d.writers.is_empty() {
+        if a.json {
+            let mut j = render::discovery_json(&d);
+            j["threads"] = serde_json::json!([]);
+            j["verdict"] = "no_symbol".into();
+            println!("{}", serde_json::to_string_pretty(&j)?);
+        }
+        eprintln!("thread-ctx: process {} has no otel_thread_ctx_v1 (no mapped ELF object defines it)", a.pid);
+        return Ok(ExitCode::from(EXIT_NO_SYMBOL));
+    }
+    let threads = read_all_threads(&d).with_context(|| format!("reading the threads of process {}", a.pid))?;
+    let malformed = threads.iter().any(|t| t.state == State::Malformed);
+    let unreadable = threads.iter().any(|t| t.state == State::Error);
+    let verdict = match (malformed, unreadable) {
+        (true, _) => "malformed",
+        (false, true) => "unreadable",
+        _ => "ok",
+    };
+    if a.json {
+        let mut j = render::discovery_json(&d);
+        j["threads"] = serde_json::to_value(&threads)?;
+        j["verdict"] = verdict.into();
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        print!("{}", render::discovery_text(&d));
+        print!("{}", render::threads_text(&threads));
+        if validate {
+            println!("verdict: {verdict}");
+        }
+    }
+    if !validate {
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(match verdict {
+        "malformed" => ExitCode::from(EXIT_MALFORMED),
+        "unreadable" => {
+            eprintln!("thread-ctx: some threads could not be read (see their problems); validation is incomplete");
+            ExitCode::from(EXIT_READER_FAILED)
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}

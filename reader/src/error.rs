@@ -1,0 +1,38 @@
+//! Library error type: every variant names what was being read and why it failed.
+
+use std::io;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("process {pid} not found or not readable ({path}): {source}")]
+    Process { pid: i32, path: String, source: io::Error },
+
+    #[error("reading {path}: {source}")]
+    Io { path: String, source: io::Error },
+
+    #[error("{path}: malformed /proc maps line {line:?}")]
+    MapsLine { path: String, line: String },
+
+    #[error("{path}: not a usable ELF object: {reason}")]
+    Elf { path: String, reason: String },
+
+    #[error("process {pid}: reading {len} bytes at {addr:#x} ({what}): {source}")]
+    RemoteRead { pid: i32, addr: u64, len: usize, what: String, source: io::Error },
+
+    #[error("{path}: cannot resolve otel_thread_ctx_v1: {reason}")]
+    Resolve { path: String, reason: String },
+
+    #[error("thread {tid}: ptrace {op} failed: {source}{hint}")]
+    Ptrace { tid: i32, op: &'static str, source: io::Error, hint: &'static str },
+
+    #[error("thread {tid} exited while being read")]
+    ThreadExited { tid: i32 },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn io(path: impl Into<String>, source: io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}
