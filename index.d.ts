@@ -79,3 +79,65 @@ export const layout: {
   readonly RECORD_SIZE: 640;
   readonly MAX_ATTRS_SIZE: 612;
 };
+
+// ---------------------------------------------------------------------------------------------
+// Context manager layer (js/context-manager.js, js/register.js, js/trace-active.js): keeps the
+// calling thread's record equal to the active OpenTelemetry span. Needs @opentelemetry/api and
+// (for the default delegate) @opentelemetry/context-async-hooks.
+// ---------------------------------------------------------------------------------------------
+
+import type { Context, ContextManager, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+
+export interface ThreadContextManagerOptions {
+  /** Where contexts are stored; default: a new AsyncLocalStorageContextManager. */
+  contextManager?: ContextManager;
+  /**
+   * Default true: publish on every async callback entry and exit (promise reactions, timers,
+   * immediates, nextTick, I/O, AsyncResource scopes), so that after an `await` the record shows the
+   * resumed span and between callbacks none. false ("cheap mode"): publish only around with();
+   * never a wrong span, but none after an `await`.
+   */
+  asyncTracking?: boolean;
+}
+
+/**
+ * An @opentelemetry/api ContextManager that delegates storage to another manager and publishes the
+ * span of the active context in this thread's record (invalid or missing span: none; an unsampled
+ * but valid span is published with its flags). One enabled manager per JS thread.
+ * @throws TypeError naming the option for bad options.
+ */
+export class ThreadContextManager implements ContextManager {
+  constructor(options?: ThreadContextManagerOptions);
+  /** The hook mechanism chosen for this runtime by feature detection, or 'none' in cheap mode. */
+  readonly mechanism: 'async_hooks' | 'async_hooks(init)' | 'promiseHooks+async_hooks(init)' | 'none';
+  readonly enabled: boolean;
+  active(): Context;
+  /** Publishes the span of `context` while `fn` runs, restores the previous record after. @throws TypeError when fn is not a function. */
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;
+  /** Functions and EventEmitter listeners bound here run through this manager's with(). */
+  bind<T>(context: Context, target: T): T;
+  /** Installs the hooks and clears the record. @throws Error when another ThreadContextManager is enabled on this thread. */
+  enable(): this;
+  /** Removes every hook, clears the record and disables the delegate. */
+  disable(): this;
+  /** Present when the delegate has attach(): switches to `context` until the token is disposed. */
+  attach?(context: Context): { dispose(): void };
+}
+
+/**
+ * Installs a ThreadContextManager as the global context manager, delegating to the manager already
+ * installed (or a new AsyncLocalStorageContextManager), enables it and returns it. Returns the
+ * installed one when it is already a ThreadContextManager. With NodeSDK / NodeTracerProvider pass
+ * `contextManager: new ThreadContextManager()` instead.
+ * @throws TypeError for bad options; Error when another ThreadContextManager is enabled on this thread.
+ */
+export function register(options?: ThreadContextManagerOptions): ThreadContextManager;
+
+/**
+ * For apps that keep another context manager: tracer.startActiveSpan(name, [options, [context]], fn)
+ * that also keeps this thread's record on the span for the duration of fn, including its awaits.
+ * @throws TypeError (tracer, name, fn) / RangeError (argument count) naming the argument.
+ */
+export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, fn: F): ReturnType<F>;
+export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, options: SpanOptions, fn: F): ReturnType<F>;
+export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, options: SpanOptions, context: Context, fn: F): ReturnType<F>;
