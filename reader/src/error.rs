@@ -22,6 +22,9 @@ pub enum Error {
     #[error("{path}: cannot resolve otel_thread_ctx_v1: {reason}")]
     Resolve { path: String, reason: String },
 
+    #[error("process context mapping {mapping} at {addr:#x}: {reason}")]
+    ProcessContext { mapping: String, addr: u64, reason: String },
+
     #[error("thread {tid}: ptrace {op} failed: {source}{hint}")]
     Ptrace { tid: i32, op: &'static str, source: io::Error, hint: &'static str },
 

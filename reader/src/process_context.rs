@@ -88,7 +88,7 @@ pub fn read_process_context(pid: i32, maps: &[Mapping]) -> Result<Option<Process
 }
 
 fn read_at(mem: &RemoteMemory, m: &Mapping) -> Result<ProcessContextInfo> {
-    let fail = |reason: String| Error::Resolve { path: format!("process context mapping {} at {:#x}", m.name, m.start), reason };
+    let fail = |reason: String| Error::ProcessContext { mapping: m.name.clone(), addr: m.start, reason };
     let read_header = || -> Result<[u8; HEADER_SIZE]> {
         let mut b = [0u8; HEADER_SIZE];
         mem.read(m.start, &mut b, "OTEL_CTX header")?;

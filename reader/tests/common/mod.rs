@@ -1,0 +1,231 @@
+//! Shared harness for thread-ctx's integration tests: builds the C test writers
+//! with the system C compiler, runs writer processes until they report "ready",
+//! and runs the real `thread-ctx` binary against them.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub const FORCE_DYNAMIC_TLS: (&str, &str) = ("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=0");
+
+/// Paths of the compiled C test writers.
+pub struct Fixtures {
+    pub lib_tlsdesc: PathBuf,
+    pub lib_gd: PathBuf,
+    pub writer_dl: PathBuf,
+    pub writer_ie: PathBuf,
+    pub writer_le: PathBuf,
+}
+
+fn fixture_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn cc(args: &[&str]) {
+    let out = Command::new("cc")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running the C compiler `cc` failed ({e}); install gcc and libc6-dev"));
+    assert!(
+        out.status.success(),
+        "expected `cc {}` to succeed, it failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds every fixture once per test binary, into a fresh directory.
+pub fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("thread-ctx-fixtures-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+        let record = fixture_src("ctx_record.c");
+        let main = fixture_src("writer_main.c");
+        let (record, main) = (record.to_str().unwrap(), main.to_str().unwrap());
+        // Same source, three link-time access models for the .so.
+        cc(&["-O1", "-shared", "-fPIC", "-mtls-dialect=gnu2", "-o", &p("libtlsdesc.so"), record]);
+        cc(&["-O1", "-shared", "-fPIC", "-mtls-dialect=gnu", "-o", &p("libgd.so"), record]);
+        cc(&["-O1", "-shared", "-fPIC", "-ftls-model=initial-exec", "-o", &p("libie.so"), record]);
+        cc(&["-O1", "-Wall", "-o", &p("writer_dl"), main, "-ldl", "-lpthread"]);
+        let rpath = format!("-Wl,-rpath,{}", dir.display());
+        let libdir = format!("-L{}", dir.display());
+        // --no-as-needed: the executable only reaches libie.so through dlsym.
+        cc(&["-O1", "-Wall", "-o", &p("writer_ie"), main, &libdir, "-Wl,--no-as-needed", "-lie", "-Wl,--as-needed", &rpath, "-ldl", "-lpthread"]);
+        // -rdynamic exports the executable's own otel_thread_ctx_v1 in .dynsym (local exec).
+        cc(&["-O1", "-Wall", "-rdynamic", "-o", &p("writer_le"), main, record, "-ldl", "-lpthread"]);
+        Fixtures {
+            lib_tlsdesc: dir.join("libtlsdesc.so"),
+            lib_gd: dir.join("libgd.so"),
+            writer_dl: dir.join("writer_dl"),
+            writer_ie: dir.join("writer_ie"),
+            writer_le: dir.join("writer_le"),
+        }
+    })
+}
+
+/// One record a writer says it published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub tid: i64,
+    pub trace_id: String,
+    pub span_id: String,
+    pub flags: u64,
+    pub record_address: String,
+    /// Any further words on the line (the Node writer adds its TLS model).
+    pub extra: Vec<String>,
+}
+
+/// A running writer process; killed on drop.
+pub struct WriterProcess {
+    pub child: Child,
+    pub pid: i32,
+    pub published: Vec<Published>,
+    pub names: Vec<String>,
+}
+
+impl Drop for WriterProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` and waits (up to 20 s) for its "ready" line.
+/// Lines: "pid P", "thread TID [NAME] TRACE SPAN FLAGS ADDR [EXTRA...]".
+pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
+    let desc = format!("{cmd:?}");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning writer {desc}: {e}"));
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut w = WriterProcess { child, pid: 0, published: vec![], names: vec![] };
+    loop {
+        let line = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => l,
+            Err(e) => panic!("writer {desc} did not print \"ready\" within 20 s ({e}); exit status {:?}", w.child.try_wait()),
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["ready"] => break,
+            ["pid", p] => w.pid = p.parse().unwrap(),
+            ["thread", rest @ ..] => {
+                let (name, rest) = if has_name { (rest[1].to_string(), [&rest[..1], &rest[2..]].concat()) } else { (String::new(), rest.to_vec()) };
+                w.names.push(name);
+                w.published.push(Published {
+                    tid: rest[0].parse().unwrap(),
+                    trace_id: rest[1].to_string(),
+                    span_id: rest[2].to_string(),
+                    flags: u64::from_str_radix(rest[3], 16).unwrap(),
+                    record_address: rest[4].to_string(),
+                    extra: rest[5..].iter().map(|s| s.to_string()).collect(),
+                });
+            }
+            _ => panic!("writer {desc} printed an unexpected line: {line:?}"),
+        }
+    }
+    assert!(w.pid > 0, "writer {desc} printed no pid line");
+    w
+}
+
+pub fn c_writer(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> WriterProcess {
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    start_writer(cmd, true)
+}
+
+pub struct ReaderRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn thread_ctx(args: &[&str]) -> ReaderRun {
+    let out = Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(args).output().expect("running thread-ctx");
+    ReaderRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `thread-ctx SUB --json PID`, checks the exit code, parses stdout.
+pub fn json_of(sub: &str, pid: i32, expect_code: i32) -> Value {
+    let pid_s = pid.to_string();
+    let r = thread_ctx(&[sub, "--json", &pid_s]);
+    assert_eq!(
+        r.code, expect_code,
+        "expected `thread-ctx {sub} --json {pid}` to exit {expect_code}, it exited {}\nstdout:\n{}\nstderr:\n{}",
+        r.code, r.stdout, r.stderr
+    );
+    let v: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("`thread-ctx {sub} --json` printed invalid JSON ({e}):\n{}", r.stdout));
+    fail_clearly_if_ptrace_denied(&v);
+    v
+}
+
+/// A test run without ptrace rights must say so, not report wrong records.
+pub fn fail_clearly_if_ptrace_denied(v: &Value) {
+    for t in v["threads"].as_array().into_iter().flatten() {
+        if t["state"] == "error" && t["problems"].to_string().contains("ptrace") {
+            panic!(
+                "ptrace was denied, so these tests cannot read threads: run them as root (or with CAP_SYS_PTRACE / \
+                 kernel.yama.ptrace_scope=0). Reader said: {}",
+                t["problems"]
+            );
+        }
+    }
+}
+
+/// The single writer object of a discovery JSON, with its model and access kind.
+pub fn only_writer(v: &Value) -> &Value {
+    let writers = v["writers"].as_array().expect("writers array");
+    assert_eq!(writers.len(), 1, "expected exactly one writer object, saw {writers:#?}");
+    assert!(writers[0]["error"].is_null(), "writer unresolved: {}", writers[0]["error"]);
+    &writers[0]
+}
+
+pub fn thread_row(v: &Value, tid: i64) -> &Value {
+    v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == tid)
+        .unwrap_or_else(|| panic!("dump has no row for tid {tid}: {:#}", v["threads"]))
+}
+
+/// Every published record reads back byte-exact; every other thread has no valid record.
+pub fn assert_dump_matches(v: &Value, published: &[Published]) {
+    for p in published {
+        let t = thread_row(v, p.tid);
+        let seen = (t["state"].as_str(), t["trace_id"].as_str(), t["span_id"].as_str(), t["flags"].as_u64(), t["record_address"].as_str());
+        let expected = (Some("valid"), Some(p.trace_id.as_str()), Some(p.span_id.as_str()), Some(p.flags), Some(p.record_address.as_str()));
+        assert_eq!(seen, expected, "tid {}: expected (state, trace, span, flags, record address) {expected:?}, saw {seen:?}; row {t:#}", p.tid);
+    }
+    for t in v["threads"].as_array().unwrap() {
+        if !published.iter().any(|p| t["tid"] == p.tid) {
+            assert_ne!(t["state"], "valid", "tid {} published nothing but reads as valid: {t:#}", t["tid"]);
+        }
+    }
+}

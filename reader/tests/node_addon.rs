@@ -1,0 +1,71 @@
+//! `thread-ctx` against our own addon in real Node: the main thread and two
+//! workers each set a distinct context; `dump --json` must return exactly those,
+//! through static TLS by default and through the DTV when glibc is told to keep
+//! no optional static TLS surplus. Needs `node` and the built addon
+//! (`npm run build` at the repository root).
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn package_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let addon = root.join("otel-thread-ctx.node");
+    assert!(
+        addon.exists(),
+        "expected the addon at {}: run `npm run build` in {} first (it is built before cargo test in CI)",
+        addon.display(),
+        root.display()
+    );
+    root
+}
+
+fn node_writer(env: &[(&str, &str)]) -> WriterProcess {
+    let pkg = package_dir();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_writer.js");
+    let mut cmd = Command::new("node");
+    cmd.arg(&script).arg(&pkg);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Err(e) = Command::new("node").arg("--version").output() {
+        panic!("expected `node` on PATH to run the addon test: {e}");
+    }
+    start_writer(cmd, false)
+}
+
+fn check(env: &[(&str, &str)], access_kind: &str, addon_model: &str) {
+    let w = node_writer(env);
+    assert_eq!(w.published.len(), 3, "main thread + 2 workers: {:?}", w.published);
+    for p in &w.published {
+        assert_eq!(p.extra[0], addon_model, "threadInfo().tlsModel of tid {}", p.tid);
+    }
+    let inspect = json_of("inspect", w.pid, 0);
+    let writer = only_writer(&inspect);
+    assert!(writer["path"].as_str().unwrap().ends_with("otel-thread-ctx.node"), "{writer:#}");
+    assert_eq!((writer["model"].as_str(), writer["access"]["kind"].as_str()), (Some("tls_desc"), Some(access_kind)),
+        "expected the addon's TLSDESC symbol with {access_kind} access, saw {writer:#}");
+    if access_kind == "static" {
+        // The addon's own view of its static TLS offset must agree with ours.
+        let ours = writer["access"]["tp_offset"].to_string();
+        for p in &w.published {
+            assert_eq!(p.extra[1], ours, "tid {}: threadInfo().tlsOffset vs reader's tp_offset", p.tid);
+        }
+    }
+    let dump = json_of("dump", w.pid, 0);
+    assert_dump_matches(&dump, &w.published);
+    let valid = dump["threads"].as_array().unwrap().iter().filter(|t| t["state"] == "valid").count();
+    assert_eq!(valid, 3, "exactly the 3 JS threads carry a context: {:#}", dump["threads"]);
+    json_of("validate", w.pid, 0);
+}
+
+#[test]
+fn addon_in_node_default_env_uses_static_tls() {
+    check(&[], "static", "static");
+}
+
+#[test]
+fn addon_in_node_without_static_surplus_walks_the_dtv() {
+    check(&[FORCE_DYNAMIC_TLS], "dtv", "dynamic");
+}
