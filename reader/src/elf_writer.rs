@@ -20,6 +20,7 @@ pub const SYMBOL: &str = "otel_thread_ctx_v1";
 #[serde(rename_all = "snake_case")]
 pub enum TlsRelocKind {
     /// R_X86_64_TLSDESC: a two-word descriptor {resolver, argument} in the GOT.
+    #[serde(rename = "tlsdesc")]
     TlsDesc,
     /// R_X86_64_DTPMOD64: the module-id word of a general-dynamic GOT pair.
     DtpMod64,

@@ -4,11 +4,11 @@ use std::io;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("process {pid} not found or not readable ({path}): {source}")]
-    Process { pid: i32, path: String, source: io::Error },
+    #[error("process {pid} not found or not readable ({path}): {cause}")]
+    Process { pid: i32, path: String, cause: io::Error },
 
-    #[error("reading {path}: {source}")]
-    Io { path: String, source: io::Error },
+    #[error("reading {path}: {cause}")]
+    Io { path: String, cause: io::Error },
 
     #[error("{path}: malformed /proc maps line {line:?}")]
     MapsLine { path: String, line: String },
@@ -16,8 +16,8 @@ pub enum Error {
     #[error("{path}: not a usable ELF object: {reason}")]
     Elf { path: String, reason: String },
 
-    #[error("process {pid}: reading {len} bytes at {addr:#x} ({what}): {source}")]
-    RemoteRead { pid: i32, addr: u64, len: usize, what: String, source: io::Error },
+    #[error("process {pid}: reading {len} bytes at {addr:#x} ({what}): {cause}")]
+    RemoteRead { pid: i32, addr: u64, len: usize, what: String, cause: io::Error },
 
     #[error("{path}: cannot resolve otel_thread_ctx_v1: {reason}")]
     Resolve { path: String, reason: String },
@@ -25,8 +25,8 @@ pub enum Error {
     #[error("process context mapping {mapping} at {addr:#x}: {reason}")]
     ProcessContext { mapping: String, addr: u64, reason: String },
 
-    #[error("thread {tid}: ptrace {op} failed: {source}{hint}")]
-    Ptrace { tid: i32, op: &'static str, source: io::Error, hint: &'static str },
+    #[error("thread {tid}: ptrace {op} failed: {cause}{hint}")]
+    Ptrace { tid: i32, op: &'static str, cause: io::Error, hint: &'static str },
 
     #[error("thread {tid} exited while being read")]
     ThreadExited { tid: i32 },
@@ -35,7 +35,7 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    pub fn io(path: impl Into<String>, source: io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+    pub fn io(path: impl Into<String>, cause: io::Error) -> Self {
+        Error::Io { path: path.into(), cause }
     }
 }

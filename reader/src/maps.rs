@@ -36,7 +36,7 @@ impl Mapping {
 pub fn read_maps(pid: i32) -> Result<Vec<Mapping>> {
     let path = format!("/proc/{pid}/maps");
     let text = std::fs::read_to_string(&path)
-        .map_err(|source| Error::Process { pid, path: path.clone(), source })?;
+        .map_err(|cause| Error::Process { pid, path: path.clone(), cause })?;
     parse_maps(&text, &path)
 }
 

@@ -18,8 +18,8 @@ pub struct StoppedThread {
 fn ptrace_err(tid: i32, op: &'static str, e: io::Error) -> Error {
     match e.raw_os_error() {
         Some(libc::ESRCH) => Error::ThreadExited { tid },
-        Some(libc::EPERM) => Error::Ptrace { tid, op, source: e, hint: EPERM_HINT },
-        _ => Error::Ptrace { tid, op, source: e, hint: "" },
+        Some(libc::EPERM) => Error::Ptrace { tid, op, cause: e, hint: EPERM_HINT },
+        _ => Error::Ptrace { tid, op, cause: e, hint: "" },
     }
 }
 

@@ -17,7 +17,7 @@ impl RemoteMemory {
     /// Fills `buf` from `addr`; a short read is an error (EFAULT), never partial data.
     pub fn read(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()> {
         let len = buf.len();
-        let fail = |source| Error::RemoteRead { pid: self.pid, addr, len, what: what.into(), source };
+        let fail = |cause| Error::RemoteRead { pid: self.pid, addr, len, what: what.into(), cause };
         if buf.is_empty() {
             return Ok(());
         }

@@ -13,6 +13,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TlsModel {
+    #[serde(rename = "tlsdesc")]
     TlsDesc,
     GeneralDynamic,
     InitialExec,

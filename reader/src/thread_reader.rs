@@ -74,7 +74,7 @@ impl ThreadRecord {
 /// Thread ids of the process, sorted.
 pub fn list_threads(pid: i32) -> Result<Vec<i32>> {
     let path = format!("/proc/{pid}/task");
-    let dir = std::fs::read_dir(&path).map_err(|source| Error::Process { pid, path: path.clone(), source })?;
+    let dir = std::fs::read_dir(&path).map_err(|cause| Error::Process { pid, path: path.clone(), cause })?;
     let mut tids: Vec<i32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
     tids.sort_unstable();
     Ok(tids)

@@ -28,14 +28,14 @@ fn check_model(w: &WriterProcess, model: &str, access_kind: &str) {
 fn tlsdesc_in_dlopened_library_uses_static_tls() {
     let f = fixtures();
     let w = c_writer(&f.writer_dl, &["--dlopen", f.lib_tlsdesc.to_str().unwrap(), "--seed", "17"], &[]);
-    check_model(&w, "tls_desc", "static");
+    check_model(&w, "tlsdesc", "static");
 }
 
 #[test]
 fn tlsdesc_forced_into_dynamic_tls_walks_the_dtv() {
     let f = fixtures();
     let w = c_writer(&f.writer_dl, &["--dlopen", f.lib_tlsdesc.to_str().unwrap(), "--seed", "18"], &[FORCE_DYNAMIC_TLS]);
-    check_model(&w, "tls_desc", "dtv");
+    check_model(&w, "tlsdesc", "dtv");
 }
 
 #[test]

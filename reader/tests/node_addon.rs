@@ -44,7 +44,7 @@ fn check(env: &[(&str, &str)], access_kind: &str, addon_model: &str) {
     let inspect = json_of("inspect", w.pid, 0);
     let writer = only_writer(&inspect);
     assert!(writer["path"].as_str().unwrap().ends_with("otel-thread-ctx.node"), "{writer:#}");
-    assert_eq!((writer["model"].as_str(), writer["access"]["kind"].as_str()), (Some("tls_desc"), Some(access_kind)),
+    assert_eq!((writer["model"].as_str(), writer["access"]["kind"].as_str()), (Some("tlsdesc"), Some(access_kind)),
         "expected the addon's TLSDESC symbol with {access_kind} access, saw {writer:#}");
     if access_kind == "static" {
         // The addon's own view of its static TLS offset must agree with ours.

@@ -1,0 +1,75 @@
+//! Faults degrade gracefully: threads exiting mid-read, a thread already traced
+//! by someone else, and a reader without the rights to read the target.
+
+mod common;
+use common::*;
+use std::os::unix::process::CommandExt;
+
+#[test]
+fn threads_exiting_mid_read_are_reported_not_fatal() {
+    let w = c_writer(&fixtures().writer_le, &["--thread-churn"], &[]);
+    let mut churn_rows = 0;
+    for i in 0..15 {
+        let v = json_of("validate", w.pid, 0);
+        for p in &w.published {
+            assert_eq!(thread_row(&v, p.tid)["state"], "valid", "read {i}: tid {}", p.tid);
+        }
+        for t in v["threads"].as_array().unwrap() {
+            let state = t["state"].as_str().unwrap();
+            assert!(["valid", "no_context", "exited"].contains(&state), "read {i}: unexpected row {t:#}");
+            if state == "exited" {
+                assert!(t["problems"].to_string().contains("exited while being read"), "{t:#}");
+            }
+            churn_rows += (t["name"] == "fx-churn") as usize;
+        }
+    }
+    assert!(churn_rows > 0, "expected to meet short-lived threads at least once in 15 dumps");
+}
+
+#[test]
+fn thread_traced_by_another_tracer_is_an_error_row_and_validate_exit_3() {
+    let f = fixtures();
+    let w = c_writer(&f.writer_dl, &["--dlopen", f.lib_tlsdesc.to_str().unwrap()], &[]);
+    let busy = w.published[1].tid as i32;
+    // This test thread becomes the tracer of one writer thread (without stopping it).
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_SEIZE, busy, 0, 0) }, 0, "test could not seize tid {busy}");
+    let r = thread_ctx(&["validate", "--json", &w.pid.to_string()]);
+    // Release it before asserting, so the writer can be killed and reaped cleanly.
+    unsafe {
+        libc::ptrace(libc::PTRACE_INTERRUPT, busy, 0, 0);
+        let mut status = 0;
+        libc::waitpid(busy, &mut status, libc::__WALL);
+        libc::ptrace(libc::PTRACE_DETACH, busy, 0, 0);
+    }
+    assert_eq!(r.code, 3, "expected exit 3 (unreadable thread), saw {}\n{}{}", r.code, r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let t = thread_row(&v, busy as i64);
+    assert_eq!(t["state"], "error", "{t:#}");
+    let why = t["problems"].to_string();
+    assert!(why.contains("PTRACE_SEIZE") && why.contains("Operation not permitted") && why.contains("already traced"), "{why}");
+    assert_eq!(thread_row(&v, w.published[0].tid)["state"], "valid");
+    assert!(r.stderr.contains("could not be read"), "stderr: {}", r.stderr);
+}
+
+#[test]
+fn unprivileged_reader_gets_a_clear_permission_error() {
+    let w = c_writer(&fixtures().writer_le, &[], &[]);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_thread-ctx"));
+    cmd.args(["dump", &w.pid.to_string()]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => panic!("could not run thread-ctx as uid 65534 (this test needs root to drop privileges): {e}"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
+    assert!(stderr.contains("Permission denied") && stderr.contains(&format!("/proc/{}/", w.pid)), "stderr: {stderr}");
+}
