@@ -12,7 +12,7 @@ pub struct Mapping {
     pub offset: u64,
     pub dev: String,
     pub inode: u64,
-    /// Path or pseudo name ("[heap]", "/memfd:OTEL_CTX (deleted)"); empty for anonymous.
+    /// Path or pseudo name (`[heap]`, `/memfd:OTEL_CTX (deleted)`); empty for anonymous.
     pub name: String,
 }
 
