@@ -5,7 +5,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { trace, context, ROOT_CONTEXT } = require('@opentelemetry/api');
-const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
+const { AsyncLocalStorageContextManager, AsyncHooksContextManager } = require('@opentelemetry/context-async-hooks');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
 const { lib, assertPublished, assertNone, sleep } = require('./context-helpers');
 
@@ -139,6 +139,23 @@ test('register() wraps the context manager already installed and returns the ena
     assertNone('after the global with()');
   } finally {
     context.disable();
+    manager.disable();
+  }
+});
+
+test('any delegate works: the async_hooks-based AsyncHooksContextManager', async () => {
+  const manager = new ThreadContextManager({ contextManager: new AsyncHooksContextManager() }).enable();
+  try {
+    const other = tracer.startSpan('other');
+    await Promise.all([span, other].map((s) => manager.with(trace.setSpan(ROOT_CONTEXT, s), async () => {
+      for (let i = 0; i < 5; i++) {
+        await (i % 2 ? sleep(1) : Promise.resolve());
+        assertPublished(s, `span ${s.spanContext().spanId} step ${i} with AsyncHooksContextManager`);
+      }
+    })));
+    assertNone('after the AsyncHooksContextManager spans');
+    other.end();
+  } finally {
     manager.disable();
   }
 });

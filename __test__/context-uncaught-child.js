@@ -26,6 +26,11 @@ tracer.startActiveSpan('thrower', (span) => {
     throw new Error('in nested runInAsyncScope');
   })), 2);
   process.nextTick(() => { throw new Error('in nextTick'); });
+  queueMicrotask(() => { throw new Error('in queueMicrotask'); });
+  (async () => {
+    await new Promise((resolve) => setTimeout(resolve, 3));
+    throw new Error('unhandled rejection after await');
+  })();
   span.end();
 });
 

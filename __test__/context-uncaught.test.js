@@ -12,8 +12,9 @@ test('callbacks that throw inside spans leave no stale span', () => {
     { encoding: 'utf8', timeout: 20000 });
   const result = JSON.parse(out.trim().split('\n').pop());
   assert.deepEqual(result.caught,
-    ['in nested runInAsyncScope', 'in nextTick', 'in timer', 'in with inside an immediate'],
-    'expected the child to throw and catch all four errors');
+    ['in nested runInAsyncScope', 'in nextTick', 'in queueMicrotask', 'in timer', 'in with inside an immediate',
+      'unhandled rejection after await'],
+    'expected the child to throw and catch all six errors');
   assert.deepEqual(result.violations, [], `expected none between callbacks after the throws, saw ${result.violations}`);
   assert.ok(result.checks > 3, `expected callback ends to be observed, saw ${result.checks}`);
   assert.equal(result.record, null, `expected none at the end, saw ${result.record}`);

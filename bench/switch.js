@@ -2,7 +2,8 @@
 // Per-switch cost of ThreadContextManager over the stock AsyncLocalStorageContextManager, measured
 // in the same run, one process per variant and round, alternating, median of 5 rounds each:
 //   - per `await null` inside an active span (wall time; CPU-bound loop)
-//   - per timer callback: setTimeout(cb, 0) scheduled and run in a span (CPU time per timer)
+//   - per timer callback: setTimeout(cb, 0) scheduled and run in a span (see nsPerTimer)
+//   - per with() call alternating between two spans (synchronous; what cheap mode costs)
 // Run under every Node version with: scripts/node-matrix.sh bench
 // Options: --rounds N (default 5), --awaits N (default 300000), --timers N (default 20000).
 
@@ -42,18 +43,34 @@ function nsPerAwait(manager) {
   });
 }
 
+// Wall time of the two CPU-bound parts, without the idle wait for the 1 ms timeout: the loop
+// that schedules the timers (init hooks) and the run from the first callback to the last
+// (before/after hooks). process.cpuUsage() would add the GC threads' time.
 function nsPerTimer(manager) {
   return manager.with(spanContext, () => new Promise((resolve) => {
     let left = TIMERS;
-    const start = process.cpuUsage();
+    let firstAt;
     const tick = () => {
-      if (--left === 0) {
-        const used = process.cpuUsage(start);
-        resolve(((used.user + used.system) * 1000) / TIMERS);
-      }
+      if (left === TIMERS) firstAt = process.hrtime.bigint();
+      if (--left === 0) resolve(Number(scheduling + process.hrtime.bigint() - firstAt) / TIMERS);
     };
+    const start = process.hrtime.bigint();
     for (let i = 0; i < TIMERS; i++) setTimeout(tick, 0);
+    const scheduling = process.hrtime.bigint() - start;
   }));
+}
+
+// with() alternating between two spans, so that every call publishes and restores.
+const otherContext = trace.setSpan(ROOT_CONTEXT, new BasicTracerProvider().getTracer('bench').startSpan('other'));
+const WITHS = 200000;
+function nsPerWith(manager) {
+  let sink = 0;
+  const fn = () => { sink++; };
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < WITHS; i++) manager.with(i & 1 ? spanContext : otherContext, fn);
+  const ns = Number(process.hrtime.bigint() - start) / WITHS;
+  if (sink !== WITHS) throw new Error('bench: with() did not run its function');
+  return ns;
 }
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -77,19 +94,23 @@ async function child(name) {
   // Within a process: warm-up, then the median of several batches (timer batches are noisy).
   await nsPerAwait(manager);
   await nsPerTimer(manager);
+  nsPerWith(manager);
   const awaits = [];
   const timers = [];
+  const withs = [];
   for (let batch = 0; batch < 3; batch++) awaits.push(await nsPerAwait(manager));
   for (let batch = 0; batch < 9; batch++) timers.push(await nsPerTimer(manager));
+  for (let batch = 0; batch < 3; batch++) withs.push(nsPerWith(manager));
   const perAwait = median(awaits);
   const perTimer = median(timers);
+  const perWith = median(withs);
   if (name === 'thread') {
     // The measured manager really publishes: the record shows the span inside with().
     manager.with(spanContext, () => {
       if (getSpanContext()?.spanId !== span.spanContext().spanId) throw new Error('bench: expected the span published');
     });
   }
-  process.stdout.write(JSON.stringify({ perAwait, perTimer, mechanism: manager.mechanism ?? 'stock' }) + '\n');
+  process.stdout.write(JSON.stringify({ perAwait, perTimer, perWith, mechanism: manager.mechanism ?? 'stock' }) + '\n');
 }
 
 function runChild(name) {
@@ -117,17 +138,21 @@ function main() {
   }
   const m = {};
   for (const [name, runs] of Object.entries(results)) {
-    m[name] = { await: median(runs.map((r) => r.perAwait)), timer: median(runs.map((r) => r.perTimer)) };
+    m[name] = {
+      await: median(runs.map((r) => r.perAwait)),
+      timer: median(runs.map((r) => r.perTimer)),
+      with: median(runs.map((r) => r.perWith)),
+    };
   }
   const f = (x) => x.toFixed(1);
   const acf = process.execArgv.includes('--experimental-async-context-frame') ? '+ACF flag' : '';
   console.log(`node ${process.version}${acf}: mechanism ${mechanism}; medians of ${ROUNDS} processes per variant ` +
     `(${AWAITS} awaits, ${TIMERS} timers each)`);
-  console.log('| node | mechanism | stock ns/await | added ns/await | of which hooks floor | stock ns/timer | added ns/timer | of which hooks floor | cheap mode added ns/await |');
+  console.log('| node | mechanism | stock ns/await | added ns/await | of which hooks floor | stock ns/timer | added ns/timer | of which hooks floor | cheap mode added ns/await | added ns/with() |');
   const added = (name, what) => f(m[name][what] - m.stock[what]);
   console.log(`| ${process.version}${acf} | ${mechanism} | ${f(m.stock.await)} | **${added('thread', 'await')}** | ` +
     `${added('floor', 'await')} | ${f(m.stock.timer)} | **${added('thread', 'timer')}** | ${added('floor', 'timer')} | ` +
-    `${added('cheap', 'await')} |`);
+    `${added('cheap', 'await')} | ${added('thread', 'with')} |`);
   span.end();
   return undefined;
 }

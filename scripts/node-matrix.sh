@@ -8,7 +8,8 @@
 #   scripts/node-matrix.sh test FILE...    only these test files
 #   scripts/node-matrix.sh bench [ARGS]    bench/switch.js under each version
 #   scripts/node-matrix.sh install         only install the versions
-#   NODE_MATRIX="20 24" scripts/...        a subset (22acf = 22 with the ACF flag)
+#   NODE_MATRIX="20 24" scripts/...        a subset (22acf = 22 with --experimental-async-context-frame,
+#                                          24noacf = 24 with --no-async-context-frame)
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,9 +33,12 @@ install_major() {
 
 failures=()
 for entry in "${matrix[@]}"; do
-  major="${entry%acf}"
   flags=()
-  [ "$entry" != "$major" ] && flags=(--experimental-async-context-frame)
+  case "$entry" in
+    *noacf) major="${entry%noacf}"; flags=(--no-async-context-frame) ;;
+    *acf) major="${entry%acf}"; flags=(--experimental-async-context-frame) ;;
+    *) major="$entry" ;;
+  esac
   if ! install_major "$major"; then failures+=("$entry(install)"); continue; fi
   [ "$mode" = install ] && continue
   bin="$(node_bin "$major")"
