@@ -73,3 +73,29 @@ fn unprivileged_reader_gets_a_clear_permission_error() {
     assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
     assert!(stderr.contains("Permission denied") && stderr.contains(&format!("/proc/{}/", w.pid)), "stderr: {stderr}");
 }
+
+#[test]
+fn signals_arriving_during_a_read_are_delivered_not_swallowed() {
+    let w = c_writer(&fixtures().writer_le, &["--count-signals"], &[]);
+    let (pid, main_tid) = (w.pid, w.published[0].tid as i32);
+    let sent = 3000;
+    // Real-time signals queue (no coalescing), so every one sent must be counted.
+    let sender = std::thread::spawn(move || {
+        for _ in 0..sent {
+            let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, main_tid, libc::SIGRTMIN()) };
+            assert_eq!(r, 0, "tgkill: {}", std::io::Error::last_os_error());
+            std::thread::sleep(std::time::Duration::from_micros(30));
+        }
+    });
+    let mut dumps = 0;
+    while !sender.is_finished() {
+        json_of("dump", pid, 0);
+        dumps += 1;
+    }
+    sender.join().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    unsafe { libc::syscall(libc::SYS_tgkill, pid, main_tid, libc::SIGUSR2) };
+    let line = w.lines.recv_timeout(std::time::Duration::from_secs(10)).expect("writer's \"signals N\" line");
+    assert_eq!(line, format!("signals {sent}"), "expected every SIGRTMIN sent during {dumps} dumps to be delivered");
+    assert!(dumps >= 3, "expected several dumps to overlap the signals, ran {dumps}");
+}

@@ -89,6 +89,8 @@ pub struct WriterProcess {
     pub pid: i32,
     pub published: Vec<Published>,
     pub names: Vec<String>,
+    /// Lines the writer prints after "ready".
+    pub lines: mpsc::Receiver<String>,
 }
 
 impl Drop for WriterProcess {
@@ -117,9 +119,9 @@ pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
             }
         }
     });
-    let mut w = WriterProcess { child, pid: 0, published: vec![], names: vec![] };
+    let mut w = WriterProcess { child, pid: 0, published: vec![], names: vec![], lines: rx };
     loop {
-        let line = match rx.recv_timeout(Duration::from_secs(20)) {
+        let line = match w.lines.recv_timeout(Duration::from_secs(20)) {
             Ok(l) => l,
             Err(e) => panic!("writer {desc} did not print \"ready\" within 20 s ({e}); exit status {:?}", w.child.try_wait()),
         };
