@@ -127,8 +127,21 @@ class Publisher {
 // from the thread that writes.
 let threadPublisher = null;
 function getThreadPublisher() {
-  if (threadPublisher === null) threadPublisher = new Publisher(require('./native').recordView());
+  if (threadPublisher === null) threadPublisher = new Publisher(threadRecordView());
   return threadPublisher;
+}
+
+// A thread without a record (the addon refused it) still gets working context management, on a
+// private buffer nobody reads, and a warning that says why; OTEL_THREAD_CTX_REQUIRE_NATIVE=1 throws.
+function threadRecordView() {
+  try {
+    return require('./native').recordView();
+  } catch (error) {
+    if (process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE === '1') throw error;
+    process.emitWarning(`otel-thread-ctx: no record for this thread (${error.message}); ` +
+      'span contexts are not published here', { code: 'OTEL_THREAD_CTX_NO_RECORD' });
+    return new Uint8Array(RECORD_BYTES);
+  }
 }
 
 module.exports = {
