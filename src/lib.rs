@@ -6,6 +6,7 @@
 
 mod ids;
 mod page;
+mod process_ctx;
 mod record;
 mod thread_state;
 mod tls;

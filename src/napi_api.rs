@@ -307,3 +307,101 @@ pub fn thread_info(env: Env) -> ThreadInfo {
         error: if state.is_none() { Some(env_error.unwrap_or_else(|| "no record page on this thread".into())) } else { env_error },
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// OTEP 4719 process context (src/process_ctx). Process-wide: any JS thread may call these. The JS
+// layer (js/process-context.js) validates arguments with precise messages before calling.
+// ---------------------------------------------------------------------------------------------
+
+use crate::process_ctx::{self, AttrValue, ContextError};
+
+/// One resource attribute: a string, number (integral -> int, else double), boolean or string[].
+#[napi(object)]
+pub struct ProcessAttribute {
+    pub key: String,
+    pub value: Either4<String, f64, bool, Vec<String>>,
+}
+
+#[napi(object, use_nullable = true)]
+pub struct ProcessContextInfo {
+    /// Address of the 32-byte OTEL_CTX header (the mapping's start).
+    pub header_address: BigInt,
+    pub payload_address: BigInt,
+    pub payload_size: u32,
+    /// CLOCK_BOOTTIME ns of the last publish.
+    pub published_at: BigInt,
+    pub publish_count: f64,
+    /// "memfd" or "anonymous".
+    pub backing: String,
+    pub memfd_error: Option<String>,
+    pub anon_name_error: Option<String>,
+    pub dontfork_error: Option<String>,
+    pub service_instance_id: String,
+    pub key_count: u32,
+    pub schema_version: String,
+}
+
+fn to_js_info(i: process_ctx::Info) -> ProcessContextInfo {
+    ProcessContextInfo {
+        header_address: BigInt::from(i.header_address),
+        payload_address: BigInt::from(i.payload_address),
+        payload_size: i.payload_size,
+        published_at: BigInt::from(i.published_at),
+        publish_count: i.publish_count as f64,
+        backing: i.backing.as_str().to_string(),
+        memfd_error: i.memfd_error,
+        anon_name_error: i.anon_name_error,
+        dontfork_error: i.dontfork_error,
+        service_instance_id: i.service_instance_id,
+        key_count: i.key_count as u32,
+        schema_version: process_ctx::SCHEMA_VERSION.to_string(),
+    }
+}
+
+fn context_error(e: ContextError) -> Error {
+    // Status InvalidArg -> code 'InvalidArg': js/process-context.js rethrows it as a RangeError.
+    let status = if e.is_range() { Status::InvalidArg } else { Status::GenericFailure };
+    Error::new(status, e.to_string())
+}
+
+fn attr_value(v: Either4<String, f64, bool, Vec<String>>) -> AttrValue {
+    match v {
+        Either4::A(s) => AttrValue::Str(s),
+        Either4::B(n) if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 => AttrValue::Int(n as i64),
+        Either4::B(n) => AttrValue::Double(n),
+        Either4::C(b) => AttrValue::Bool(b),
+        Either4::D(a) => AttrValue::Strings(a),
+    }
+}
+
+/// Replaces the process context's resource attributes and (re)publishes OTEL_CTX.
+#[napi]
+pub fn publish_process_context(resource: Vec<ProcessAttribute>) -> Result<ProcessContextInfo> {
+    let attrs = resource.into_iter().map(|a| (a.key, attr_value(a.value))).collect();
+    process_ctx::writer().set_resource(attrs).map(to_js_info).map_err(context_error)
+}
+
+/// Appends keys to the process-wide attribute key map (known keys keep their index),
+/// republishing when it grew; returns each key's index (the record's key byte).
+#[napi]
+pub fn append_attribute_keys(keys: Vec<String>) -> Result<Vec<u32>> {
+    process_ctx::writer().append_keys(&keys).map_err(context_error)
+}
+
+/// The process-wide attribute key map (index = key byte in record attrs).
+#[napi]
+pub fn attribute_key_map() -> Vec<String> {
+    process_ctx::writer().keys().to_vec()
+}
+
+/// Length of the key map: append-only, so it identifies the map's version cheaply.
+#[napi]
+pub fn attribute_key_count() -> u32 {
+    process_ctx::writer().keys().len() as u32
+}
+
+/// The published process context's header facts, or null before the first publish.
+#[napi]
+pub fn process_context_info() -> Option<ProcessContextInfo> {
+    process_ctx::writer().info().map(to_js_info)
+}
