@@ -66,8 +66,10 @@ pub struct ProcessContextInfo {
     pub version: u32,
     pub published_at_ns: u64,
     pub payload_size: u32,
-    pub resource: Vec<(String, serde_json::Value)>,
-    pub attributes: Vec<(String, serde_json::Value)>,
+    /// Resource attributes, key -> value (a repeated key: the last one wins).
+    pub resource: serde_json::Map<String, serde_json::Value>,
+    /// Process-context attributes (`threadlocal.*` among them).
+    pub attributes: serde_json::Map<String, serde_json::Value>,
     pub schema_version: Option<String>,
     pub attribute_key_map: Option<Vec<String>>,
     #[serde(skip)]
@@ -115,7 +117,7 @@ fn read_at(mem: &RemoteMemory, m: &Mapping) -> Result<ProcessContextInfo> {
 }
 
 fn describe(m: &Mapping, h: ContextHeader, decoded: proto::ProcessContext) -> ProcessContextInfo {
-    let pairs = |kvs: &[proto::KeyValue]| -> Vec<(String, serde_json::Value)> {
+    let pairs = |kvs: &[proto::KeyValue]| -> serde_json::Map<String, serde_json::Value> {
         kvs.iter()
             .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(serde_json::Value::Null, proto::AnyValue::to_json)))
             .collect()

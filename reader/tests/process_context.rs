@@ -49,7 +49,7 @@ fn process_context_and_key_map_decode_record_attrs() {
     assert_eq!(pc["mapping"], "/memfd:OTEL_CTX (deleted)");
     assert_eq!(pc["version"], 2);
     assert!(pc["published_at_ns"].as_u64().unwrap() > 0, "published-at must be non-zero: {pc:#}");
-    assert_eq!(pc["resource"], json!([["service.name", "checkout"], ["process.pid", 42]]));
+    assert_eq!(pc["resource"], json!({ "service.name": "checkout", "process.pid": 42 }));
     assert_eq!(pc["schema_version"], "tlsdesc_v1_dev");
     assert_eq!(pc["attribute_key_map"], json!(["http.route", "http.request.method"]));
 
@@ -80,7 +80,7 @@ fn reader_racing_republishes_never_returns_a_torn_payload() {
         let v = json_of("inspect", w.pid, 0);
         assert!(v["process_context_error"].is_null(), "read {i}: {}", v["process_context_error"]);
         let pc = &v["process_context"];
-        let service = pc["resource"][0][1].as_str().unwrap_or_default().to_string();
+        let service = pc["resource"]["service.name"].as_str().unwrap_or_default().to_string();
         let keys = pc["attribute_key_map"].as_array().map_or(0, |k| k.len());
         assert!(
             (service == "service-a" && keys == 1) || (service == "service-bbbbbbbbbbbbbbbbbbbb" && keys == 3),
@@ -104,7 +104,7 @@ fn library_reader_in_a_tight_loop_sees_only_whole_payloads() {
         let pc = thread_ctx::process_context::read_process_context(w.pid, &maps)
             .unwrap_or_else(|e| panic!("read {i}: expected a whole payload, saw error {e}"))
             .expect("an OTEL_CTX mapping");
-        match (pc.resource[0].1.as_str(), pc.attribute_key_map.as_ref().map(Vec::len)) {
+        match (pc.resource["service.name"].as_str(), pc.attribute_key_map.as_ref().map(Vec::len)) {
             (Some("service-a"), Some(1)) => counts[0] += 1,
             (Some("service-bbbbbbbbbbbbbbbbbbbb"), Some(3)) => counts[1] += 1,
             other => panic!("read {i}: expected payload A or B whole, saw {other:?}"),
