@@ -75,6 +75,11 @@ pub struct WriterObject {
 /// Opens `open_path` (read lazily: large binaries such as node are not read whole)
 /// and scans it; `display` names the object in errors. Ok(None) = not a writer.
 pub fn scan_file(open_path: &str, display: &str) -> Result<Option<WriterObject>> {
+    // Only regular files: opening a mapped device node (GPU, /dev/zero...) is not harmless.
+    let meta = std::fs::metadata(open_path).map_err(|e| Error::io(open_path, e))?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
     let mut file = File::open(open_path).map_err(|e| Error::io(open_path, e))?;
     let mut magic = [0u8; 5];
     if file.read_exact(&mut magic).is_err() || &magic[..4] != b"\x7fELF" || magic[4] != elf::ELFCLASS64 {
