@@ -4,6 +4,7 @@
 // a switch is then a handful of u32 stores, skipped when the entry is already published.
 
 const { trace, isSpanContextValid } = require('@opentelemetry/api');
+const { encodeSpanEntry } = require('./span-attributes');
 
 // Record words (u32, little endian): 0-3 trace id, 4-5 span id,
 // 6 = valid | flags << 8 | attrs size << 16 (the "last store"), 7.. attrs-data.
@@ -55,10 +56,11 @@ function encodeEntry(spanContext, attrs) {
 const entryByContext = new WeakMap();
 const entryBySpanContext = new WeakMap();
 
-function entryForSpanContext(spanContext) {
+// With `span`, the entry also carries the span's record attributes (js/span-attributes.js).
+function entryForSpanContext(spanContext, span) {
   let entry = entryBySpanContext.get(spanContext);
   if (entry === undefined) {
-    entry = encodeEntry(spanContext);
+    entry = span === undefined ? encodeEntry(spanContext) : encodeSpanEntry(span, spanContext, encodeEntry);
     entryBySpanContext.set(spanContext, entry);
   }
   return entry;
@@ -76,7 +78,7 @@ function entryForContext(context) {
     if (context === null || typeof context !== 'object' || typeof context.getValue !== 'function') return NONE;
     const span = trace.getSpan(context);
     const spanContext = span === undefined ? undefined : span.spanContext();
-    entry = spanContext == null ? NONE : entryForSpanContext(spanContext);
+    entry = spanContext == null ? NONE : entryForSpanContext(spanContext, span);
     entryByContext.set(context, entry);
   }
   lastContext = context;
@@ -107,10 +109,21 @@ class Publisher {
     if (entry === NONE) return;
     if (entry !== this._body) {
       for (let i = 0; i < ID_WORDS; i++) words[i] = entry[i];
-      for (let i = HEADER_WORDS; i < entry.length; i++) words[i] = entry[i];
+      // Up to the attrs size: an entry with record attributes is allocated at full record size.
+      const end = HEADER_WORDS + (((entry[CONTROL_WORD] >>> 16) + 3) >>> 2);
+      for (let i = HEADER_WORDS; i < end; i++) words[i] = entry[i];
       this._body = entry;
     }
     words[CONTROL_WORD] = entry[CONTROL_WORD];
+  }
+
+  // `entry` was rewritten in place (its record attributes changed): store it again if it is
+  // published, and make sure it is rewritten in full the next time it is.
+  refresh(entry) {
+    if (entry === this._body) this._body = NONE;
+    if (entry !== this.current) return;
+    this.current = NONE;
+    this.publish(entry);
   }
 
   // Unconditional clear, ids zeroed too (also when someone else wrote the record behind our back).

@@ -10,6 +10,7 @@
 
 const { context, ROOT_CONTEXT, createContextKey } = require('@opentelemetry/api');
 const { ThreadContextManager, enabledThreadContextManager } = require('./context-manager');
+const { prepareProcessContext } = require('./process-context');
 
 const PROBE_KEY = createContextKey('otel-thread-ctx register probe');
 
@@ -30,13 +31,17 @@ function checkRegisterOptions(options) {
 }
 
 /**
- * @param {{ contextManager?: ContextManager, asyncTracking?: boolean }} [options]
+ * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, resource?: Resource,
+ *   attributes?: string[] }} [options] resource / attributes: the OTEP 4719 process context's
+ *   resource and the attribute keys records carry (js/process-context.js)
  * @returns {ThreadContextManager} the enabled, globally installed manager
  */
 function register(options = {}) {
   checkRegisterOptions(options);
+  const commitProcessContext = prepareProcessContext(options);
   const installed = typeof context._getContextManager === 'function' ? context._getContextManager() : undefined;
   if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined) {
+    commitProcessContext();
     return installed;
   }
   if (enabledThreadContextManager() !== null) {
@@ -55,6 +60,7 @@ function register(options = {}) {
     manager.disable();
     throw new Error('register(): @opentelemetry/api refused to install the global context manager');
   }
+  commitProcessContext();
   return manager;
 }
 

@@ -1,0 +1,60 @@
+'use strict';
+// Encodes attribute values into OTEP 4947 attrs-data: [key index u8][length u8][UTF-8 bytes] ...
+// Values are cut at 255 bytes on a character boundary; the attrs-data of a record holds at most
+// 612 bytes (640-byte record minus its 28-byte header). An entry that does not fit is dropped
+// whole (never cut to fit) and counted; the ones after it may still fit.
+
+const MAX_VALUE_BYTES = 255;
+const MAX_ATTRS_BYTES = 612;
+const MAX_KEY_INDEX = 255;
+
+const encoder = new TextEncoder();
+// encodeInto() writes whole characters only, so a 255-byte target truncates on a boundary.
+const valueScratch = new Uint8Array(MAX_VALUE_BYTES);
+const attrsScratch = new Uint8Array(MAX_ATTRS_BYTES);
+
+/**
+ * @param {Array<[number, string]>} entries key index and value, in priority order
+ * @returns {{ bytes: Uint8Array, dropped: number, truncated: number }} a fresh copy of the attrs-data
+ */
+function encodeAttributes(entries) {
+  let size = 0;
+  let dropped = 0;
+  let truncated = 0;
+  for (let i = 0; i < entries.length; i++) {
+    const [key, value] = entries[i];
+    if (!Number.isInteger(key) || key < 0 || key > MAX_KEY_INDEX) {
+      throw new RangeError(`entries[${i}][0]: expected a key index 0-${MAX_KEY_INDEX}, got ${String(key)}`);
+    }
+    if (typeof value !== 'string') {
+      throw new TypeError(`entries[${i}][1]: expected a string value, got ${value === null ? 'null' : typeof value}`);
+    }
+    const { read, written } = encoder.encodeInto(value, valueScratch);
+    if (size + 2 + written > MAX_ATTRS_BYTES) {
+      dropped++;
+      continue;
+    }
+    if (read < value.length) truncated++;
+    attrsScratch[size] = key;
+    attrsScratch[size + 1] = written;
+    attrsScratch.set(valueScratch.subarray(0, written), size + 2);
+    size += 2 + written;
+  }
+  return { bytes: attrsScratch.slice(0, size), dropped, truncated };
+}
+
+/** Decodes attrs-data back into [key index, value] pairs (tests, debugging). */
+function decodeAttributes(bytes) {
+  const out = [];
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  for (let at = 0; at < bytes.length;) {
+    if (at + 2 > bytes.length) throw new RangeError(`attrs-data: truncated entry header at byte ${at}`);
+    const len = bytes[at + 1];
+    if (at + 2 + len > bytes.length) throw new RangeError(`attrs-data: entry at byte ${at} claims ${len} bytes, ${bytes.length - at - 2} left`);
+    out.push([bytes[at], decoder.decode(bytes.subarray(at + 2, at + 2 + len))]);
+    at += 2 + len;
+  }
+  return out;
+}
+
+module.exports = { encodeAttributes, decodeAttributes, MAX_VALUE_BYTES, MAX_ATTRS_BYTES };
