@@ -61,12 +61,11 @@ function detectMechanism() {
 function trackAsyncCallbacks(active, enter, exit) {
   const mechanism = detectMechanism();
   const stops = [];
-  let before;
   if (mechanism.captureAtInit) {
     // Only AsyncResource scopes need it (timers, ticks and native callbacks see their frame);
     // a WeakMap entry per timer would cost far more than the switch itself.
     const captured = new WeakMap();
-    before = function before() {
+    const before = function before() {
       const resource = executionAsyncResource();
       enter(resource instanceof AsyncResource && captured.has(resource) ? captured.get(resource) : active());
     };
@@ -77,7 +76,7 @@ function trackAsyncCallbacks(active, enter, exit) {
     hook.enable();
     stops.push(() => hook.disable());
   } else {
-    before = function before() { enter(active()); };
+    const before = function before() { enter(active()); };
     const hook = createHook({ before, after: exit });
     hook.enable();
     stops.push(() => hook.disable());
