@@ -13,6 +13,18 @@ const encoder = new TextEncoder();
 const valueScratch = new Uint8Array(MAX_VALUE_BYTES);
 const attrsScratch = new Uint8Array(MAX_ATTRS_BYTES);
 
+// The common case without a native call: a string of ASCII characters copied at `at`. Returns
+// the bytes written (cut at 255), DOES_NOT_FIT, or NOT_ASCII (the caller then uses TextEncoder).
+const NOT_ASCII = -1;
+const DOES_NOT_FIT = -2;
+function asciiInto(value, at) {
+  const n = value.length < MAX_VALUE_BYTES ? value.length : MAX_VALUE_BYTES;
+  for (let i = 0; i < n; i++) if (value.charCodeAt(i) > 0x7f) return NOT_ASCII;
+  if (at + n > MAX_ATTRS_BYTES) return DOES_NOT_FIT;
+  for (let i = 0; i < n; i++) attrsScratch[at + i] = value.charCodeAt(i);
+  return n;
+}
+
 /**
  * @param {Array<[number, string]>} entries key index and value, in priority order
  * @returns {{ bytes: Uint8Array, dropped: number, truncated: number }} a fresh copy of the attrs-data
@@ -29,15 +41,24 @@ function encodeAttributes(entries) {
     if (typeof value !== 'string') {
       throw new TypeError(`entries[${i}][1]: expected a string value, got ${value === null ? 'null' : typeof value}`);
     }
-    const { read, written } = encoder.encodeInto(value, valueScratch);
-    if (size + 2 + written > MAX_ATTRS_BYTES) {
-      dropped++;
+    let written = asciiInto(value, size + 2);
+    if (written === NOT_ASCII) {
+      const r = encoder.encodeInto(value, valueScratch);
+      written = r.written;
+      if (size + 2 + written > MAX_ATTRS_BYTES) {
+        dropped++;
+        continue;
+      }
+      if (r.read < value.length) truncated++;
+      attrsScratch.set(valueScratch.subarray(0, written), size + 2);
+    } else if (written === DOES_NOT_FIT) {
+      dropped++; // ASCII that does not fit where it would go
       continue;
+    } else if (written < value.length) {
+      truncated++;
     }
-    if (read < value.length) truncated++;
     attrsScratch[size] = key;
     attrsScratch[size + 1] = written;
-    attrsScratch.set(valueScratch.subarray(0, written), size + 2);
     size += 2 + written;
   }
   return { bytes: attrsScratch.slice(0, size), dropped, truncated };

@@ -15,7 +15,8 @@ const RECORD_WORDS = 640 / 4;
 const CONTROL_WORD = 6;
 const HEADER_BYTES = 28;
 
-const stateBySpanContext = new WeakMap();
+// A span's record state lives on the span under this symbol (cheaper for the GC than a WeakMap).
+const STATE = Symbol('otel-thread-ctx record attributes');
 let droppedAttributes = 0;
 
 // Record values are strings; other attribute values are shown as text.
@@ -31,15 +32,33 @@ function describe(value) {
   return typeof value === 'object' ? (Array.isArray(value) ? 'an array' : 'an object') : `${typeof value} ${String(value)}`;
 }
 
-// attrs-data for a span: registered keys in index order, explicit values over the span's own.
-function encodeState(state) {
-  const keys = registeredKeys();
-  const entries = [];
-  for (let i = 0; i < keys.length; i++) {
-    const v = state.overrides.has(keys[i]) ? state.overrides.get(keys[i]) : state.values.get(keys[i]);
-    if (v !== undefined) entries.push([i, v]);
+class RecordState {
+  constructor(keys, setAttribute, setAttributes) {
+    this.entry = null;
+    // By key index: the span's own values, and values set with setAttribute() (they win).
+    this.values = new Array(keys.length).fill(undefined);
+    this.overrides = null;
+    this.batch = false;
+    this.setAttribute = setAttribute;
+    this.setAttributes = setAttributes;
   }
-  const { bytes, dropped } = encodeAttributes(entries);
+
+  value(i) {
+    const o = this.overrides;
+    return o !== null && o[i] !== undefined ? o[i] : this.values[i];
+  }
+}
+
+// attrs-data for a span: registered keys in index order.
+const pairs = [];
+function encodeState(state) {
+  const n = Math.min(registeredKeys().length, state.values.length);
+  pairs.length = 0;
+  for (let i = 0; i < n; i++) {
+    const v = state.value(i);
+    if (v !== undefined) pairs.push([i, v]);
+  }
+  const { bytes, dropped } = encodeAttributes(pairs);
   droppedAttributes += dropped;
   return bytes;
 }
@@ -54,39 +73,37 @@ function rewrite(state) {
 
 // Returns whether the value of a registered key changed.
 function capture(state, key, value) {
-  if (cachedKeyIndex(key) === undefined) return false;
+  const i = cachedKeyIndex(key);
+  if (i === undefined || i >= state.values.length) return false;
   const text = recordValue(value);
-  if (state.values.get(key) === text) return false;
-  if (text === undefined) state.values.delete(key);
-  else state.values.set(key, text);
+  if (state.values[i] === text) return false;
+  state.values[i] = text;
   return true;
 }
 
-function watch(span, state) {
-  const { setAttribute, setAttributes } = span;
-  if (typeof setAttribute === 'function') {
-    span.setAttribute = function setAttributeAndRecord(key, value) {
-      const result = setAttribute.call(this, key, value);
-      if (!state.batch && span.ended !== true && capture(state, key, value)) rewrite(state);
-      return result;
-    };
+// Installed on watched spans (shared functions, no closure per span): the span's own method,
+// then the record.
+function setAttributeAndRecord(key, value) {
+  const state = this[STATE];
+  const result = state.setAttribute.call(this, key, value);
+  if (!state.batch && this.ended !== true && capture(state, key, value)) rewrite(state);
+  return result;
+}
+
+function setAttributesAndRecord(attributes) {
+  const state = this[STATE];
+  state.batch = true; // the SDK's setAttributes calls setAttribute per key
+  let result;
+  try {
+    result = state.setAttributes.call(this, attributes);
+  } finally {
+    state.batch = false;
   }
-  if (typeof setAttributes === 'function') {
-    span.setAttributes = function setAttributesAndRecord(attributes) {
-      state.batch = true; // the SDK's setAttributes calls setAttribute per key
-      let result;
-      try {
-        result = setAttributes.call(this, attributes);
-      } finally {
-        state.batch = false;
-      }
-      if (span.ended === true || attributes === null || typeof attributes !== 'object') return result;
-      let changed = false;
-      for (const key of Object.keys(attributes)) changed = capture(state, key, attributes[key]) || changed;
-      if (changed) rewrite(state);
-      return result;
-    };
-  }
+  if (this.ended === true || attributes === null || typeof attributes !== 'object') return result;
+  let changed = false;
+  for (const key of Object.keys(attributes)) changed = capture(state, key, attributes[key]) || changed;
+  if (changed) rewrite(state);
+  return result;
 }
 
 /**
@@ -96,29 +113,42 @@ function watch(span, state) {
  */
 function encodeSpanEntry(span, spanContext, encodeEntry) {
   const keys = registeredKeys();
-  if (keys.length === 0 || span === null || typeof span !== 'object') return encodeEntry(spanContext);
-  const state = { entry: null, values: new Map(), overrides: new Map(), batch: false };
+  if (keys.length === 0 || span === null || typeof span !== 'object' ||
+      typeof span.setAttribute !== 'function' || typeof span.setAttributes !== 'function' || Object.isFrozen(span)) {
+    return encodeEntry(spanContext);
+  }
+  const state = new RecordState(keys, span.setAttribute, span.setAttributes);
   // A local child starts with its parent's record values (a sample in a child span keeps the
   // request's route); its own attributes win.
-  const parent = span.parentSpanContext !== undefined ? stateBySpanContext.get(span.parentSpanContext) : undefined;
+  const parent = parentState(span);
   if (parent !== undefined) {
-    for (const [key, text] of parent.values) state.values.set(key, text);
-    for (const [key, text] of parent.overrides) state.values.set(key, text);
+    for (let i = 0; i < parent.values.length && i < keys.length; i++) state.values[i] = parent.value(i);
   }
   const attrs = span.attributes; // SDK spans; non-recording spans have none
   if (attrs !== null && typeof attrs === 'object') {
-    for (const key of keys) {
-      const text = recordValue(attrs[key]);
-      if (text !== undefined) state.values.set(key, text);
+    for (let i = 0; i < keys.length; i++) {
+      const text = recordValue(attrs[keys[i]]);
+      if (text !== undefined) state.values[i] = text;
     }
   }
   const plain = encodeEntry(spanContext, encodeState(state));
   if (plain === require('./publisher').NONE) return plain; // invalid span context
   state.entry = new Uint32Array(RECORD_WORDS);
   state.entry.set(plain);
-  stateBySpanContext.set(spanContext, state);
-  watch(span, state);
+  span[STATE] = state;
+  span.setAttribute = setAttributeAndRecord;
+  span.setAttributes = setAttributesAndRecord;
   return state.entry;
+}
+
+// The parent's state: a span's entry is normally built on its first activation, while its
+// parent is still the active span (checked by identity, so anything else means no parent).
+function parentState(span) {
+  const parentContext = span.parentSpanContext;
+  if (parentContext === undefined) return undefined;
+  const active = trace.getActiveSpan();
+  if (active === undefined || active === span || active.spanContext() !== parentContext) return undefined;
+  return active[STATE];
 }
 
 /**
@@ -134,12 +164,12 @@ function setAttribute(key, value) {
   }
   const span = trace.getActiveSpan();
   if (span === undefined) return false;
-  const spanContext = span.spanContext();
-  if (!stateBySpanContext.has(spanContext)) require('./publisher').entryForSpanContext(spanContext, span);
-  const state = stateBySpanContext.get(spanContext);
-  if (state === undefined) return false;
-  if (value === undefined) state.overrides.delete(key);
-  else state.overrides.set(key, value);
+  if (span[STATE] === undefined) require('./publisher').entryForSpanContext(span.spanContext(), span);
+  const state = span[STATE];
+  const i = cachedKeyIndex(key);
+  if (state === undefined || i >= state.values.length) return false;
+  if (state.overrides === null) state.overrides = new Array(state.values.length).fill(undefined);
+  state.overrides[i] = value;
   rewrite(state);
   return true;
 }
