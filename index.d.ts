@@ -141,3 +141,95 @@ export function register(options?: ThreadContextManagerOptions): ThreadContextMa
 export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, fn: F): ReturnType<F>;
 export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, options: SpanOptions, fn: F): ReturnType<F>;
 export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, options: SpanOptions, context: Context, fn: F): ReturnType<F>;
+
+// ---------------------------------------------------------------------------------------------
+// OTEP 4719 process context and record attributes (src/process_ctx/, js/process-context.js,
+// js/attributes.js, js/span-attributes.js). The process context is process-wide: one OTEL_CTX
+// mapping shared by the main thread and every Worker; any thread may publish or append keys.
+// ---------------------------------------------------------------------------------------------
+
+/** An OpenTelemetry Resource (1.x or 2.x): only its `attributes` are read. */
+export interface ResourceLike {
+  readonly attributes: Record<string, string | number | boolean | Array<string | number | boolean | null | undefined> | undefined>;
+  readonly asyncAttributesPending?: boolean;
+  waitForAsyncAttributes?(): Promise<void>;
+}
+
+export interface RegisterOptions extends ThreadContextManagerOptions {
+  /**
+   * Resource attributes for the process context (default: OTEL_SERVICE_NAME /
+   * OTEL_RESOURCE_ATTRIBUTES). service.name, telemetry.sdk.*, process.pid and service.instance.id
+   * (a UUID generated once per process) are added when absent. A worker's register() without
+   * `resource` keeps what the process already published.
+   */
+  resource?: ResourceLike;
+  /**
+   * Attribute keys whose values the records carry (threadlocal.attribute_key_map). Appended to
+   * the process-wide key map (append-only, at most 256 keys; known keys keep their index),
+   * which republishes the process context.
+   */
+  attributes?: string[];
+}
+
+/**
+ * register() also publishes the process context (always when `resource` is given, else only if the
+ * process has none yet) and appends `attributes` to the key map. Options are validated before
+ * anything changes: TypeError / RangeError naming `options.resource…` or `options.attributes[i]`.
+ */
+export function register(options?: RegisterOptions): ThreadContextManager;
+
+export interface ProcessContextInfo {
+  /** Address of the 32-byte header ("OTEL_CTX", version 2, payload size, published-at, payload pointer). */
+  headerAddress: bigint;
+  payloadAddress: bigint;
+  payloadSize: number;
+  /** CLOCK_BOOTTIME ns of the last publish; strictly increases on every republish. */
+  publishedAt: bigint;
+  publishCount: number;
+  /** 'memfd' (maps name /memfd:OTEL_CTX) or 'anonymous' (memfd_create refused). */
+  backing: 'memfd' | 'anonymous';
+  memfdError: string | null;
+  /** prctl(PR_SET_VMA_ANON_NAME) failure (EINVAL on kernels without CONFIG_ANON_VMA_NAME): harmless with a memfd. */
+  anonNameError: string | null;
+  dontforkError: string | null;
+  serviceInstanceId: string;
+  /** Keys in threadlocal.attribute_key_map. */
+  keyCount: number;
+  /** threadlocal.schema_version: 'tlsdesc_v1_dev' (one constant, src/process_ctx/mod.rs SCHEMA_VERSION). */
+  schemaVersion: string;
+}
+
+/**
+ * (Re)publishes the process context with `options.resource` (or the environment's attributes).
+ * Returns null when the native addon is unavailable.
+ * @throws TypeError / RangeError naming `options.resource…` for a bad resource; nothing is published.
+ */
+export function publishProcessContext(options?: { resource?: ResourceLike }): ProcessContextInfo | null;
+
+/** The published process context, or null before the first publish (or without the addon). */
+export function processContextInfo(): ProcessContextInfo | null;
+
+/**
+ * Appends keys to the process-wide attribute key map and republishes; returns each key's index
+ * (the key byte in record attrs-data). All or nothing.
+ * @throws TypeError (not an array, a non-string key) / RangeError (empty or duplicate key, more
+ *   than 256 keys in all) naming `attributes[i]`.
+ */
+export function registerAttributeKeys(keys: string[]): number[];
+
+/** threadlocal.attribute_key_map as published (index = key byte). */
+export function attributeKeyMap(): string[];
+
+/**
+ * Sets a record attribute of the active span: only its thread-context record changes, not the
+ * span's own attributes (span.setAttribute() of a registered key updates both). `undefined`
+ * removes it. Values are UTF-8, cut at 255 bytes on a character boundary; a record's attrs-data
+ * holds at most 612 bytes: registered keys in index order, an entry that does not fit is dropped
+ * whole and counted by droppedAttributeCount(). Local child spans start with their parent's values.
+ * @returns false when there is no active span (or its record was built before any key was registered).
+ * @throws TypeError (key or value not a string) / RangeError (key not in the key map).
+ */
+export function setAttribute(key: string, value: string | undefined): boolean;
+
+/** Attribute entries dropped whole from this thread's records because 612 bytes were full. */
+export function droppedAttributeCount(): number;
