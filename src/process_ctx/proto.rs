@@ -9,6 +9,8 @@ pub struct AnyValue {
 }
 
 pub mod any_value {
+    // Variant names as prost-build generates them from the OTLP .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Value {
         #[prost(string, tag = "1")]
