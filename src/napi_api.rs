@@ -313,6 +313,8 @@ pub fn thread_info(env: Env) -> ThreadInfo {
 // layer (js/process-context.js) validates arguments with precise messages before calling.
 // ---------------------------------------------------------------------------------------------
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use crate::process_ctx::{self, AttrValue, ContextError};
 
 /// One resource attribute: a string, number (integral -> int, else double), boolean or string[].
@@ -385,8 +387,14 @@ pub fn publish_process_context(resource: Vec<ProcessAttribute>) -> Result<Proces
 /// republishing when it grew; returns each key's index (the record's key byte).
 #[napi]
 pub fn append_attribute_keys(keys: Vec<String>) -> Result<Vec<u32>> {
-    process_ctx::writer().append_keys(&keys).map_err(context_error)
+    let mut writer = process_ctx::writer();
+    let result = writer.append_keys(&keys).map_err(context_error);
+    KEY_COUNT.store(writer.keys().len() as u32, Ordering::Release);
+    result
 }
+
+/// The key map's length, readable without the Mutex: every thread asks once per new span.
+static KEY_COUNT: AtomicU32 = AtomicU32::new(0);
 
 /// The process-wide attribute key map (index = key byte in record attrs).
 #[napi]
@@ -397,7 +405,7 @@ pub fn attribute_key_map() -> Vec<String> {
 /// Length of the key map: append-only, so it identifies the map's version cheaply.
 #[napi]
 pub fn attribute_key_count() -> u32 {
-    process_ctx::writer().keys().len() as u32
+    KEY_COUNT.load(Ordering::Acquire)
 }
 
 /// The published process context's header facts, or null before the first publish.
