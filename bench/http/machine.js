@@ -32,4 +32,16 @@ function cpuTimes(cpu) {
   return { busyUs: (user + nice + system + irq + softirq) * TICK_US, stealUs: steal * TICK_US };
 }
 
-module.exports = { describeMachine, loadAverage, cpuTimes };
+// Which code was measured: the tree's commit, and whether js/ (the context manager) differs from it.
+function codeRevision(root) {
+  const { execFileSync } = require('node:child_process');
+  try {
+    const commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['-C', root, 'status', '--porcelain', '--', 'js'], { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${commit} + uncommitted js/ changes` : commit;
+  } catch {
+    return 'unknown (not a git checkout)';
+  }
+}
+
+module.exports = { describeMachine, loadAverage, cpuTimes, codeRevision };

@@ -7,6 +7,13 @@ const MODES = Object.freeze({
   b: { name: 'tcm', label: '(b) ThreadContextManager (async tracking)' },
   c: { name: 'tcm-cheap', label: '(c) ThreadContextManager({ asyncTracking: false })' },
   d: { name: 'none', label: '(d) no OpenTelemetry' },
+  // Diagnostics (not in the default run): (a) plus the hooks of (b) with empty bodies, then plus
+  // the active-context lookup each hook of (b) does. (b) − (f) is then the publishing itself,
+  // (f) − (e) the lookup, (e) − (a) what the runtime charges for dispatching the hooks.
+  e: { name: 'als+hooks', label: '(e) (a) + the hooks of (b), empty' },
+  f: { name: 'als+hooks+lookup', label: '(f) (a) + the hooks of (b) reading the context' },
+  // Prototype of a cheaper lookup (bench/http/proto/entry-cache.js), for a proposal to js/.
+  g: { name: 'tcm-proto', label: '(g) (b) with the entry cached on the Context, no WeakMap (prototype)' },
 });
 
 function modeByKey(key) {

@@ -41,7 +41,7 @@ function summarise(samples, modeKeys) {
   });
 }
 
-function markdown({ summary, samples, config, machine, node, startedAt, finishedAt, loadBefore, loadAfter, command }) {
+function markdown({ summary, samples, config, machine, node, revision, startedAt, finishedAt, loadBefore, loadAfter, command }) {
   const foreign = spread(samples.map((s) => s.foreignPercent));
   const steal = spread(samples.map((s) => s.stealPercent));
   const lines = [];
@@ -68,7 +68,7 @@ function markdown({ summary, samples, config, machine, node, startedAt, finished
       `${fixed(m.cpuUsPerRequest, 1)} | ${fixed(m.latencyP99Ms, 0)} | ${vs} | ${added} |`);
   }
   lines.push('');
-  lines.push(`Command: \`${command}\`. Medians over rounds; CPU = server process.cpuUsage() (user + system, ` +
+  lines.push(`Command: \`${command}\` at ${revision}. Medians over rounds; CPU = server process.cpuUsage() (user + system, ` +
     'all threads) over the measured window / requests served in it.');
   return lines.join('\n');
 }

@@ -13,7 +13,8 @@ const { parseArgs } = require('node:util');
 const { execFileSync } = require('node:child_process');
 const { MODES } = require('./modes');
 const { resolveNode, nodeVersion } = require('./node-binary');
-const { describeMachine, loadAverage, cpuTimes } = require('./machine');
+const path = require('node:path');
+const { describeMachine, loadAverage, cpuTimes, codeRevision } = require('./machine');
 const { startServer, runLoad } = require('./processes');
 const { summarise, markdown, roundsTable } = require('./report');
 
@@ -135,6 +136,7 @@ async function main() {
   checkTaskset();
   const node = nodeVersion(config.nodeBin);
   const machine = describeMachine();
+  const revision = codeRevision(path.join(__dirname, '..', '..'));
   const startedAt = new Date();
   const loadBefore = loadAverage();
   const perRound = config.modes.length * (config.duration + config.warmup + 1.5);
@@ -154,7 +156,7 @@ async function main() {
   const loadAfter = loadAverage();
   const summary = summarise(samples, config.modes);
   const command = ['npm run bench:http --', ...process.argv.slice(2)].join(' ').replace(/ --$/, '');
-  const report = { summary, samples, config, machine, node, startedAt, finishedAt, loadBefore, loadAfter, command };
+  const report = { summary, samples, config, machine, node, revision, startedAt, finishedAt, loadBefore, loadAfter, command };
   process.stdout.write(markdown(report) + '\n');
   if (config.roundsTable) process.stdout.write('\n' + roundsTable(samples) + '\n');
   if (config.json !== undefined) fs.writeFileSync(config.json, JSON.stringify(report, null, 2) + '\n');

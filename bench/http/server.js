@@ -19,7 +19,7 @@ const { createRecordChecker, checkingChildSpan, selfRequests } = require('./self
 
 const inChildSpan = telemetry === null ? (name, fn) => fn() : telemetry.inChildSpan;
 const benchHandler = createHandler(inChildSpan);
-const tracksRecord = mode.name === 'tcm' || mode.name === 'tcm-cheap';
+const tracksRecord = mode.name.startsWith('tcm');
 const checker = tracksRecord ? createRecordChecker(mode.name) : null;
 let handle = checker === null ? benchHandler : createHandler(checkingChildSpan(inChildSpan, checker.check));
 
@@ -64,8 +64,10 @@ process.on('message', (message) => {
     process.send({ type: 'error', message: err.stack });
   });
 });
-// The parent going away ends the benchmark.
+// The parent going away ends the benchmark. Exiting through process.exit() (also on SIGTERM)
+// lets --cpu-prof write its profile.
 process.on('disconnect', () => process.exit(0));
+process.on('SIGTERM', () => process.exit(0));
 
 server.listen(0, '127.0.0.1', async () => {
   const { port } = server.address();

@@ -28,15 +28,34 @@ class DroppingExporter {
   }
 }
 
+function noop() {}
+
+// The stock manager with the ThreadContextManager's own hook mechanism installed beside it,
+// doing nothing (floor) or only the context lookup: splits (b)'s cost into its parts.
+function withDiagnosticHooks(manager, lookup) {
+  const { trackAsyncCallbacks, detectMechanism } = require(path.join(PACKAGE_ROOT, 'js', 'hooks'));
+  const active = lookup ? () => manager.active() : noop;
+  const enable = manager.enable.bind(manager);
+  manager.enable = () => {
+    enable();
+    trackAsyncCallbacks(active, noop, noop);
+    return manager;
+  };
+  manager.mechanism = detectMechanism().name;
+  return manager;
+}
+
 function createContextManager(modeName) {
-  if (modeName === 'als') {
+  if (modeName === 'als' || modeName === 'als+hooks' || modeName === 'als+hooks+lookup') {
     const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
-    return new AsyncLocalStorageContextManager();
+    const manager = new AsyncLocalStorageContextManager();
+    return modeName === 'als' ? manager : withDiagnosticHooks(manager, modeName === 'als+hooks+lookup');
   }
+  if (modeName === 'tcm-proto') require('./proto/entry-cache').install();
   const { ThreadContextManager } = require(PACKAGE_ROOT);
-  if (modeName === 'tcm') return new ThreadContextManager();
+  if (modeName === 'tcm' || modeName === 'tcm-proto') return new ThreadContextManager();
   if (modeName === 'tcm-cheap') return new ThreadContextManager({ asyncTracking: false });
-  throw new TypeError(`modeName: expected als, tcm or tcm-cheap, got ${JSON.stringify(modeName)}`);
+  throw new TypeError(`modeName: expected als, als+hooks, als+hooks+lookup, tcm, tcm-cheap or tcm-proto, got ${JSON.stringify(modeName)}`);
 }
 
 // Returns { inChildSpan, exporter, provider, contextManager } for an OpenTelemetry mode.
