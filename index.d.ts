@@ -231,5 +231,8 @@ export function attributeKeyMap(): string[];
  */
 export function setAttribute(key: string, value: string | undefined): boolean;
 
-/** Attribute entries dropped whole from this thread's records because 612 bytes were full. */
+/**
+ * Attribute entries dropped whole from this thread's records because 612 bytes were full,
+ * counted at each encoding (a span's first activation, then each change of its values).
+ */
 export function droppedAttributeCount(): number;

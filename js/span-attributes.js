@@ -19,6 +19,13 @@ const HEADER_BYTES = 28;
 const STATE = Symbol('otel-thread-ctx record attributes');
 let droppedAttributes = 0;
 
+// publisher.js requires this module: resolved on first use (require() itself costs microseconds).
+let publisherModule = null;
+function publisher() {
+  if (publisherModule === null) publisherModule = require('./publisher');
+  return publisherModule;
+}
+
 // Record values are strings; other attribute values are shown as text.
 function recordValue(value) {
   if (typeof value === 'string') return value;
@@ -68,7 +75,7 @@ function rewrite(state) {
   const entry = state.entry;
   new Uint8Array(entry.buffer, entry.byteOffset + HEADER_BYTES, bytes.length).set(bytes);
   entry[CONTROL_WORD] = ((entry[CONTROL_WORD] & 0xffff) | (bytes.length << 16)) >>> 0;
-  require('./publisher').getThreadPublisher().refresh(entry);
+  publisher().getThreadPublisher().refresh(entry);
 }
 
 // Returns whether the value of a registered key changed.
@@ -132,7 +139,7 @@ function encodeSpanEntry(span, spanContext, encodeEntry) {
     }
   }
   const plain = encodeEntry(spanContext, encodeState(state));
-  if (plain === require('./publisher').NONE) return plain; // invalid span context
+  if (plain === publisher().NONE) return plain; // invalid span context
   state.entry = new Uint32Array(RECORD_WORDS);
   state.entry.set(plain);
   span[STATE] = state;
@@ -164,7 +171,7 @@ function setAttribute(key, value) {
   }
   const span = trace.getActiveSpan();
   if (span === undefined) return false;
-  if (span[STATE] === undefined) require('./publisher').entryForSpanContext(span.spanContext(), span);
+  if (span[STATE] === undefined) publisher().entryForSpanContext(span.spanContext(), span);
   const state = span[STATE];
   const i = cachedKeyIndex(key);
   if (state === undefined || i >= state.values.length) return false;
@@ -174,7 +181,10 @@ function setAttribute(key, value) {
   return true;
 }
 
-/** Attribute values dropped whole from this thread's records (no room left in 612 bytes). */
+/**
+ * Attribute entries dropped whole from this thread's records (no room left in 612 bytes), counted
+ * at each encoding: a span's first activation, then each change of its values.
+ */
 function droppedAttributeCount() {
   return droppedAttributes;
 }
