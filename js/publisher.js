@@ -37,13 +37,14 @@ function storeHexWords(entry, firstWord, hex) {
 
 // Builds the entry of a span context; `attrs` (optional Uint8Array of encoded attrs-data,
 // [key u8][len u8][bytes]...) is appended after the header. Invalid span contexts give NONE.
-function encodeEntry(spanContext, attrs) {
+// `fullSize`: allocate the whole record, so record attributes can be rewritten in place.
+function encodeEntry(spanContext, attrs, fullSize = false) {
   if (spanContext == null || !isSpanContextValid(spanContext)) return NONE;
   const attrsBytes = attrs === undefined ? 0 : attrs.length;
   if (attrsBytes > ATTRS_MAX_BYTES) {
     throw new RangeError(`attrs: expected at most ${ATTRS_MAX_BYTES} bytes, got ${attrsBytes}`);
   }
-  const entry = new Uint32Array(HEADER_WORDS + Math.ceil(attrsBytes / 4));
+  const entry = new Uint32Array(fullSize ? RECORD_BYTES / 4 : HEADER_WORDS + Math.ceil(attrsBytes / 4));
   storeHexWords(entry, 0, spanContext.traceId);
   storeHexWords(entry, 4, spanContext.spanId);
   if (attrsBytes > 0) new Uint8Array(entry.buffer, HEADER_WORDS * 4).set(attrs);

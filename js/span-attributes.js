@@ -11,7 +11,6 @@ const { trace } = require('@opentelemetry/api');
 const { encodeAttributes } = require('./attributes');
 const { registeredKeys, cachedKeyIndex, keyIndex } = require('./process-context');
 
-const RECORD_WORDS = 640 / 4;
 const CONTROL_WORD = 6;
 const HEADER_BYTES = 28;
 
@@ -116,7 +115,7 @@ function setAttributesAndRecord(attributes) {
 /**
  * Builds the publisher entry of a span (once per span). Without registered keys it is the plain
  * entry; with keys, a full-size entry holding the span's attrs-data, rewritten when they change.
- * @param encodeEntry publisher.js's encodeEntry(spanContext, attrs)
+ * @param encodeEntry publisher.js's encodeEntry(spanContext, attrs, fullSize)
  */
 function encodeSpanEntry(span, spanContext, encodeEntry) {
   const keys = registeredKeys();
@@ -138,10 +137,9 @@ function encodeSpanEntry(span, spanContext, encodeEntry) {
       if (text !== undefined) state.values[i] = text;
     }
   }
-  const plain = encodeEntry(spanContext, encodeState(state));
-  if (plain === publisher().NONE) return plain; // invalid span context
-  state.entry = new Uint32Array(RECORD_WORDS);
-  state.entry.set(plain);
+  const entry = encodeEntry(spanContext, encodeState(state), true);
+  if (entry === publisher().NONE) return entry; // invalid span context
+  state.entry = entry;
   span[STATE] = state;
   span.setAttribute = setAttributeAndRecord;
   span.setAttributes = setAttributesAndRecord;
