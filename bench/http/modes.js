@@ -13,7 +13,7 @@ const MODES = Object.freeze({
   e: { name: 'als+hooks', label: '(e) (a) + the hooks of (b), empty' },
   f: { name: 'als+hooks+lookup', label: '(f) (a) + the hooks of (b) reading the context' },
   // Prototype of a cheaper lookup (bench/http/proto/entry-cache.js), for a proposal to js/.
-  g: { name: 'tcm-proto', label: '(g) (b) with the entry cached on the Context, no WeakMap (prototype)' },
+  g: { name: 'tcm-proto', label: '(g) (b) with entries cached on Context and Span, no WeakMap (prototype)' },
 });
 
 function modeByKey(key) {

@@ -10,6 +10,7 @@ const path = require('node:path');
 // Not CPU work of JS code; the garbage collector is, and is kept.
 const IDLE = new Set(['(idle)', '(program)']);
 // The package's own JS layer (js/*.js): listed separately, as ns per request in B.
+const STARTUP = /run_main_module|run_main$/;
 const OWN_CODE = /\/js\/[^/]+\.js$/;
 
 function key(frame) {
@@ -33,6 +34,8 @@ function load(file) {
   const root = byId.get(profile.nodes[0].id);
   // Depth-first with the keys on the path, so recursion counts once in the inclusive time.
   const walk = (node, onPath) => {
+    // Module loading at startup is not per-request work.
+    if (STARTUP.test(node.callFrame.url)) return 0;
     const k = key(node.callFrame);
     if (OWN_CODE.test(node.callFrame.url)) own.add(k);
     let total = selfUs.get(node.id) ?? 0;
@@ -65,10 +68,12 @@ function main() {
       const na = perRequest(a, Number(usA), a[kind], k);
       const nb = perRequest(b, Number(usB), b[kind], k);
       return { k, na, nb, diff: nb - na };
-    }).sort((x, y) => y.diff - x.diff).slice(0, top);
-    process.stdout.write(`\n${kind} time, ns per request (B − A, largest first)\n`);
+    }).sort((x, y) => y.diff - x.diff);
+    // The largest increases, then the largest decreases (functions only A runs).
+    const shown = [...rows.slice(0, top), ...rows.slice(-Math.ceil(top / 3)).filter((r) => r.diff < 0)];
+    process.stdout.write(`\n${kind} time, ns per request (B − A, largest first, then the largest decreases)\n`);
     process.stdout.write('| function | A | B | B − A |\n|---|---:|---:|---:|\n');
-    for (const r of rows) {
+    for (const r of shown) {
       process.stdout.write(`| ${r.k} | ${r.na.toFixed(0)} | ${r.nb.toFixed(0)} | ${r.diff.toFixed(0)} |\n`);
     }
   }
