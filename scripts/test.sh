@@ -12,7 +12,5 @@ cargo test --release --workspace
 echo "== node --test (Node $(node --version)) =="
 npm test
 
-if [[ -f scripts/node-matrix.sh ]]; then
-  echo "== Node version matrix =="
-  bash scripts/node-matrix.sh
-fi
+echo "== the same tests on the other supported Node versions =="
+NODE_MATRIX="${NODE_MATRIX:-18 22 22acf 24 26}" bash scripts/node-matrix.sh

@@ -1,0 +1,116 @@
+'use strict';
+// The end-to-end demo: start the instrumented service, drive load at it, sample it from outside
+// with `thread-ctx record` (eBPF; needs root) and say which routes and spans burned the CPU.
+// Without root it falls back to `thread-ctx dump` snapshots (ptrace) and says so.
+//   node demo/run.js [--seconds 6] [--hz 99] [--snapshots]
+const { spawn, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const autocannon = require('autocannon');
+
+const ROOT = path.join(__dirname, '..');
+const THREAD_CTX = process.env.THREAD_CTX_BIN || path.join(ROOT, 'target', 'release', 'thread-ctx');
+const arg = (name, dflt) => { const i = process.argv.indexOf(`--${name}`); return i > 0 ? process.argv[i + 1] : dflt; };
+const SECONDS = Number(arg('seconds', 6));
+const HZ = Number(arg('hz', 99));
+const useEbpf = process.getuid() === 0 && !process.argv.includes('--snapshots');
+
+function startService(spanLog) {
+  const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', path.join(__dirname, 'service.js')], {
+    env: { ...process.env, PORT: '0', SPAN_LOG: spanLog, OTEL_SERVICE_NAME: 'demo-shop' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    child.stdout.once('data', (d) => resolve({ child, ...JSON.parse(String(d).split('\n')[0]) }));
+    child.once('exit', (code) => reject(new Error(`service exited early (${code})`)));
+  });
+}
+
+function load(port, seconds) {
+  return autocannon({
+    url: `http://127.0.0.1:${port}`, connections: 16, duration: seconds,
+    requests: [{ path: '/api/report' }, { path: '/api/search?q=shoes' }, { path: '/api/users/42' }, { path: '/api/users/7' }],
+  });
+}
+
+function runRecorder(pid) {
+  return new Promise((resolve, reject) => {
+    const rec = spawn(THREAD_CTX, ['record', String(pid), '--hz', String(HZ), '--duration', `${SECONDS - 1}s`, '--format', 'jsonl'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    rec.stdout.on('data', (d) => { out += d; });
+    rec.stderr.on('data', (d) => { err += d; });
+    rec.once('exit', (code) => code === 0 ? resolve({ lines: out, stderr: err }) : reject(new Error(`thread-ctx record failed (${code}): ${err}`)));
+  });
+}
+
+async function snapshots(pid, seconds) {
+  const samples = [];
+  const end = Date.now() + seconds * 1000;
+  while (Date.now() < end) {
+    const threads = JSON.parse(execFileSync(THREAD_CTX, ['dump', String(pid), '--json'], { encoding: 'utf8' })).threads;
+    for (const t of threads) samples.push({ tid: t.tid, trace_id: t.state === 'valid' ? t.trace_id : null, span_id: t.state === 'valid' ? t.span_id : null });
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return samples;
+}
+
+const pct = (n, total) => `${((100 * n) / Math.max(total, 1)).toFixed(1)}%`;
+
+function report(samples, spanLog, mainTid) {
+  const spans = new Map();
+  for (const line of fs.readFileSync(spanLog, 'utf8').split('\n')) if (line) { const s = JSON.parse(line); spans.set(s.spanId, s); }
+  const routeOfTrace = new Map([...spans.values()].filter((s) => s.route).map((s) => [s.traceId, s.route]));
+  const onLoop = samples.filter((s) => s.tid === mainTid);
+  const byRoute = new Map(), bySpan = new Map();
+  for (const s of onLoop) {
+    const span = s.span_id ? spans.get(s.span_id) : undefined;
+    const route = s.span_id ? (routeOfTrace.get(s.trace_id) ?? '(span not exported yet)') : '(no span: idle, GC, between requests)';
+    byRoute.set(route, (byRoute.get(route) ?? 0) + 1);
+    if (s.span_id) {
+      const key = `${s.trace_id} ${s.span_id}`;
+      const e = bySpan.get(key) ?? { n: 0, name: span?.name ?? '?', route, durationMs: span?.durationMs };
+      e.n++; bySpan.set(key, e);
+    }
+  }
+  console.log(`\nCPU samples on the event-loop thread (tid ${mainTid}): ${onLoop.length}`);
+  console.log('\n| route | samples | share of event-loop CPU |\n|---|---|---|');
+  for (const [route, n] of [...byRoute].sort((a, b) => b[1] - a[1])) console.log(`| ${route} | ${n} | ${pct(n, onLoop.length)} |`);
+  console.log('\nTop spans by CPU samples:\n| trace id | span id | span | route | samples | span duration |\n|---|---|---|---|---|---|');
+  for (const [key, e] of [...bySpan].sort((a, b) => b[1].n - a[1].n).slice(0, 8)) {
+    const [t, s] = key.split(' ');
+    console.log(`| ${t} | ${s} | ${e.name} | ${e.route} | ${e.n} | ${e.durationMs?.toFixed(1) ?? '?'} ms |`);
+  }
+  const tagged = onLoop.filter((s) => s.span_id).length;
+  const known = onLoop.filter((s) => s.span_id && spans.has(s.span_id)).length;
+  console.log(`\n${pct(tagged, onLoop.length)} of event-loop samples carry a span; ${pct(known, tagged)} of those name a span the service exported.`);
+}
+
+async function main() {
+  if (!fs.existsSync(THREAD_CTX)) throw new Error(`${THREAD_CTX} missing: run "bash scripts/setup.sh" first`);
+  const spanLog = path.join(os.tmpdir(), `otel-thread-ctx-demo-spans-${process.pid}.jsonl`);
+  const svc = await startService(spanLog);
+  const mainTid = svc.pid; // the event-loop thread's tid is the pid
+  console.log(`demo service pid ${svc.pid} on 127.0.0.1:${svc.port}; driving load for ${SECONDS} s`);
+  try {
+    const loadDone = load(svc.port, SECONDS);
+    await new Promise((r) => setTimeout(r, 500));
+    let samples;
+    if (useEbpf) {
+      console.log(`sampling with eBPF: thread-ctx record ${svc.pid} --hz ${HZ}`);
+      const { lines } = await runRecorder(svc.pid);
+      samples = lines.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    } else {
+      console.log((process.getuid() === 0 ? '--snapshots given' : 'not root: eBPF sampling needs root') + '; falling back to thread-ctx dump snapshots (ptrace) every 50 ms');
+      samples = await snapshots(svc.pid, SECONDS - 1);
+    }
+    const result = await loadDone;
+    console.log(`load: ${result.requests.total} requests, ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms`);
+    await new Promise((r) => setTimeout(r, 300)); // let the last spans reach the log
+    report(samples, spanLog, mainTid);
+  } finally {
+    svc.child.kill('SIGTERM');
+  }
+}
+
+main().catch((e) => { console.error(e.message); process.exit(1); });
