@@ -53,7 +53,7 @@ function markdown({ summary, samples, config, machine, node, revision, startedAt
     `(after ${config.warmup} s warm-up), modes alternated ${config.modes.join(' ')} in fresh processes ` +
     `(${((finishedAt - startedAt) / 60000).toFixed(1)} min).`);
   lines.push(`Load average (1/5/15 min): ${loadBefore.join(' / ')} before, ${loadAfter.join(' / ')} after. ` +
-    `CPU ${config.serverCpu} time taken by other processes during the measured windows: median ` +
+    `CPU ${config.serverCpu} busy time not charged to the server (other processes, interrupts) during the measured windows: median ` +
     `${fixed(foreign.median, 1)} % (max ${fixed(foreign.max, 1)} %), steal ${fixed(steal.median, 1)} % ` +
     `(max ${fixed(steal.max, 1)} %).`);
   lines.push('');
