@@ -27,6 +27,7 @@ pub mod elf_writer;
 pub mod error;
 pub mod maps;
 pub mod process_context;
+pub mod profile;
 pub mod proto;
 pub mod ptrace_stop;
 pub mod record;

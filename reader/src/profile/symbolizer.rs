@@ -1,0 +1,236 @@
+//! Names the addresses of one process's stacks: native frames through
+//! blazesym's process source (it reads /proc/PID/maps and the ELF symbols of
+//! each mapped object itself), JS frames from V8's perf map, kernel frames
+//! from kallsyms. Every lookup address is cached.
+
+use super::frame::{Frame, FrameKind};
+use super::perf_map::{self, PerfMap};
+use crate::maps::{read_maps, Mapping};
+use anyhow::{bail, Context, Result};
+use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// What became of the V8 perf map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerfMapStatus {
+    Loaded { path: PathBuf, functions: usize },
+    Missing { path: PathBuf },
+    Unreadable { path: PathBuf, error: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Space {
+    User,
+    Kernel,
+}
+
+pub struct Symbolizer {
+    pid: i32,
+    blaze: Blaze,
+    maps: Vec<Mapping>,
+    perf_map_path: PathBuf,
+    perf_map: Option<PerfMap>,
+    perf_map_len: Option<u64>,
+    perf_map_error: Option<String>,
+    cache: HashMap<(Space, u64), Frame>,
+}
+
+/// Non-leaf frames are return addresses, one past the call: look up the
+/// byte before so a call ending a function names the caller, not its neighbour.
+fn lookup_addr(addr: u64, depth: usize) -> u64 {
+    if depth == 0 {
+        addr
+    } else {
+        addr.saturating_sub(1)
+    }
+}
+
+impl Symbolizer {
+    pub fn new(pid: i32) -> Result<Self> {
+        if pid <= 0 {
+            bail!("pid {pid}: expected a positive process id");
+        }
+        let maps = read_maps(pid).with_context(|| format!("symbolizing process {pid}"))?;
+        let mut s = Symbolizer {
+            pid,
+            blaze: Blaze::new(),
+            maps,
+            perf_map_path: perf_map::path_for(pid),
+            perf_map: None,
+            perf_map_len: None,
+            perf_map_error: None,
+            cache: HashMap::new(),
+        };
+        s.reload_perf_map_if_grown();
+        Ok(s)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The process's mappings as last read (pprof writes them out).
+    pub fn mappings(&self) -> &[Mapping] {
+        &self.maps
+    }
+
+    pub fn perf_map_status(&self) -> PerfMapStatus {
+        let path = self.perf_map_path.clone();
+        match (&self.perf_map, &self.perf_map_error) {
+            (Some(m), _) => PerfMapStatus::Loaded { path, functions: m.len() },
+            (None, Some(e)) => PerfMapStatus::Unreadable { path, error: e.clone() },
+            (None, None) => PerfMapStatus::Missing { path },
+        }
+    }
+
+    /// A sentence for the user when JS frames cannot be named, else None.
+    pub fn perf_map_note(&self) -> Option<String> {
+        match self.perf_map_status() {
+            PerfMapStatus::Loaded { .. } => None,
+            PerfMapStatus::Missing { path } => Some(format!(
+                "no V8 perf map at {} for process {}: JS frames stay unnamed ([anon:jit]); start node with \
+                 --perf-basic-prof-only-functions (and --interpreted-frames-native-stack to name interpreted frames too)",
+                path.display(),
+                self.pid
+            )),
+            PerfMapStatus::Unreadable { path, error } => Some(format!(
+                "V8 perf map {} of process {} is unreadable ({error}): JS frames stay unnamed",
+                path.display(),
+                self.pid
+            )),
+        }
+    }
+
+    /// Re-reads the perf map when it grew (V8 appends as it compiles).
+    fn reload_perf_map_if_grown(&mut self) {
+        let len = match std::fs::metadata(&self.perf_map_path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.perf_map_error = Some(e.to_string());
+                return;
+            }
+        };
+        if self.perf_map_len == Some(len) {
+            return;
+        }
+        match PerfMap::from_file(&self.perf_map_path) {
+            Ok(m) => {
+                self.perf_map = Some(m);
+                self.perf_map_len = Some(len);
+                self.perf_map_error = None;
+            }
+            Err(e) => self.perf_map_error = Some(e.to_string()),
+        }
+    }
+
+    /// Names a user stack (leaf first).
+    pub fn user_frames(&mut self, stack: &[u64]) -> Vec<Frame> {
+        self.prefetch_user(stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect());
+        stack.iter().enumerate().map(|(d, a)| self.cache[&(Space::User, lookup_addr(*a, d))].clone()).collect()
+    }
+
+    /// Names a kernel stack (leaf first).
+    pub fn kernel_frames(&mut self, stack: &[u64]) -> Vec<Frame> {
+        self.prefetch_kernel(stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect());
+        stack.iter().enumerate().map(|(d, a)| self.cache[&(Space::Kernel, lookup_addr(*a, d))].clone()).collect()
+    }
+
+    /// Resolves, in one blazesym call per space, every stack address not yet
+    /// cached: call once with all samples before naming them one by one.
+    pub fn prefetch(&mut self, user_stacks: &[&[u64]], kernel_stacks: &[&[u64]]) {
+        let lookups = |stacks: &[&[u64]]| -> Vec<u64> {
+            stacks.iter().flat_map(|s| s.iter().enumerate().map(|(d, a)| lookup_addr(*a, d))).collect()
+        };
+        self.prefetch_user(lookups(user_stacks));
+        self.prefetch_kernel(lookups(kernel_stacks));
+    }
+
+    fn uncached(&self, space: Space, mut addrs: Vec<u64>) -> Vec<u64> {
+        addrs.retain(|a| !self.cache.contains_key(&(space, *a)));
+        addrs.sort_unstable();
+        addrs.dedup();
+        addrs
+    }
+
+    fn prefetch_user(&mut self, addrs: Vec<u64>) {
+        let addrs = self.uncached(Space::User, addrs);
+        if addrs.is_empty() {
+            return;
+        }
+        if let Ok(m) = read_maps(self.pid) {
+            self.maps = m; // libraries dlopen'ed since the last look
+        }
+        let mut src = Process::new((self.pid as u32).into());
+        src.perf_map = false; // JS frames go through our own perf map reader
+        src.debug_syms = false;
+        let resolved = self.blaze.symbolize(&Source::Process(src), Input::AbsAddr(&addrs));
+        let names: Vec<Option<(String, Option<String>)>> = match resolved {
+            Ok(v) => v
+                .into_iter()
+                .map(|s| match s {
+                    Symbolized::Sym(sym) => {
+                        Some((sym.name.into_owned(), sym.module.map(|m| m.to_string_lossy().into_owned())))
+                    }
+                    Symbolized::Unknown(_) => None,
+                })
+                .collect(),
+            // The process went away or is unreadable: every frame falls back to its mapping name.
+            Err(_) => vec![None; addrs.len()],
+        };
+        let mut reloaded = false;
+        for (addr, name) in addrs.into_iter().zip(names) {
+            let frame = match name {
+                Some((name, module)) => Frame { kind: FrameKind::Native, name, file: module, line: None, column: None },
+                None => {
+                    if !reloaded && self.in_anonymous_code(addr) {
+                        self.reload_perf_map_if_grown();
+                        reloaded = true;
+                    }
+                    self.js_or_unknown(addr)
+                }
+            };
+            self.cache.insert((Space::User, addr), frame);
+        }
+    }
+
+    fn in_anonymous_code(&self, addr: u64) -> bool {
+        self.maps.iter().any(|m| m.contains(addr) && !m.is_file_backed())
+    }
+
+    fn js_or_unknown(&self, addr: u64) -> Frame {
+        if let Some(f) = self.perf_map.as_ref().and_then(|m| m.lookup(addr)) {
+            return Frame { kind: FrameKind::Js, name: f.name.clone(), file: f.script.clone(), line: f.line, column: f.column };
+        }
+        match self.maps.iter().find(|m| m.contains(addr)) {
+            Some(m) if m.is_file_backed() => {
+                let base = m.path().rsplit('/').next().unwrap_or(m.path());
+                Frame::unknown(format!("[{base}]"), Some(m.path().to_string()))
+            }
+            Some(m) if m.name.is_empty() => Frame::unknown("[anon:jit]".into(), None),
+            Some(m) => Frame::unknown(m.name.clone(), None),
+            None => Frame::unknown("[unmapped]".into(), None),
+        }
+    }
+
+    fn prefetch_kernel(&mut self, addrs: Vec<u64>) {
+        let addrs = self.uncached(Space::Kernel, addrs);
+        if addrs.is_empty() {
+            return;
+        }
+        let src = Source::Kernel(Kernel::default());
+        let names: Vec<Option<String>> = match self.blaze.symbolize(&src, Input::AbsAddr(&addrs)) {
+            Ok(v) => v.into_iter().map(|s| s.into_sym().map(|s| s.name.into_owned())).collect(),
+            Err(_) => vec![None; addrs.len()],
+        };
+        for (addr, name) in addrs.into_iter().zip(names) {
+            let frame = match name {
+                Some(name) => Frame { kind: FrameKind::Kernel, name, file: None, line: None, column: None },
+                None => Frame { kind: FrameKind::Kernel, name: "[kernel]".into(), file: None, line: None, column: None },
+            };
+            self.cache.insert((Space::Kernel, addr), frame);
+        }
+    }
+}
