@@ -35,3 +35,5 @@ pub mod remote_memory;
 pub mod resolve;
 pub mod thread_reader;
 pub mod tls_slot;
+pub mod sampler;
+pub mod record_cmd;

@@ -6,11 +6,9 @@
 //! `otel_thread_ctx_v1` (inspect/dump/validate); 3 the reader itself failed
 //! (process gone, permission denied...); clap's own usage errors exit 2.
 //!
-//! For the sampler engineer: add `Record(record_cmd::RecordArgs)` to `Command`
-//! (RecordArgs: a `clap::Args` struct defined in record_cmd.rs, with the pid as
-//! its first positional) and dispatch `Command::Record(a) => record_cmd::run(a)`
-//! returning `anyhow::Result<ExitCode>`.
-//! TODO(reader): wire `record` in once reader/src/record_cmd.rs exists.
+//! `record`'s arguments are `thread_ctx::record_cmd::RecordArgs` (a `clap::Args`
+//! struct owned by the sampler, pid first) and its handler is
+//! `record_cmd::run(args) -> anyhow::Result<ExitCode>`; this file only dispatches.
 
 mod render;
 
@@ -35,6 +33,8 @@ enum Command {
     Dump(PidArgs),
     /// Like dump; exit 1 if any record is malformed, 2 if there is no otel_thread_ctx_v1.
     Validate(PidArgs),
+    /// Sample the process's CPU with the eBPF sampler, tagging samples with their trace and span.
+    Record(thread_ctx::record_cmd::RecordArgs),
 }
 
 #[derive(Args)]
@@ -66,6 +66,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Inspect(a) => inspect(a),
         Command::Dump(a) => dump(a, false),
         Command::Validate(a) => dump(a, true),
+        Command::Record(a) => thread_ctx::record_cmd::run(a),
     }
 }
 
