@@ -169,7 +169,7 @@ function setAttribute(key, value) {
   }
   const span = trace.getActiveSpan();
   if (span === undefined) return false;
-  if (span[STATE] === undefined) publisher().entryForSpanContext(span.spanContext(), span);
+  if (span[STATE] === undefined) publisher().entryForSpan(span);
   const state = span[STATE];
   const i = cachedKeyIndex(key);
   if (state === undefined || i >= state.values.length) return false;

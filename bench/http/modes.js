@@ -12,8 +12,6 @@ const MODES = Object.freeze({
   // (f) − (e) the lookup, (e) − (a) what the runtime charges for dispatching the hooks.
   e: { name: 'als+hooks', label: '(e) (a) + the hooks of (b), empty' },
   f: { name: 'als+hooks+lookup', label: '(f) (a) + the hooks of (b) reading the context' },
-  // Prototype of a cheaper lookup (bench/http/proto/entry-cache.js), for a proposal to js/.
-  g: { name: 'tcm-proto', label: '(g) (b) with entries cached on Context and Span, no WeakMap (prototype)' },
 });
 
 function modeByKey(key) {

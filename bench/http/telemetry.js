@@ -51,11 +51,10 @@ function createContextManager(modeName) {
     const manager = new AsyncLocalStorageContextManager();
     return modeName === 'als' ? manager : withDiagnosticHooks(manager, modeName === 'als+hooks+lookup');
   }
-  if (modeName === 'tcm-proto') require('./proto/entry-cache').install();
   const { ThreadContextManager } = require(PACKAGE_ROOT);
-  if (modeName === 'tcm' || modeName === 'tcm-proto') return new ThreadContextManager();
+  if (modeName === 'tcm') return new ThreadContextManager();
   if (modeName === 'tcm-cheap') return new ThreadContextManager({ asyncTracking: false });
-  throw new TypeError(`modeName: expected als, als+hooks, als+hooks+lookup, tcm, tcm-cheap or tcm-proto, got ${JSON.stringify(modeName)}`);
+  throw new TypeError(`modeName: expected als, als+hooks, als+hooks+lookup, tcm or tcm-cheap, got ${JSON.stringify(modeName)}`);
 }
 
 // Returns { inChildSpan, exporter, provider, contextManager } for an OpenTelemetry mode.
