@@ -62,3 +62,25 @@ test('attrs-data bytes follow the header and set the size (for record attributes
   assert.throws(() => encodeEntry(SC, new Uint8Array(ATTRS_MAX_BYTES + 1)),
     { name: 'RangeError', message: /^attrs: expected at most 612 bytes, got 613/ });
 });
+
+test('encodeEntry accepts exactly the span contexts the API calls valid, and decodes them', () => {
+  const { isSpanContextValid } = require('@opentelemetry/api');
+  const T = SC.traceId;
+  const S = SC.spanId;
+  const cases = [
+    [T, S], [T.toUpperCase(), S.toUpperCase()], ['0'.repeat(32), S], [T, '0'.repeat(16)],
+    ['0'.repeat(31) + '1', '0'.repeat(15) + '1'], [T.slice(1), S], [T + '0', S], [T, S.slice(1)],
+    [T.slice(0, 31) + 'g', S], [T, S.slice(0, 15) + 'G'], [T.slice(0, 31) + '\u0130', S],
+    [T.slice(0, 31) + '\u0661', S], [T, S.slice(0, 15) + '\uff10'], [T.slice(0, 31) + ' ', S],
+    [T, S.slice(0, 15) + '-'], [undefined, S], [T, null], [123, S], ['', ''],
+  ];
+  for (const [traceId, spanId] of cases) {
+    const sc = { traceId, spanId, traceFlags: 1 };
+    const entry = encodeEntry(sc);
+    const label = JSON.stringify([traceId, spanId]);
+    assert.equal(entry !== NONE, isSpanContextValid(sc), `${label}: encodeEntry and isSpanContextValid disagree`);
+    if (entry === NONE) continue;
+    const bytes = Buffer.from(entry.buffer, 0, 24).toString('hex');
+    assert.equal(bytes, (traceId + spanId).toLowerCase(), `${label}: decoded id bytes`);
+  }
+});
