@@ -103,6 +103,14 @@ test('bind() routes through the publishing with(); non-functions are returned as
     assertNone('after the bound function returned');
     const plain = { x: 1 };
     assert.equal(manager.bind(spanContext, plain), plain);
+    for (let arity = 0; arity <= 6; arity++) {
+      const params = Array.from({ length: arity }, (_, i) => `p${i}`);
+      // eslint-disable-next-line no-new-func
+      const target = new Function(...params, 'return Array.from(arguments);');
+      const boundN = manager.bind(spanContext, target);
+      assert.equal(boundN.length, arity, `expected a bound function of arity ${arity} to keep it`);
+      assert.deepEqual(boundN(1, 2, 3, 4, 5, 6, 7), [1, 2, 3, 4, 5, 6, 7], `arity ${arity}: every argument passed on`);
+    }
   } finally {
     manager.disable();
   }

@@ -346,3 +346,37 @@ test('between callbacks the record shows none', async () => {
     assert.deepEqual(violations, [], `expected none between callbacks, saw ${violations.length} spans`);
   }
 });
+
+test('bound EventEmitter: prependListener, off, once removal, removeAllListeners, foreign receivers', () => {
+  const emitter = new EventEmitter();
+  let boundSpan;
+  inSpan('bound emitter', (span) => {
+    boundSpan = span;
+    context.bind(context.active(), emitter);
+  });
+  const calls = [];
+  const first = () => { assertPublished(boundSpan, 'prepended listener'); calls.push('first'); };
+  const second = () => { assertPublished(boundSpan, 'listener'); calls.push('second'); };
+  const once = () => calls.push('once');
+  emitter.on('e', second);
+  emitter.prependListener('e', first);
+  emitter.once('e', once);
+  emitter.removeListener('e', once);
+  emitter.emit('e');
+  assert.deepEqual(calls, ['first', 'second'], 'expected prepend order, and a once listener removed before it fired');
+  emitter.off('e', first);
+  emitter.emit('e');
+  assert.deepEqual(calls, ['first', 'second', 'second'], 'expected off() to remove the bound listener');
+  emitter.removeAllListeners();
+  emitter.emit('e');
+  assert.equal(emitter.listenerCount('e'), 0);
+  emitter.on('e', second);
+  emitter.removeAllListeners('e');
+  assert.equal(emitter.listenerCount('e'), 0, 'expected removeAllListeners(event) to remove bound listeners');
+  // A patched method called on another emitter behaves like EventEmitter's own.
+  const other = new EventEmitter();
+  emitter.on.call(other, 'x', () => calls.push('other'));
+  other.emit('x');
+  assert.deepEqual(calls.slice(-1), ['other']);
+  assertNone('after the emitter calls');
+});

@@ -100,12 +100,7 @@ class ThreadContextManager {
   bind(context, target) {
     if (target instanceof EventEmitter) return bindEventEmitter(this, context, target);
     if (typeof target !== 'function') return target;
-    const manager = this;
-    const bound = function boundToContext(...args) {
-      return manager.with(context, target, this, ...args);
-    };
-    Object.defineProperty(bound, 'length', { value: target.length, configurable: true });
-    return bound;
+    return boundFunction(this, context, target);
   }
 
   enable() {
@@ -151,6 +146,24 @@ class ThreadContextManager {
     this._publisher.clear();
     this._delegate.disable();
     return this;
+  }
+}
+
+// A function that runs `target` through manager.with(context, ...). It keeps target.length
+// (Express tells error middleware by an arity of 4): wrappers declared with that many parameters
+// cover the usual arities without Object.defineProperty, which costs more than the rest of bind().
+function boundFunction(manager, context, target) {
+  switch (target.length) {
+    case 0: return function boundToContext() { return manager.with(context, target, this, ...arguments); };
+    case 1: return function boundToContext(a) { return manager.with(context, target, this, ...arguments); };
+    case 2: return function boundToContext(a, b) { return manager.with(context, target, this, ...arguments); };
+    case 3: return function boundToContext(a, b, c) { return manager.with(context, target, this, ...arguments); };
+    case 4: return function boundToContext(a, b, c, d) { return manager.with(context, target, this, ...arguments); };
+    default: {
+      const bound = function boundToContext() { return manager.with(context, target, this, ...arguments); };
+      Object.defineProperty(bound, 'length', { value: target.length, configurable: true });
+      return bound;
+    }
   }
 }
 
