@@ -39,9 +39,10 @@ pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
         eprintln!("thread-ctx: wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe());
     }
     if let Some(p) = &args.output {
-        let subtitle = format!("from {}", args.profile.display());
+        let cpu: u64 = profile.entries.iter().filter(|e| filter.matches(e) && !e.kind.is_off_cpu()).map(|e| e.count).sum();
+        let subtitle = format!("{cpu} CPU samples, from {}", args.profile.display());
         flame::write_svg(p, &profile, &filter, &subtitle).context("--output")?;
-        eprintln!("thread-ctx: wrote flame graph {} ({})", p.display(), filter.describe());
+        eprintln!("thread-ctx: wrote flame graph {} ({cpu} CPU samples, {})", p.display(), filter.describe());
     }
     Ok(ExitCode::SUCCESS)
 }

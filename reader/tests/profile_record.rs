@@ -119,6 +119,13 @@ fn flamegraph_of_one_trace_shows_only_that_traces_function() {
     let svg = std::fs::read_to_string(&beta_svg).unwrap();
     assert!(svg.contains("burnBeta") && !svg.contains("burnAlpha"), "flame graph of trace {} (beta) from the pprof", run.beta.trace_id);
 
+    // By record attribute: the route each span carries.
+    let beta_folded = dir.join("beta.folded");
+    let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--attr", "http.route=/beta", "--folded", beta_folded.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "thread-ctx flamegraph --attr failed: {}", r.stderr);
+    let folded = std::fs::read_to_string(&beta_folded).unwrap();
+    assert!(folded.contains("burnBeta") && !folded.contains("burnAlpha"), "folded stacks of http.route=/beta:\n{folded}");
+
     // Bad input names the argument; a trace without samples is an error, not an empty picture.
     let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--trace", "zz", "-o", beta_svg.to_str().unwrap()]);
     assert!(r.code != 0 && r.stderr.contains("--trace: expected 32 hex digits"), "exit {} stderr {}", r.code, r.stderr);

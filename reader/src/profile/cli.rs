@@ -33,13 +33,13 @@ pub struct ProfileArgs {
 /// Which samples a flame graph shows (the pprof always keeps all, labelled).
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct FilterArgs {
-    /// Show only this trace's samples in --flamegraph/--folded.
+    /// Flame graph and folded stacks: only this trace's samples.
     #[arg(long, value_name = "TRACE_ID")]
     pub trace: Option<String>,
-    /// Show only this span's samples in --flamegraph/--folded.
+    /// Flame graph and folded stacks: only this span's samples.
     #[arg(long, value_name = "SPAN_ID")]
     pub span: Option<String>,
-    /// Show only samples whose record carries this attribute in --flamegraph/--folded
+    /// Flame graph and folded stacks: only samples whose record carries this attribute
     /// (repeatable; all must match), e.g. http.route=/users/:id.
     #[arg(long, value_name = "KEY=VALUE")]
     pub attr: Vec<String>,
