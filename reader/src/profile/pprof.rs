@@ -98,7 +98,7 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
             return kernel_mapping;
         }
         let i = exec.partition_point(|m| m.start <= addr);
-        (i > 0 && exec[i - 1].contains(addr)).then_some(i as u64).unwrap_or(0)
+        if i > 0 && exec[i - 1].contains(addr) { i as u64 } else { 0 }
     };
 
     let mut functions: HashMap<usize, u64> = HashMap::new();
@@ -263,4 +263,56 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         profile.push_entry(e);
     }
     Ok(profile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::maps::Mapping;
+
+    fn frame(kind: FrameKind, name: &str, file: Option<&str>, line: Option<u32>) -> Frame {
+        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None }
+    }
+
+    #[test]
+    fn decode_reads_back_what_encode_wrote() {
+        let mut p = Profile::default();
+        (p.off_cpu_traced, p.cpu_period_ns) = (true, 10_000_000);
+        p.mappings = vec![Mapping { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }];
+        p.thread_names.insert(42, "node".into());
+        let frames = [
+            (frame(FrameKind::Kernel, "schedule", None, None), 0xffff_ffff_8100_0000, true),
+            (frame(FrameKind::Js, "burn", Some("/app/a.js"), Some(3)), 0x7f00_0000_0000, false),
+            (frame(FrameKind::Js, "[Symbol.iterator]", Some("/app/a.js"), Some(9)), 0x7f00_0000_0100, false),
+            (frame(FrameKind::Unknown, "[anon:jit]", None, None), 0x7f00_0000_0200, false),
+            (frame(FrameKind::Native, "uv_run", Some("/usr/bin/node"), None), 0x1100, false),
+        ];
+        let stack: Vec<StackFrame> = frames.iter().map(|(f, addr, kernel)| StackFrame { addr: *addr, frame: p.intern(f.clone()), kernel: *kernel }).collect();
+        let entry = |kind, count, weight_ns| Entry {
+            kind,
+            stack: stack.clone(),
+            tid: 42,
+            trace_id: Some([0xab; 16]),
+            span_id: Some([0xcd; 8]),
+            attrs: vec![("http.route".into(), "/users/:id".into())],
+            count,
+            weight_ns,
+        };
+        p.push_entry(entry(SampleKind::Cpu, 3, 30_000_000));
+        p.push_entry(entry(SampleKind::Blocked, 2, 75_000_000));
+        let meta = Meta { service_name: Some("shop".into()), ..Default::default() };
+        let back = decode(&encode(&p, &meta)).unwrap();
+        assert!(back.off_cpu_traced && back.cpu_period_ns == 10_000_000);
+        assert_eq!(back.thread_name(42), Some("node"));
+        assert_eq!(back.entries.len(), 2);
+        for (orig, got) in p.entries.iter().zip(&back.entries) {
+            assert_eq!((got.kind, got.count, got.weight_ns, got.tid), (orig.kind, orig.count, orig.weight_ns, orig.tid));
+            assert_eq!((got.trace_id, got.span_id, &got.attrs), (orig.trace_id, orig.span_id, &orig.attrs), "service.name and thread labels are not attributes");
+            let kinds: Vec<(FrameKind, &str)> = got.stack.iter().map(|f| (back.frame(f).kind, back.frame(f).name.as_str())).collect();
+            let expected: Vec<(FrameKind, &str)> = frames.iter().map(|(f, _, _)| (f.kind, f.name.as_str())).collect();
+            assert_eq!(kinds, expected);
+        }
+        assert_eq!(back.frames.iter().find(|f| f.name == "burn").unwrap().line, Some(3));
+        assert!(decode(b"\x0a\x02\x08\x01").unwrap_err().to_string().contains("string index"), "garbage is refused, not misread");
+    }
 }
