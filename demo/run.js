@@ -1,9 +1,10 @@
 'use strict';
 // The end-to-end demo: start the instrumented service, drive load at it, sample it from outside
 // with `thread-ctx record` (eBPF; needs root) and say which routes and spans burned the CPU.
-// Without root it falls back to `thread-ctx dump` snapshots (ptrace) and says so.
-//   node demo/run.js [--seconds 6] [--hz 99] [--snapshots]
-const { spawn, execFileSync } = require('node:child_process');
+// Without root it falls back to `thread-ctx dump` snapshots (ptrace) and says so. With eBPF it also
+// writes the flame graph of the slowest trace (default: in the temp directory) and prints its path.
+//   node demo/run.js [--seconds 6] [--hz 99] [--snapshots] [--flamegraph FILE.svg]
+const { spawn, spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -55,6 +56,40 @@ async function snapshots(pid, seconds) {
   return samples;
 }
 
+// The flame graph of the slowest trace: a second recorder (999 Hz, so one request gets several
+// samples) writes a pprof with trace labels while the load runs; once the span log names the
+// slowest request recorded from start to end, `thread-ctx flamegraph` draws its trace from that
+// profile. A request can be slow without CPU of its own (queued behind others on the event loop):
+// then the slowest one that has samples is drawn, and the output says so.
+function flameGraphOfSlowestTrace(pid, spanLog) {
+  const pprof = path.join(os.tmpdir(), `otel-thread-ctx-demo-${process.pid}.pb.gz`);
+  const svg = path.resolve(arg('flamegraph', path.join(os.tmpdir(), 'otel-thread-ctx-demo-slowest-trace.svg')));
+  const window = { start: Date.now() + 500 }; // attaching takes a moment
+  const rec = spawn(THREAD_CTX, ['record', String(pid), '--hz', '999', '--duration', `${SECONDS - 1}s`, '--format', 'jsonl', '--pprof', pprof], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  rec.stderr.on('data', (d) => { err += d; });
+  const recorded = new Promise((resolve, reject) => rec.once('exit', (code) => {
+    window.end = Date.now() - 200; // the last poll may miss the final moments
+    if (code === 0) resolve(); else reject(new Error(`thread-ctx record --pprof failed (${code}): ${err}`));
+  }));
+  return async () => {
+    await recorded;
+    const roots = fs.readFileSync(spanLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+      .filter((s) => !s.parentSpanId && s.startMs >= window.start && s.startMs + s.durationMs <= window.end)
+      .sort((a, b) => b.durationMs - a.durationMs);
+    for (const [rank, s] of roots.slice(0, 50).entries()) {
+      const drawn = spawnSync(THREAD_CTX, ['flamegraph', pprof, '--trace', s.traceId, '-o', svg], { encoding: 'utf8' });
+      if (drawn.status !== 0) continue; // no CPU samples in that trace
+      const samples = Number(/\((\d+) CPU samples/.exec(drawn.stderr)?.[1]);
+      const which = rank === 0 ? 'the slowest trace' : `the slowest trace with CPU samples (the ${rank} slower ones had none)`;
+      console.log(`\nflame graph of ${which}, ${s.traceId} (${s.name}): ${s.durationMs.toFixed(1)} ms long, ${samples} CPU samples at 999 Hz ` +
+        `(~${samples} ms on CPU; the rest of the time it waited: I/O, timers, or other requests on the event loop)\n  ${svg}`);
+      return;
+    }
+    console.log(`\nno flame graph: none of the ${Math.min(roots.length, 50)} slowest traces recorded from start to end has CPU samples in ${pprof}`);
+  };
+}
+
 const pct = (n, total) => `${((100 * n) / Math.max(total, 1)).toFixed(1)}%`;
 
 function report(samples, spanLog, mainTid) {
@@ -95,6 +130,7 @@ async function main() {
   try {
     const loadDone = load(svc.port, SECONDS);
     await new Promise((r) => setTimeout(r, 500));
+    const drawSlowestTrace = useEbpf ? flameGraphOfSlowestTrace(svc.pid, spanLog) : null;
     let samples;
     if (useEbpf) {
       console.log(`sampling with eBPF: thread-ctx record ${svc.pid} --hz ${HZ}`);
@@ -108,6 +144,7 @@ async function main() {
     console.log(`load: ${result.requests.total} requests, ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms`);
     await new Promise((r) => setTimeout(r, 300)); // let the last spans reach the log
     report(samples, spanLog, mainTid);
+    await drawSlowestTrace?.();
   } finally {
     svc.child.kill('SIGTERM');
   }

@@ -22,6 +22,7 @@ class JsonLinesExporter {
         parentSpanId: s.parentSpanContext?.spanId ?? s.parentSpanId ?? null,
         name: s.name,
         route: s.attributes['http.route'] ?? null,
+        startMs: s.startTime[0] * 1e3 + s.startTime[1] / 1e6, // epoch
         durationMs: s.duration[0] * 1e3 + s.duration[1] / 1e6,
       })).join('\n') + '\n';
       fs.writeSync(this.fd, lines);

@@ -24,7 +24,7 @@ struct sampler_config {
 	__u64 module_id;
 	__u64 tls_offset;
 	__u32 capture_user_stack;
-	__u32 reserved;
+	__u32 capture_kernel_stack;
 };
 
 /* What a sample found. Counted per state in the `counters` map too. */
@@ -45,9 +45,12 @@ enum ctx_state {
 #define COUNTER_COUNT (CTX_STATE_COUNT + 1)
 
 enum event_kind {
-	EVENT_CPU_SAMPLE = 0,
-	/* EVENT_OFF_CPU = 1: reserved for the sched_switch program (duration_ns = time blocked). */
+	EVENT_CPU_SAMPLE = 0, /* sampler.bpf.c: a cpu-clock tick on a target thread */
+	EVENT_OFF_CPU = 1,    /* off_cpu.bpf.c: a target thread was switched out for duration_ns */
 };
+
+/* sample_event.flags */
+#define EVENT_FLAG_PREEMPTED 1 /* off-CPU: switched out while runnable (waited for a CPU, not blocked) */
 
 /* OTEP 4947 record header, byte-packed as in the target's memory. */
 struct ctx_header {
@@ -64,12 +67,12 @@ struct sample_event {
 	__u32 pid;            /* tgid */
 	__u32 tid;
 	__s32 user_stack_id;  /* id in the `stacks` map, or -errno (-ENOENT: not captured) */
-	__s32 kernel_stack_id;/* -ENOENT until kernel stacks are captured */
+	__s32 kernel_stack_id;/* likewise; -EFAULT when the sample was taken in user mode */
 	__u32 cpu;
 	__u8 kind;            /* enum event_kind */
 	__u8 state;           /* enum ctx_state */
-	__u16 reserved;
-	__u64 duration_ns;    /* 0 for CPU samples */
+	__u16 flags;          /* EVENT_FLAG_* */
+	__u64 duration_ns;    /* 0 for CPU samples; off-CPU: switched out for this long from time_ns */
 	struct ctx_header header; /* copied when state >= CTX_INVALID */
 	__u8 attrs[CTX_ATTRS_MAX]; /* first header.attrs_size bytes meaningful when state == CTX_VALID */
 };

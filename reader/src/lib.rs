@@ -37,3 +37,4 @@ pub mod thread_reader;
 pub mod tls_slot;
 pub mod sampler;
 pub mod record_cmd;
+pub mod flamegraph_cmd;

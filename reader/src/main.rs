@@ -35,6 +35,8 @@ enum Command {
     Validate(PidArgs),
     /// Sample the process's CPU with the eBPF sampler, tagging samples with their trace and span.
     Record(thread_ctx::record_cmd::RecordArgs),
+    /// Draw a flame graph of one trace, span or attribute value from a `record --pprof` profile.
+    Flamegraph(thread_ctx::flamegraph_cmd::FlamegraphArgs),
 }
 
 #[derive(Args)]
@@ -67,6 +69,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Dump(a) => dump(a, false),
         Command::Validate(a) => dump(a, true),
         Command::Record(a) => thread_ctx::record_cmd::run(a),
+        Command::Flamegraph(a) => thread_ctx::flamegraph_cmd::run(a),
     }
 }
 

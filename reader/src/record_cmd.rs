@@ -1,7 +1,11 @@
 //! `thread-ctx record PID`: samples the target's CPU with the eBPF sampler and
-//! prints JSON lines or a per-trace/per-span summary.
+//! prints JSON lines or a per-trace/per-span summary; with stacks, also the
+//! profile outputs of [`crate::profile::cli`] (pprof, flame graph, folded).
 
 use crate::discovery::{discover, Discovery};
+use crate::profile::cli::ProfileArgs;
+use crate::profile::{pprof, top, Collector, Symbolizer};
+use crate::sampler::loader::ProfileOptions;
 use crate::sampler::summary::RunInfo;
 use crate::sampler::{RunEnd, Sampler, SamplerOptions, Summary};
 use anyhow::{bail, Context, Result};
@@ -33,6 +37,8 @@ pub struct RecordArgs {
     /// Measure the BPF program's own cost (run time per sample) and print it at the end.
     #[arg(long)]
     pub bpf_stats: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,13 +76,20 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
         bail!("PID {pid}: no such process (expected the pid of a running process)");
     }
+    let plan = args.profile.plan(!args.no_user_stacks)?;
     let d = discover(pid).with_context(|| format!("discovering otel_thread_ctx_v1 in process {pid}"))?;
     let Some(access) = pick_access(&d)? else {
         eprintln!("thread-ctx: process {pid} has no otel_thread_ctx_v1 (no mapped ELF object defines it)");
         return Ok(ExitCode::from(EXIT_NO_SYMBOL));
     };
-    let mut sampler = Sampler::start(SamplerOptions { pid: pid as u32, access, hz: args.hz, user_stacks: !args.no_user_stacks })
-        .with_context(|| format!("starting the eBPF sampler on process {pid}"))?;
+    let extra = ProfileOptions { kernel_stacks: args.profile.kernel, off_cpu: args.profile.off_cpu };
+    let opts = SamplerOptions { pid: pid as u32, access, hz: args.hz, user_stacks: !args.no_user_stacks };
+    let mut sampler = Sampler::start_with(opts, extra).with_context(|| format!("starting the eBPF sampler on process {pid}"))?;
+    let mut collector = match plan.symbolize {
+        true => Some(start_collector(pid, &d, &args)?),
+        false => None,
+    };
+    let started_unix = std::time::SystemTime::now();
     if args.bpf_stats {
         sampler.enable_run_time_stats()?;
     }
@@ -87,10 +100,14 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut summary = Summary::default();
+    summary.set_off_cpu_traced(args.profile.off_cpu);
     let mut write_error = None;
     let started = Instant::now();
     let outcome = sampler.run(started + args.duration, &|| INTERRUPTED.load(Ordering::Relaxed), &mut |s| {
         summary.add(&s);
+        if let Some(c) = collector.as_mut() {
+            c.add(&sampler, &s);
+        }
         if args.format == Format::Jsonl && write_error.is_none() {
             if let Err(e) = writeln!(out, "{}", s.to_json(key_map)) {
                 write_error = Some(e);
@@ -102,17 +119,35 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         return Err(e).context("writing samples to stdout");
     }
     let counters = sampler.counters()?;
-    let info = RunInfo { pid: pid as u32, hz: args.hz, cpus: sampler.cpus(), seconds, dropped: counters.dropped, key_map };
+    let off_cpu_dropped = sampler.off_cpu_counters()?.map_or(0, |c| c.dropped);
+    let dropped = counters.dropped + off_cpu_dropped;
+    let info = RunInfo { pid: pid as u32, hz: args.hz, cpus: sampler.cpus(), seconds, dropped, key_map };
+    let profile = collector.map(Collector::finish);
+    let mut outputs = Ok(());
+    if let Some(p) = &profile {
+        let meta = pprof::Meta {
+            service_name: service_name(&d),
+            start_unix_ns: started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64),
+            duration_ns: (seconds * 1e9) as i64,
+            comments: vec![format!("thread-ctx record {pid} --hz {}", args.hz)],
+        };
+        let subtitle = format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz);
+        outputs = args.profile.write(p, &plan.filter, &meta, &subtitle);
+    }
+    let top_frames = profile.as_ref().map(|p| top::top_frames(p, 3));
     match args.format {
-        Format::Summary => write!(out, "{}", summary.render(&info))?,
+        Format::Summary => write!(out, "{}", summary.render_with(&info, top_frames.as_ref()))?,
         Format::Jsonl => eprintln!(
             "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
             summary.total(),
             summary.no_context(),
-            counters.dropped
+            dropped
         ),
     }
     out.flush()?;
+    for note in profile.iter().flat_map(|p| &p.notes) {
+        eprintln!("thread-ctx: note: {note}");
+    }
     if outcome.undecodable > 0 {
         eprintln!("thread-ctx: warning: {} ring-buffer events did not decode (sampler ABI mismatch)", outcome.undecodable);
     }
@@ -121,13 +156,43 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
         // run_cnt counts every cpu-clock tick on the sampled CPUs, the target's or not.
         eprintln!("thread-ctx: BPF program: {} runs, {} ns total, {per:.0} ns per run", st.run_cnt, st.run_time_ns);
+        if summary.total() > 0 {
+            // An upper bound: run_time_ns includes the cheap runs on other processes' ticks.
+            eprintln!("thread-ctx: BPF program: <= {:.0} ns per sample of the target", st.run_time_ns as f64 / summary.total() as f64);
+        }
+        if let Some(st) = sampler.off_cpu_program_stats()? {
+            let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
+            eprintln!("thread-ctx: off-CPU program: {} context switches seen, {} ns total, {per:.0} ns per switch", st.run_cnt, st.run_time_ns);
+        }
     }
     match outcome.end {
         RunEnd::TargetExited => eprintln!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
         RunEnd::Stopped => eprintln!("thread-ctx: interrupted after {seconds:.1} s"),
         RunEnd::Deadline => {}
     }
+    outputs?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The symbolizer for the profile outputs; warns now, not after the recording,
+/// when a Node target's JS frames will stay unnamed.
+fn start_collector(pid: i32, d: &Discovery, args: &RecordArgs) -> Result<Collector> {
+    let symbolizer = Symbolizer::new(pid)?;
+    if symbolizer.runs_v8() {
+        if let Some(note) = symbolizer.perf_map_note() {
+            eprintln!("thread-ctx: warning: {note}");
+        }
+    }
+    let p = &args.profile;
+    Ok(Collector::new(symbolizer, d.key_map(), args.hz, !args.no_user_stacks, p.kernel, p.off_cpu))
+}
+
+/// `service.name` of the process context's resource, for the pprof labels.
+fn service_name(d: &Discovery) -> Option<String> {
+    match &d.process_context {
+        Some(Ok(pc)) => pc.resource.get("service.name").and_then(|v| v.as_str()).map(str::to_string),
+        _ => None,
+    }
 }
 
 /// The access of the process's writer object. One object is sampled: with

@@ -60,6 +60,7 @@ mod tests {
 
     fn entry(trace: u8, span: u8, route: &str) -> Entry {
         Entry {
+            kind: crate::profile::SampleKind::Cpu,
             stack: vec![],
             tid: 1,
             trace_id: Some([trace; 16]),

@@ -4,8 +4,35 @@
 
 use crate::record::Attr;
 
+/// What a sample's weight measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SampleKind {
+    /// A CPU sample: the thread was running this stack.
+    Cpu,
+    /// Off-CPU: the thread blocked here (sleep, I/O wait, lock, futex).
+    Blocked,
+    /// Off-CPU: the thread was preempted here while runnable (waited for a CPU).
+    Preempted,
+}
+
+impl SampleKind {
+    pub fn is_off_cpu(self) -> bool {
+        self != SampleKind::Cpu
+    }
+
+    /// Value of the `off_cpu` pprof label and the flame graph's marker frame.
+    pub fn off_cpu_label(self) -> Option<&'static str> {
+        match self {
+            SampleKind::Cpu => None,
+            SampleKind::Blocked => Some("blocked"),
+            SampleKind::Preempted => Some("preempted"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
+    pub kind: SampleKind,
     /// CLOCK_MONOTONIC ns (as the BPF program's bpf_ktime_get_ns).
     pub time_ns: u64,
     pub tid: u32,

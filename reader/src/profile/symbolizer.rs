@@ -85,6 +85,15 @@ impl Symbolizer {
         }
     }
 
+    /// The process runs V8 (node, or an embedder linking libnode): its JS
+    /// frames can only be named from a perf map.
+    pub fn runs_v8(&self) -> bool {
+        self.maps.iter().any(|m| {
+            let base = m.path().rsplit('/').next().unwrap_or("");
+            m.is_file_backed() && (base.starts_with("node") || base.starts_with("libnode"))
+        })
+    }
+
     /// A sentence for the user when JS frames cannot be named, else None.
     pub fn perf_map_note(&self) -> Option<String> {
         match self.perf_map_status() {

@@ -22,7 +22,7 @@ pub struct SamplerConfig {
     pub module_id: u64,
     pub tls_offset: u64,
     pub capture_user_stack: u32,
-    pub reserved: u32,
+    pub capture_kernel_stack: u32,
 }
 const _: () = assert!(std::mem::size_of::<SamplerConfig>() == 56);
 
@@ -106,6 +106,9 @@ pub const COUNTER_COUNT: u32 = COUNTER_DROPPED + 1;
 
 /// `enum event_kind`.
 pub const EVENT_CPU_SAMPLE: u8 = 0;
+pub const EVENT_OFF_CPU: u8 = 1;
+/// `sample_event.flags`: an off-CPU event of a thread switched out while runnable.
+pub const EVENT_FLAG_PREEMPTED: u16 = 1;
 
 /// `struct sample_event`, as it arrives from the ring buffer.
 #[repr(C)]
@@ -120,7 +123,7 @@ pub struct RawEvent {
     pub cpu: u32,
     pub kind: u8,
     pub state: u8,
-    pub reserved: u16,
+    pub flags: u16,
     pub duration_ns: u64,
     pub header: [u8; HEADER_SIZE],
     pub attrs: [u8; ATTRS_MAX],

@@ -1,0 +1,233 @@
+//! `thread-ctx record`'s profile outputs on a real Node workload (our addon,
+//! the OpenTelemetry SDK, --perf-basic-prof-only-functions), run as root:
+//! - pprof, decoded with gzip + protoc (no code shared with our encoder):
+//!   each CPU-burning JS function's samples carry its own span's labels;
+//! - the SVG flame graph of one trace has that trace's function only;
+//! - off-CPU: a span blocking its thread (Atomics.wait 50 ms) gets its
+//!   blocked time, a span awaiting a 50 ms timer gets none (the event loop
+//!   idles in epoll with no span published).
+
+mod common;
+mod profile_common;
+
+use common::*;
+use profile_common::*;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// One CPU recording shared by the pprof and flame graph tests.
+struct CpuRun {
+    pid: i32,
+    alpha: SpanLine,
+    beta: SpanLine,
+    pprof: PathBuf,
+    svg_alpha: PathBuf,
+    folded_alpha: PathBuf,
+    stderr: String,
+}
+
+fn cpu_run() -> &'static CpuRun {
+    static RUN: OnceLock<CpuRun> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let _one = one_at_a_time();
+        let dir = scratch("profile-cpu");
+        let w = workload("cpu");
+        let spans = spans(&w, 2, Duration::from_secs(20));
+        let by_name = |n: &str| spans.iter().find(|s| s.name == n).unwrap_or_else(|| panic!("no span {n} in {spans:?}")).clone();
+        let (alpha, beta) = (by_name("alpha"), by_name("beta"));
+        let (pprof, svg_alpha, folded_alpha) = (dir.join("cpu.pb.gz"), dir.join("alpha.svg"), dir.join("alpha.folded"));
+        let p = |p: &PathBuf| p.to_str().unwrap().to_string();
+        let pid = w.pid.to_string();
+        let args = ["record", &pid, "--hz", "199", "--duration", "3s", "--pprof", &p(&pprof), "--flamegraph", &p(&svg_alpha)];
+        let r = thread_ctx(&[&args[..], &["--folded", &p(&folded_alpha), "--trace", &alpha.trace_id]].concat());
+        assert_eq!(r.code, 0, "expected `thread-ctx {}` to succeed\nstdout:\n{}\nstderr:\n{}", args.join(" "), r.stdout, r.stderr);
+        let _ = writeln_stderr(&format!("cpu recording summary:\n{}{}", r.stdout, r.stderr));
+        CpuRun { pid: w.pid, alpha, beta, pprof, svg_alpha, folded_alpha, stderr: r.stderr }
+    })
+}
+
+fn writeln_stderr(s: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    writeln!(std::io::stderr(), "{s}")
+}
+
+/// 1-based line of `function NAME(` in the workload source.
+fn source_line(name: &str) -> i64 {
+    let src = std::fs::read_to_string(fixture("profile_workload.js")).unwrap();
+    src.lines().position(|l| l.starts_with(&format!("function {name}("))).expect("function in fixture") as i64 + 1
+}
+
+#[test]
+fn pprof_attributes_each_js_function_to_its_own_span() {
+    if !ebpf_or_skip("pprof_attributes_each_js_function_to_its_own_span") {
+        return;
+    }
+    let run = cpu_run();
+    assert!(!run.stderr.contains("no V8 perf map"), "node ran with --perf-basic-prof-only-functions: {}", run.stderr);
+    let view = decode_pprof(&run.pprof);
+    for t in [("samples", "count"), ("cpu", "nanoseconds")] {
+        assert!(view.sample_types.contains(&(t.0.into(), t.1.into())), "sample types {:?} lack {t:?}", view.sample_types);
+    }
+    let mut figures = Vec::new();
+    for (func, span, route) in [("burnAlpha", &run.alpha, "/alpha"), ("burnBeta", &run.beta, "/beta")] {
+        let (file, line) = view.functions.get(func).unwrap_or_else(|| panic!("no function {func} in the profile: {:?}", view.functions.keys()));
+        assert!(file.ends_with("profile_workload.js") && *line == source_line(func), "{func} at {file}:{line}, expected profile_workload.js:{}", source_line(func));
+        let with: Vec<_> = view.samples.iter().filter(|s| s.functions.iter().any(|f| f == func)).collect();
+        let total: i64 = with.iter().map(|s| s.values["samples"]).sum();
+        let right: i64 = with
+            .iter()
+            .filter(|s| {
+                let l = |k: &str| s.labels.get(k).map(String::as_str);
+                l("trace_id") == Some(span.trace_id.as_str()) && l("span_id") == Some(span.span_id.as_str()) && l("http.route") == Some(route)
+            })
+            .map(|s| s.values["samples"])
+            .sum();
+        assert!(total >= 50, "expected at least 50 samples in {func} over 3 s at 199 Hz, got {total}");
+        assert!(right * 10 >= total * 9, "{func}: only {right} of {total} samples carry span {} {} route {route}", span.trace_id, span.span_id);
+        for s in &with {
+            let l = |k: &str| s.labels.get(k).map(String::as_str);
+            assert_eq!(l("thread.id"), Some(run.pid.to_string().as_str()), "{func} runs on the main thread: {:?}", s.labels);
+            assert_eq!(l("service.name"), Some("profile-fixture"), "service.name from the process context: {:?}", s.labels);
+            assert!(l("thread.name").is_some(), "thread.name label: {:?}", s.labels);
+        }
+        figures.push(format!("{func}: {right}/{total} samples ({:.1}%) labelled with its span", 100.0 * right as f64 / total as f64));
+    }
+    let _ = writeln_stderr(&format!("pprof attribution: {}", figures.join("; ")));
+}
+
+#[test]
+fn flamegraph_of_one_trace_shows_only_that_traces_function() {
+    if !ebpf_or_skip("flamegraph_of_one_trace_shows_only_that_traces_function") {
+        return;
+    }
+    let run = cpu_run();
+    let svg = std::fs::read_to_string(&run.svg_alpha).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains("<svg"), "not an SVG: {}", &svg[..svg.len().min(200)]);
+    assert!(svg.contains("burnAlpha") && !svg.contains("burnBeta"), "flame graph of trace {} (alpha) must show burnAlpha and not burnBeta", run.alpha.trace_id);
+    assert!(svg.contains(&run.alpha.trace_id), "the title names the trace");
+    let folded = std::fs::read_to_string(&run.folded_alpha).unwrap();
+    assert!(folded.contains("burnAlpha") && !folded.contains("burnBeta"), "folded stacks of the alpha trace:\n{folded}");
+
+    // Drawn afterwards from the recorded pprof: the other trace.
+    let dir = scratch("profile-flame");
+    let beta_svg = dir.join("beta.svg");
+    let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--trace", &run.beta.trace_id, "-o", beta_svg.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "thread-ctx flamegraph failed: {}", r.stderr);
+    let svg = std::fs::read_to_string(&beta_svg).unwrap();
+    assert!(svg.contains("burnBeta") && !svg.contains("burnAlpha"), "flame graph of trace {} (beta) from the pprof", run.beta.trace_id);
+
+    // By record attribute: the route each span carries.
+    let beta_folded = dir.join("beta.folded");
+    let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--attr", "http.route=/beta", "--folded", beta_folded.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "thread-ctx flamegraph --attr failed: {}", r.stderr);
+    let folded = std::fs::read_to_string(&beta_folded).unwrap();
+    assert!(folded.contains("burnBeta") && !folded.contains("burnAlpha"), "folded stacks of http.route=/beta:\n{folded}");
+
+    // Bad input names the argument; a trace without samples is an error, not an empty picture.
+    let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--trace", "zz", "-o", beta_svg.to_str().unwrap()]);
+    assert!(r.code != 0 && r.stderr.contains("--trace: expected 32 hex digits"), "exit {} stderr {}", r.code, r.stderr);
+    let absent = dir.join("absent.svg");
+    let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--trace", &"0f".repeat(16), "-o", absent.to_str().unwrap()]);
+    assert!(r.code != 0 && r.stderr.contains("--output: no samples match trace"), "exit {} stderr {}", r.code, r.stderr);
+    assert!(!absent.exists());
+}
+
+/// Off-CPU events of the jsonl output: (tid, span id, switch-out time, duration, preempted).
+struct OffCpu {
+    tid: i64,
+    span_id: Option<String>,
+    time_ns: u64,
+    duration_ns: u64,
+    preempted: bool,
+}
+
+#[test]
+fn off_cpu_time_goes_to_the_blocking_span_not_to_the_awaiting_one() {
+    if !ebpf_or_skip("off_cpu_time_goes_to_the_blocking_span_not_to_the_awaiting_one") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let dir = scratch("profile-offcpu");
+    let w = workload("offcpu");
+    spans(&w, 1, Duration::from_secs(20)); // it runs
+    let pprof = dir.join("offcpu.pb.gz");
+    let pid = w.pid.to_string();
+    let args = ["record", &pid, "--hz", "49", "--duration", "2s", "--off-cpu", "--kernel", "--format", "jsonl", "--pprof", pprof.to_str().unwrap()];
+    let r = thread_ctx(&args);
+    assert_eq!(r.code, 0, "expected `thread-ctx {}` to succeed: {}", args.join(" "), r.stderr);
+    std::thread::sleep(Duration::from_millis(300));
+    let spans = spans(&w, 0, Duration::ZERO);
+    drop(w);
+
+    let events: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let times: Vec<u64> = events.iter().map(|e| e["time_ns"].as_u64().unwrap()).collect();
+    let (first, last) = (*times.iter().min().expect("events"), *times.iter().max().unwrap());
+    let off: Vec<OffCpu> = events
+        .iter()
+        .filter(|e| e["kind"] == "off_cpu")
+        .map(|e| OffCpu {
+            tid: e["tid"].as_i64().unwrap(),
+            span_id: e["span_id"].as_str().map(str::to_string),
+            time_ns: e["time_ns"].as_u64().unwrap(),
+            duration_ns: e["duration_ns"].as_u64().unwrap(),
+            preempted: e["preempted"].as_bool().unwrap(),
+        })
+        .collect();
+    let covered: Vec<&SpanLine> = spans.iter().filter(|s| s.start_ns >= first && s.end_ns <= last).collect();
+    let of = |name: &str| covered.iter().filter(|s| s.name == name).copied().collect::<Vec<_>>();
+    let (blocked, timers) = (of("blocked"), of("timer"));
+    assert!(blocked.len() >= 8 && timers.len() >= 8, "expected >= 8 blocked and timer spans inside the 2 s recording, got {} and {}", blocked.len(), timers.len());
+    let time_of = |span: &str, preempted: bool| -> u64 {
+        off.iter().filter(|e| e.span_id.as_deref() == Some(span) && e.preempted == preempted).map(|e| e.duration_ns).sum()
+    };
+    let mut blocked_ms = Vec::new();
+    for s in &blocked {
+        let ns = time_of(&s.span_id, false);
+        assert!(ns >= 40_000_000, "span blocked {} waited 50 ms in Atomics.wait; expected >= 40 ms off-CPU attributed, got {:.1} ms", s.span_id, ns as f64 / 1e6);
+        blocked_ms.push(ns as f64 / 1e6);
+    }
+    let (mut idle_ms, mut timer_max_ns) = (Vec::new(), 0);
+    for s in &timers {
+        // None of its 50 ms wait: under 1 ms, for a rare GC or page-fault wait while its few lines run.
+        let ns = time_of(&s.span_id, false) + time_of(&s.span_id, true);
+        assert!(ns < 1_000_000, "span timer {} awaited a 50 ms timer: expected no off-CPU time attributed, got {:.3} ms", s.span_id, ns as f64 / 1e6);
+        timer_max_ns = timer_max_ns.max(ns);
+        // Its 50 ms were seen, as the event loop's idle time with no span published.
+        let idle: u64 = off
+            .iter()
+            .filter(|e| e.tid == pid.parse::<i64>().unwrap() && e.span_id.is_none())
+            .map(|e| (e.time_ns + e.duration_ns).min(s.end_ns).saturating_sub(e.time_ns.max(s.start_ns)))
+            .sum();
+        assert!(idle >= 40_000_000, "span timer {}: expected >= 40 ms of span-less idle time on the event loop during it, got {:.1} ms", s.span_id, idle as f64 / 1e6);
+        idle_ms.push(idle as f64 / 1e6);
+    }
+
+    // The pprof, decoded independently, says the same; kernel frames are named, the tracer's own are not there.
+    let view = decode_pprof(&pprof);
+    assert!(view.sample_types.contains(&("off_cpu".into(), "nanoseconds".into())), "{:?}", view.sample_types);
+    let mut per_route: HashMap<(String, String), i64> = HashMap::new();
+    for s in &view.samples {
+        let key = (s.labels.get("http.route").cloned().unwrap_or_default(), s.labels.get("off_cpu").cloned().unwrap_or_default());
+        *per_route.entry(key).or_default() += s.values.get("off_cpu").copied().unwrap_or(0);
+    }
+    let route = |r: &str, k: &str| per_route.get(&(r.to_string(), k.to_string())).copied().unwrap_or(0);
+    assert!(route("/blocked", "blocked") >= 40_000_000 * blocked.len() as i64, "pprof off_cpu of /blocked: {per_route:?}");
+    assert!(route("/timer", "blocked") < 1_000_000 * timers.len() as i64, "pprof off_cpu of /timer: {per_route:?}");
+    assert!(view.mappings.iter().any(|m| m == "[kernel.kallsyms]"), "mappings {:?}", view.mappings);
+    let futex = view.samples.iter().any(|s| s.labels.get("http.route").map(String::as_str) == Some("/blocked") && s.functions.iter().any(|f| f.contains("futex")));
+    assert!(futex, "the blocked span's kernel stacks show the futex wait");
+    assert!(!view.functions.keys().any(|f| f.starts_with("bpf_prog_")), "the tracer's own frames are dropped");
+    let _ = writeln_stderr(&format!(
+        "off-CPU: {} blocked spans, attributed {:.1}..{:.1} ms each; {} timer spans, at most {:.3} ms attributed, {:.1}..{:.1} ms idle (no span) on the event loop during each",
+        blocked.len(),
+        blocked_ms.iter().cloned().fold(f64::MAX, f64::min),
+        blocked_ms.iter().cloned().fold(0.0, f64::max),
+        timers.len(),
+        timer_max_ns as f64 / 1e6,
+        idle_ms.iter().cloned().fold(f64::MAX, f64::min),
+        idle_ms.iter().cloned().fold(0.0, f64::max),
+    ));
+}
