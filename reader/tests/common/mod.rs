@@ -23,10 +23,16 @@ pub struct Fixtures {
 }
 
 fn fixture_src(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    test_file(&format!("fixtures/{name}"))
 }
 
-fn cc(args: &[&str]) {
+/// A file under reader/tests (fixture sources, scripts).
+pub fn test_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(rel)
+}
+
+/// Compiles with the system C compiler, failing with the compiler's message.
+pub fn cc(args: &[&str]) {
     let out = Command::new("cc")
         .args(args)
         .output()

@@ -1,0 +1,91 @@
+//! Harness for the eBPF sampler tests: root check (skip visibly, or fail under
+//! REQUIRE_EBPF=1), one sampling run at a time, and running the sampler on a pid
+//! with the access discovery resolved for it.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use thread_ctx::access::TlsAccess;
+use thread_ctx::discovery::discover;
+use thread_ctx::sampler::{Counters, RunEnd, Sample, Sampler, SamplerOptions};
+
+/// True when this test can load eBPF. Otherwise prints why and returns false,
+/// or panics when REQUIRE_EBPF=1 (CI runs as root and must not skip).
+pub fn ebpf_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
+    assert!(!required, "{test}: REQUIRE_EBPF=1 but not running as root: eBPF needs root (run the tests as root)");
+    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: eBPF needs root (set REQUIRE_EBPF=1 to make this a failure)");
+    false
+}
+
+/// Sampling runs are serialized: they compete for the same two CPUs.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A file under reader/tests, as a string for command lines.
+pub fn src(rel: &str) -> String {
+    crate::common::test_file(rel).to_str().unwrap().to_string()
+}
+
+/// The single resolved TLS access of `pid`, retried while the writer is still starting.
+pub fn access_of(pid: i32) -> TlsAccess {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = discover(pid).unwrap_or_else(|e| panic!("discovery of pid {pid} failed: {e}"));
+        let resolved: Vec<_> = d.writers.iter().filter_map(|w| w.access.clone().ok()).collect();
+        if let [a] = resolved.as_slice() {
+            return *a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected exactly one resolved otel_thread_ctx_v1 writer in pid {pid} within 10 s, saw {:#?}",
+            d.writers
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub struct Recording {
+    pub samples: Vec<Sample>,
+    pub counters: Counters,
+    pub end: RunEnd,
+    pub sampler: Sampler,
+}
+
+/// Samples `pid` for `duration` at `hz`, collecting every event.
+pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recording {
+    let sampler = Sampler::start(SamplerOptions { pid: pid as u32, access, hz, user_stacks: true })
+        .unwrap_or_else(|e| panic!("starting the sampler on pid {pid} ({access}) failed: {e}"));
+    let mut samples = Vec::new();
+    let outcome = sampler
+        .run(Instant::now() + duration, &|| false, &mut |s| samples.push(s))
+        .unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
+    assert_eq!(outcome.undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
+    let counters = sampler.counters().expect("reading the sampler's counters");
+    Recording { samples, counters, end: outcome.end, sampler }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// One line describing a sample, for failure messages.
+pub fn describe(s: &Sample) -> String {
+    format!(
+        "sample at {} ns, tid {}, cpu {}, state {}, header {:?}, attrs {}",
+        s.time_ns,
+        s.tid,
+        s.cpu,
+        s.state.name(),
+        s.header.map(|h| (hex(&h.trace_id), hex(&h.span_id), h.valid, h.flags, h.attrs_size)),
+        hex(&s.attrs)
+    )
+}
