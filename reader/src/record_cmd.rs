@@ -88,23 +88,30 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut summary = Summary::default();
     let mut write_error = None;
+    // A reader that closed our stdout (`| head`) ends the recording, quietly: it has what it wanted.
+    let stdout_closed = std::cell::Cell::new(false);
     let started = Instant::now();
-    let outcome = sampler.run(started + args.duration, &|| INTERRUPTED.load(Ordering::Relaxed), &mut |s| {
+    let stop = || INTERRUPTED.load(Ordering::Relaxed) || stdout_closed.get();
+    let outcome = sampler.run(started + args.duration, &stop, &mut |s| {
         summary.add(&s);
         if args.format == Format::Jsonl && write_error.is_none() {
             if let Err(e) = writeln!(out, "{}", s.to_json(key_map)) {
+                stdout_closed.set(e.kind() == std::io::ErrorKind::BrokenPipe);
                 write_error = Some(e);
             }
         }
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    if let Some(e) = write_error {
-        return Err(e).context("writing samples to stdout");
+    match write_error {
+        Some(_) if stdout_closed.get() => return Ok(ExitCode::SUCCESS),
+        Some(e) => return Err(e).context("writing samples to stdout"),
+        None => {}
     }
     let counters = sampler.counters()?;
     let info = RunInfo { pid: pid as u32, hz: args.hz, cpus: sampler.cpus(), seconds, dropped: counters.dropped, key_map };
+    let mut written = Ok(());
     match args.format {
-        Format::Summary => write!(out, "{}", summary.render(&info))?,
+        Format::Summary => written = write!(out, "{}", summary.render(&info)),
         Format::Jsonl => eprintln!(
             "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
             summary.total(),
@@ -112,7 +119,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             counters.dropped
         ),
     }
-    out.flush()?;
+    match written.and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        r => r.context("writing to stdout")?,
+    }
     if outcome.undecodable > 0 {
         eprintln!("thread-ctx: warning: {} ring-buffer events did not decode (sampler ABI mismatch)", outcome.undecodable);
     }

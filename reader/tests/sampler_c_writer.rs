@@ -9,11 +9,10 @@
 mod common;
 mod sampler_common;
 
-use common::{assert_dump_matches, c_writer, cc, json_of, FORCE_DYNAMIC_TLS};
+use common::{assert_dump_matches, c_writer, json_of, FORCE_DYNAMIC_TLS};
 use object::{Object, ObjectSymbol};
 use sampler_common::*;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::Duration;
 use thread_ctx::sampler::CtxState;
 
@@ -21,38 +20,6 @@ const HZ: u32 = 199;
 const DURATION: Duration = Duration::from_millis(1500);
 /// A spinning thread gets about HZ * 1.5 * 2/3 samples on two idle CPUs; the machine is shared.
 const MIN_SAMPLES_PER_THREAD: usize = 20;
-
-struct Built {
-    lib_tlsdesc: PathBuf,
-    spinner_dl: PathBuf,
-    spinner_ie: PathBuf,
-    spinner_le: PathBuf,
-}
-
-fn built() -> &'static Built {
-    static B: OnceLock<Built> = OnceLock::new();
-    B.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sampler-c-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
-        let (record, spinner) = (src("fixtures/ctx_record.c"), src("sampler_fixtures/spinner.c"));
-        cc(&["-O1", "-shared", "-fPIC", "-mtls-dialect=gnu2", "-o", &p("libtlsdesc.so"), &record]);
-        cc(&["-O1", "-shared", "-fPIC", "-ftls-model=initial-exec", "-o", &p("libie.so"), &record]);
-        let fp = ["-O1", "-Wall", "-fno-omit-frame-pointer"];
-        cc(&[&fp[..], &["-o", &p("spinner_dl"), &spinner, "-ldl", "-lpthread"]].concat());
-        // --no-as-needed: the executable reaches libie.so only through dlsym.
-        let (libdir, rpath) = (format!("-L{}", dir.display()), format!("-Wl,-rpath,{}", dir.display()));
-        cc(&[&fp[..], &["-o", &p("spinner_ie"), &spinner, &libdir, "-Wl,--no-as-needed", "-lie", "-Wl,--as-needed", &rpath, "-ldl", "-lpthread"]].concat());
-        // -rdynamic exports the executable's own otel_thread_ctx_v1 in .dynsym (local exec).
-        cc(&[&fp[..], &["-rdynamic", "-o", &p("spinner_le"), &spinner, &record, "-ldl", "-lpthread"]].concat());
-        Built {
-            lib_tlsdesc: dir.join("libtlsdesc.so"),
-            spinner_dl: dir.join("spinner_dl"),
-            spinner_ie: dir.join("spinner_ie"),
-            spinner_le: dir.join("spinner_le"),
-        }
-    })
-}
 
 /// [start, end) of `spin` in the running spinner: link-time size, runtime address it printed.
 fn spin_range(exe: &Path, runtime_addr: &str) -> (u64, u64) {
@@ -158,7 +125,7 @@ fn monotonic_ns() -> u64 {
 fn tlsdesc_in_static_tls() {
     let test = "tlsdesc_in_static_tls";
     if ebpf_or_skip(test) {
-        let b = built();
+        let b = spinners();
         check_spinner(test, &b.spinner_dl, &["--dlopen", b.lib_tlsdesc.to_str().unwrap()], &[], true, "tlsdesc");
     }
 }
@@ -167,7 +134,7 @@ fn tlsdesc_in_static_tls() {
 fn tlsdesc_in_dynamic_tls_dtv_walk() {
     let test = "tlsdesc_in_dynamic_tls_dtv_walk";
     if ebpf_or_skip(test) {
-        let b = built();
+        let b = spinners();
         check_spinner(test, &b.spinner_dl, &["--dlopen", b.lib_tlsdesc.to_str().unwrap()], &[FORCE_DYNAMIC_TLS], false, "tlsdesc");
     }
 }
@@ -176,7 +143,7 @@ fn tlsdesc_in_dynamic_tls_dtv_walk() {
 fn initial_exec_in_a_startup_library() {
     let test = "initial_exec_in_a_startup_library";
     if ebpf_or_skip(test) {
-        check_spinner(test, &built().spinner_ie, &[], &[], true, "initial_exec");
+        check_spinner(test, &spinners().spinner_ie, &[], &[], true, "initial_exec");
     }
 }
 
@@ -184,6 +151,6 @@ fn initial_exec_in_a_startup_library() {
 fn local_exec_in_the_executable() {
     let test = "local_exec_in_the_executable";
     if ebpf_or_skip(test) {
-        check_spinner(test, &built().spinner_le, &[], &[], true, "local_exec");
+        check_spinner(test, &spinners().spinner_le, &[], &[], true, "local_exec");
     }
 }

@@ -3,8 +3,10 @@
 //! with the access discovery resolved for it.
 #![allow(dead_code)]
 
+use crate::common::cc;
 use std::io::Write;
-use std::sync::{Mutex, MutexGuard};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use thread_ctx::access::TlsAccess;
 use thread_ctx::discovery::discover;
@@ -33,6 +35,39 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
 /// A file under reader/tests, as a string for command lines.
 pub fn src(rel: &str) -> String {
     crate::common::test_file(rel).to_str().unwrap().to_string()
+}
+
+/// The spinner (sampler_fixtures/spinner.c) built once per test binary, one per access model.
+pub struct Spinners {
+    pub lib_tlsdesc: PathBuf,
+    pub spinner_dl: PathBuf,
+    pub spinner_ie: PathBuf,
+    pub spinner_le: PathBuf,
+}
+
+pub fn spinners() -> &'static Spinners {
+    static B: OnceLock<Spinners> = OnceLock::new();
+    B.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sampler-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+        let (record, spinner) = (src("fixtures/ctx_record.c"), src("sampler_fixtures/spinner.c"));
+        cc(&["-O1", "-shared", "-fPIC", "-mtls-dialect=gnu2", "-o", &p("libtlsdesc.so"), &record]);
+        cc(&["-O1", "-shared", "-fPIC", "-ftls-model=initial-exec", "-o", &p("libie.so"), &record]);
+        let fp = ["-O1", "-Wall", "-fno-omit-frame-pointer"];
+        cc(&[&fp[..], &["-o", &p("spinner_dl"), &spinner, "-ldl", "-lpthread"]].concat());
+        // --no-as-needed: the executable reaches libie.so only through dlsym.
+        let (libdir, rpath) = (format!("-L{}", dir.display()), format!("-Wl,-rpath,{}", dir.display()));
+        cc(&[&fp[..], &["-o", &p("spinner_ie"), &spinner, &libdir, "-Wl,--no-as-needed", "-lie", "-Wl,--as-needed", &rpath, "-ldl", "-lpthread"]].concat());
+        // -rdynamic exports the executable's own otel_thread_ctx_v1 in .dynsym (local exec).
+        cc(&[&fp[..], &["-rdynamic", "-o", &p("spinner_le"), &spinner, &record, "-ldl", "-lpthread"]].concat());
+        Spinners {
+            lib_tlsdesc: dir.join("libtlsdesc.so"),
+            spinner_dl: dir.join("spinner_dl"),
+            spinner_ie: dir.join("spinner_ie"),
+            spinner_le: dir.join("spinner_le"),
+        }
+    })
 }
 
 /// The single resolved TLS access of `pid`, retried while the writer is still starting.
