@@ -124,3 +124,23 @@ pub fn describe(s: &Sample) -> String {
         hex(&s.attrs)
     )
 }
+
+/// What `thread-ctx record PID --format jsonl` printed: one JSON object per sample, and stderr.
+pub struct JsonlRun {
+    pub samples: Vec<serde_json::Value>,
+    pub stderr: String,
+}
+
+/// Runs the real `thread-ctx record` binary on `pid` and parses its JSON lines.
+pub fn record_jsonl(pid: i32, hz: u32, duration: &str) -> JsonlRun {
+    let args = ["record", &pid.to_string(), "--hz", &hz.to_string(), "--duration", duration, "--format", "jsonl"];
+    let r = crate::common::thread_ctx(&args);
+    assert_eq!(r.code, 0, "expected `thread-ctx {}` to exit 0, it exited {}; stderr:\n{}", args.join(" "), r.code, r.stderr);
+    let samples = r
+        .stdout
+        .lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {}: invalid JSON ({e}): {l}", i + 1)))
+        .collect();
+    JsonlRun { samples, stderr: r.stderr }
+}
