@@ -31,11 +31,9 @@ struct task_struct {
 
 const volatile struct sampler_config cfg = {};
 
-#define EVENTS_BYTES (1 << 20)
-
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, EVENTS_BYTES); /* bytes; bounds memory, overflow is counted */
+	__uint(max_entries, 1 << 20); /* bytes; bounds memory, overflow is counted */
 } events SEC(".maps");
 
 struct {
@@ -57,14 +55,6 @@ struct header_words {
 	__u64 w0, w1, w2;
 	__u32 w3;
 };
-
-/* Waking the reader on every event costs more than the rest of the sample (an irq_work each:
- * ~7-10 us on a VM, measured with --bpf-stats): user space drains on its poll timeout, and is
- * woken early only once a quarter of the ring waits, so bursts on many CPUs do not overflow. */
-static __always_inline __u64 wakeup_flags(void)
-{
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_BYTES / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
 
 static __always_inline void count(__u32 index)
 {
@@ -160,7 +150,7 @@ int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 	e->state = state;
 	e->user_stack_id = cfg.capture_user_stack ? bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK) : -ENOENT;
 	count(state);
-	bpf_ringbuf_submit(e, wakeup_flags());
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 

@@ -157,8 +157,6 @@ impl Sampler {
                     return Err(bpf_error("polling", e.to_string(), None));
                 }
             }
-            // The BPF program mostly submits without waking us (see wakeup_flags): drain on every tick.
-            ring.consume().map_err(|e| bpf_error("draining", e.to_string(), None))?;
         };
         ring.consume().map_err(|e| bpf_error("draining", e.to_string(), None))?;
         Ok(RunOutcome { end, undecodable: undecodable.get() })
