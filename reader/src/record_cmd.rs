@@ -102,16 +102,15 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         }
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    match write_error {
-        Some(_) if stdout_closed.get() => return Ok(ExitCode::SUCCESS),
-        Some(e) => return Err(e).context("writing samples to stdout"),
-        None => {}
+    if let Some(e) = write_error.filter(|_| !stdout_closed.get()) {
+        return Err(e).context("writing samples to stdout");
     }
     let counters = sampler.counters()?;
     let info = RunInfo { pid: pid as u32, hz: args.hz, cpus: sampler.cpus(), seconds, dropped: counters.dropped, key_map };
     let mut written = Ok(());
     match args.format {
         Format::Summary => written = write!(out, "{}", summary.render(&info)),
+        Format::Jsonl if stdout_closed.get() => {}
         Format::Jsonl => eprintln!(
             "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
             summary.total(),
@@ -120,7 +119,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         ),
     }
     match written.and_then(|_| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {} // nobody reads stdout any more
         r => r.context("writing to stdout")?,
     }
     if outcome.undecodable > 0 {
@@ -134,6 +133,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     match outcome.end {
         RunEnd::TargetExited => eprintln!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
+        RunEnd::Stopped if stdout_closed.get() => {}
         RunEnd::Stopped => eprintln!("thread-ctx: interrupted after {seconds:.1} s"),
         RunEnd::Deadline => {}
     }

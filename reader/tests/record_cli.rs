@@ -34,6 +34,6 @@ fn jsonl_into_a_closed_pipe_ends_quietly() {
     let out = rec.wait_with_output().expect("waiting for thread-ctx record");
     let (took, stderr) = (started.elapsed(), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{test}: expected exit 0 once stdout closed, got {:?}; stderr:\n{stderr}", out.status);
-    assert!(!stderr.contains("error"), "{test}: a closed stdout is not a reader failure, but stderr says:\n{stderr}");
+    assert!(stderr.is_empty(), "{test}: a closed stdout ends recording quietly, but stderr says:\n{stderr}");
     assert!(took < Duration::from_secs(10), "{test}: expected recording to stop soon after stdout closed, it took {took:?} of the 60 s asked");
 }
