@@ -92,33 +92,40 @@ function flameGraphOfSlowestTrace(pid, spanLog) {
 
 const pct = (n, total) => `${((100 * n) / Math.max(total, 1)).toFixed(1)}%`;
 
-function report(samples, spanLog, mainTid) {
+// `kind` says what the samples are: eBPF CPU samples (on-CPU time only), or ptrace snapshots
+// (which also catch the thread idle, so "no span" includes waiting for work).
+function report(samples, spanLog, mainTid, kind) {
   const spans = new Map();
   for (const line of fs.readFileSync(spanLog, 'utf8').split('\n')) if (line) { const s = JSON.parse(line); spans.set(s.spanId, s); }
   const routeOfTrace = new Map([...spans.values()].filter((s) => s.route).map((s) => [s.traceId, s.route]));
   const onLoop = samples.filter((s) => s.tid === mainTid);
-  const byRoute = new Map(), bySpan = new Map();
+  const byRoute = new Map(), byName = new Map(), bySpan = new Map();
+  const count = (map, key, init) => { const e = map.get(key) ?? init(); e.n++; map.set(key, e); };
   for (const s of onLoop) {
     const span = s.span_id ? spans.get(s.span_id) : undefined;
     const route = s.span_id ? (routeOfTrace.get(s.trace_id) ?? '(span not exported yet)') : '(no span: idle, GC, between requests)';
-    byRoute.set(route, (byRoute.get(route) ?? 0) + 1);
-    if (s.span_id) {
-      const key = `${s.trace_id} ${s.span_id}`;
-      const e = bySpan.get(key) ?? { n: 0, name: span?.name ?? '?', route, durationMs: span?.durationMs };
-      e.n++; bySpan.set(key, e);
-    }
+    count(byRoute, route, () => ({ n: 0 }));
+    if (!s.span_id) continue;
+    const name = span?.name ?? '(span not exported yet)';
+    count(byName, `${name}\t${route}`, () => ({ n: 0, name, route }));
+    count(bySpan, `${s.trace_id} ${s.span_id}`, () => ({ n: 0, name, route, durationMs: span?.durationMs }));
   }
-  console.log(`\nCPU samples on the event-loop thread (tid ${mainTid}): ${onLoop.length}`);
-  console.log('\n| route | samples | share of event-loop CPU |\n|---|---|---|');
-  for (const [route, n] of [...byRoute].sort((a, b) => b[1] - a[1])) console.log(`| ${route} | ${n} | ${pct(n, onLoop.length)} |`);
-  console.log('\nTop spans by CPU samples:\n| trace id | span id | span | route | samples | span duration |\n|---|---|---|---|---|---|');
-  for (const [key, e] of [...bySpan].sort((a, b) => b[1].n - a[1].n).slice(0, 8)) {
+  const what = kind === 'cpu' ? 'CPU samples' : 'snapshots';
+  console.log(`\n${what} of the event-loop thread (tid ${mainTid}): ${onLoop.length}` +
+    (kind === 'cpu' ? '' : ' (snapshots also catch the thread idle: "no span" includes waiting for work)'));
+  const share = kind === 'cpu' ? 'share of event-loop CPU' : 'share of snapshots';
+  console.log(`\nRoutes:\n| route | ${what} | ${share} |\n|---|---|---|`);
+  for (const [route, e] of [...byRoute].sort((a, b) => b[1].n - a[1].n)) console.log(`| ${route} | ${e.n} | ${pct(e.n, onLoop.length)} |`);
+  console.log(`\nSpans (all instances of a span name):\n| span | route | ${what} | ${share} |\n|---|---|---|---|`);
+  for (const e of [...byName.values()].sort((a, b) => b.n - a.n)) console.log(`| ${e.name} | ${e.route} | ${e.n} | ${pct(e.n, onLoop.length)} |`);
+  console.log(`\nTop single spans:\n| trace id | span id | span | route | ${what} | span duration |\n|---|---|---|---|---|---|`);
+  for (const [key, e] of [...bySpan].sort((a, b) => b[1].n - a[1].n).slice(0, 5)) {
     const [t, s] = key.split(' ');
     console.log(`| ${t} | ${s} | ${e.name} | ${e.route} | ${e.n} | ${e.durationMs?.toFixed(1) ?? '?'} ms |`);
   }
   const tagged = onLoop.filter((s) => s.span_id).length;
   const known = onLoop.filter((s) => s.span_id && spans.has(s.span_id)).length;
-  console.log(`\n${pct(tagged, onLoop.length)} of event-loop samples carry a span; ${pct(known, tagged)} of those name a span the service exported.`);
+  console.log(`\n${pct(tagged, onLoop.length)} of event-loop ${what} carry a span; ${pct(known, tagged)} of those name a span the service exported.`);
 }
 
 async function main() {
@@ -131,22 +138,34 @@ async function main() {
     const loadDone = load(svc.port, SECONDS);
     await new Promise((r) => setTimeout(r, 500));
     const drawSlowestTrace = useEbpf ? flameGraphOfSlowestTrace(svc.pid, spanLog) : null;
-    let samples;
+    let samples = null;
+    let kind = 'cpu';
     if (useEbpf) {
       console.log(`sampling with eBPF: thread-ctx record ${svc.pid} --hz ${HZ}`);
-      const { lines } = await runRecorder(svc.pid);
-      samples = lines.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+      try {
+        const { lines } = await runRecorder(svc.pid);
+        samples = lines.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+      } catch (e) {
+        console.log(`eBPF sampling failed (${e.message.trim()}); falling back to thread-ctx dump snapshots (ptrace)`);
+      }
     } else {
-      console.log((process.getuid() === 0 ? '--snapshots given' : 'not root: eBPF sampling needs root') + '; falling back to thread-ctx dump snapshots (ptrace) every 50 ms');
+      console.log((process.getuid() === 0 ? '--snapshots given' : 'not root: eBPF sampling needs root') +
+        '; falling back to thread-ctx dump snapshots (ptrace), one every 50 ms plus the time a dump takes');
+    }
+    if (samples === null) {
+      kind = 'snapshots';
       samples = await snapshots(svc.pid, SECONDS - 1);
     }
     const result = await loadDone;
     console.log(`load: ${result.requests.total} requests, ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms`);
     await new Promise((r) => setTimeout(r, 300)); // let the last spans reach the log
-    report(samples, spanLog, mainTid);
-    await drawSlowestTrace?.();
+    report(samples, spanLog, mainTid, kind);
+    if (kind === 'cpu') await drawSlowestTrace?.();
   } finally {
+    // V8 writes its perf map (for naming JS frames) to /tmp; it means nothing once the service is gone.
+    svc.child.once('exit', () => fs.rmSync(`/tmp/perf-${svc.pid}.map`, { force: true }));
     svc.child.kill('SIGTERM');
+    fs.rmSync(spanLog, { force: true });
   }
 }
 

@@ -102,20 +102,24 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut summary = Summary::default();
     summary.set_off_cpu_traced(args.profile.off_cpu);
     let mut write_error = None;
+    // A reader that closed our stdout (`| head`) ends the recording, quietly: it has what it wanted.
+    let stdout_closed = std::cell::Cell::new(false);
     let started = Instant::now();
-    let outcome = sampler.run(started + args.duration, &|| INTERRUPTED.load(Ordering::Relaxed), &mut |s| {
+    let stop = || INTERRUPTED.load(Ordering::Relaxed) || stdout_closed.get();
+    let outcome = sampler.run(started + args.duration, &stop, &mut |s| {
         summary.add(&s);
         if let Some(c) = collector.as_mut() {
             c.add(&sampler, &s);
         }
         if args.format == Format::Jsonl && write_error.is_none() {
             if let Err(e) = writeln!(out, "{}", s.to_json(key_map)) {
+                stdout_closed.set(e.kind() == std::io::ErrorKind::BrokenPipe);
                 write_error = Some(e);
             }
         }
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    if let Some(e) = write_error {
+    if let Some(e) = write_error.filter(|_| !stdout_closed.get()) {
         return Err(e).context("writing samples to stdout");
     }
     let counters = sampler.counters()?;
@@ -135,8 +139,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         outputs = args.profile.write(p, &plan.filter, &meta, &subtitle);
     }
     let top_frames = profile.as_ref().map(|p| top::top_frames(p, 3));
+    let mut written = Ok(());
     match args.format {
-        Format::Summary => write!(out, "{}", summary.render_with(&info, top_frames.as_ref()))?,
+        Format::Summary => written = write!(out, "{}", summary.render_with(&info, top_frames.as_ref())),
+        Format::Jsonl if stdout_closed.get() => {}
         Format::Jsonl => eprintln!(
             "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
             summary.total(),
@@ -144,7 +150,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             dropped
         ),
     }
-    out.flush()?;
+    match written.and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {} // nobody reads stdout any more
+        r => r.context("writing to stdout")?,
+    }
     for note in profile.iter().flat_map(|p| &p.notes) {
         eprintln!("thread-ctx: note: {note}");
     }
@@ -167,6 +176,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     match outcome.end {
         RunEnd::TargetExited => eprintln!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
+        RunEnd::Stopped if stdout_closed.get() => {}
         RunEnd::Stopped => eprintln!("thread-ctx: interrupted after {seconds:.1} s"),
         RunEnd::Deadline => {}
     }

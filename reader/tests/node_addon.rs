@@ -6,33 +6,10 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn package_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let addon = root.join("otel-thread-ctx.node");
-    assert!(
-        addon.exists(),
-        "expected the addon at {}: run `npm run build` in {} first (it is built before cargo test in CI)",
-        addon.display(),
-        root.display()
-    );
-    root
-}
 
 fn node_writer(env: &[(&str, &str)]) -> WriterProcess {
     let pkg = package_dir();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_writer.js");
-    let mut cmd = Command::new("node");
-    cmd.arg(&script).arg(&pkg);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    if let Err(e) = Command::new("node").arg("--version").output() {
-        panic!("expected `node` on PATH to run the addon test: {e}");
-    }
-    start_writer(cmd, false)
+    start_writer(node_command(&test_file("fixtures/node_writer.js"), &[], &[pkg.to_str().unwrap()], env), false)
 }
 
 fn check(env: &[(&str, &str)], access_kind: &str, addon_model: &str) {

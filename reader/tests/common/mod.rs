@@ -23,10 +23,16 @@ pub struct Fixtures {
 }
 
 fn fixture_src(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    test_file(&format!("fixtures/{name}"))
 }
 
-fn cc(args: &[&str]) {
+/// A file under reader/tests (fixture sources, scripts).
+pub fn test_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(rel)
+}
+
+/// Compiles with the system C compiler, failing with the compiler's message.
+pub fn cc(args: &[&str]) {
     let out = Command::new("cc")
         .args(args)
         .output()
@@ -230,4 +236,30 @@ pub fn assert_dump_matches(v: &Value, published: &[Published]) {
             assert_ne!(t["state"], "valid", "tid {} published nothing but reads as valid: {t:#}", t["tid"]);
         }
     }
+}
+
+/// The repository root, where `npm run build` puts the addon; fails clearly when it is not built.
+pub fn package_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let addon = root.join("otel-thread-ctx.node");
+    assert!(
+        addon.exists(),
+        "expected the addon at {}: run `npm run build` in {} first (it is built before cargo test in CI)",
+        addon.display(),
+        root.display()
+    );
+    root
+}
+
+/// `node NODE_FLAGS SCRIPT ARGS` with extra environment; fails clearly when `node` is missing.
+pub fn node_command(script: &Path, node_flags: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
+    if let Err(e) = Command::new("node").arg("--version").output() {
+        panic!("expected `node` on PATH to run {}: {e}", script.display());
+    }
+    let mut cmd = Command::new("node");
+    cmd.args(node_flags).arg(script).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
 }

@@ -1,0 +1,102 @@
+//! The README's demo (`node demo/run.js`) end to end: as root it samples the
+//! demo service with eBPF and names the routes and spans that burned the CPU;
+//! without root it falls back to `thread-ctx dump` snapshots and says so (run
+//! here as uid 65534 through setpriv when the tests run as root).
+
+mod common;
+mod sampler_common;
+
+use common::package_dir;
+use sampler_common::*;
+use std::io::Write;
+use std::process::Command;
+
+const SECONDS: &str = "4";
+
+struct DemoRun {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// `node demo/run.js --seconds SECONDS`, optionally under `setpriv` (as another user).
+fn run_demo(as_user: Option<&[&str]>) -> DemoRun {
+    let root = package_dir();
+    let demo = root.join("demo/run.js");
+    let mut cmd = match as_user {
+        Some(setpriv_args) => {
+            let mut c = Command::new("setpriv");
+            c.args(setpriv_args).arg("node");
+            c
+        }
+        None => Command::new("node"),
+    };
+    // HOME: the unprivileged user's may not exist.
+    cmd.arg(&demo).args(["--seconds", SECONDS]).current_dir(&root).env("THREAD_CTX_BIN", env!("CARGO_BIN_EXE_thread-ctx")).env("HOME", "/tmp");
+    let out = cmd.output().unwrap_or_else(|e| panic!("running the demo ({cmd:?}): {e}"));
+    DemoRun { code: out.status.code(), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into() }
+}
+
+/// The count in a `| ROUTE | N | P% |` row of the routes table, when present.
+fn route_count(stdout: &str, route: &str) -> Option<u64> {
+    stdout.lines().find_map(|l| l.strip_prefix(&format!("| {route} | "))?.split(' ').next()?.parse().ok())
+}
+
+fn assert_ran(test: &str, r: &DemoRun) {
+    assert_eq!(r.code, Some(0), "{test}: expected the demo to exit 0\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn demo_names_routes_and_spans_with_ebpf() {
+    let test = "demo_names_routes_and_spans_with_ebpf";
+    if !ebpf_or_skip(test) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let r = run_demo(None);
+    assert_ran(test, &r);
+    let out = &r.stdout;
+    assert!(out.contains("sampling with eBPF"), "{test}: expected the eBPF path as root:\n{out}");
+    for route in ["/api/search", "/api/report"] {
+        let n = route_count(out, route).unwrap_or(0);
+        assert!(n > 0, "{test}: expected CPU samples for route {route} in the routes table, saw {n}:\n{out}");
+    }
+    assert!(out.contains("| db.search | /api/search |"), "{test}: expected the child span db.search in the spans table:\n{out}");
+    // The service does little besides requests: nearly all of its event-loop CPU is inside spans.
+    let tagged: f64 = out
+        .lines()
+        .find_map(|l| l.split_once("% of event-loop CPU samples carry a span").map(|(p, _)| p))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{test}: no \"% of event-loop CPU samples carry a span\" line:\n{out}"));
+    assert!(tagged >= 80.0, "{test}: expected >= 80% of event-loop CPU samples to carry a span, saw {tagged}%:\n{out}");
+}
+
+#[test]
+fn demo_without_root_falls_back_to_dump_snapshots() {
+    let test = "demo_without_root_falls_back_to_dump_snapshots";
+    // SAFETY: geteuid has no preconditions.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let nobody: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"];
+    if as_root {
+        let demo = package_dir().join("demo/run.js");
+        let readable = Command::new("setpriv").args(nobody).args(["test", "-r"]).arg(&demo).status();
+        if !readable.is_ok_and(|s| s.success()) {
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: uid 65534 cannot read {} (or setpriv is missing)", demo.display());
+            return;
+        }
+    }
+    let _serial = one_at_a_time();
+    let r = run_demo(as_root.then_some(nobody));
+    assert_ran(test, &r);
+    let out = &r.stdout;
+    assert!(
+        out.contains("not root: eBPF sampling needs root; falling back to thread-ctx dump snapshots"),
+        "{test}: expected the demo to say it falls back to dump snapshots:\n{out}"
+    );
+    let snapshots: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("snapshots of the event-loop thread (tid ")?.split_once("): ")?.1.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{test}: no \"snapshots of the event-loop thread\" line:\n{out}"));
+    assert!(snapshots >= 3, "{test}: expected >= 3 snapshots in {SECONDS} s, saw {snapshots}:\n{out}");
+    assert!(out.contains("Routes:\n| route | snapshots |"), "{test}: expected the routes table over snapshots:\n{out}");
+}

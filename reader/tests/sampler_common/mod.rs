@@ -1,0 +1,146 @@
+//! Harness for the eBPF sampler tests: root check (skip visibly, or fail under
+//! REQUIRE_EBPF=1), one sampling run at a time, and running the sampler on a pid
+//! with the access discovery resolved for it.
+#![allow(dead_code)]
+
+use crate::common::cc;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use thread_ctx::access::TlsAccess;
+use thread_ctx::discovery::discover;
+use thread_ctx::sampler::{Counters, RunEnd, Sample, Sampler, SamplerOptions};
+
+/// True when this test can load eBPF. Otherwise prints why and returns false,
+/// or panics when REQUIRE_EBPF=1 (CI runs as root and must not skip).
+pub fn ebpf_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
+    assert!(!required, "{test}: REQUIRE_EBPF=1 but not running as root: eBPF needs root (run the tests as root)");
+    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: eBPF needs root (set REQUIRE_EBPF=1 to make this a failure)");
+    false
+}
+
+/// Sampling runs are serialized: they compete for the same two CPUs.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A file under reader/tests, as a string for command lines.
+pub fn src(rel: &str) -> String {
+    crate::common::test_file(rel).to_str().unwrap().to_string()
+}
+
+/// The spinner (sampler_fixtures/spinner.c) built once per test binary, one per access model.
+pub struct Spinners {
+    pub lib_tlsdesc: PathBuf,
+    pub spinner_dl: PathBuf,
+    pub spinner_ie: PathBuf,
+    pub spinner_le: PathBuf,
+}
+
+pub fn spinners() -> &'static Spinners {
+    static B: OnceLock<Spinners> = OnceLock::new();
+    B.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sampler-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+        let (record, spinner) = (src("fixtures/ctx_record.c"), src("sampler_fixtures/spinner.c"));
+        cc(&["-O1", "-shared", "-fPIC", "-mtls-dialect=gnu2", "-o", &p("libtlsdesc.so"), &record]);
+        cc(&["-O1", "-shared", "-fPIC", "-ftls-model=initial-exec", "-o", &p("libie.so"), &record]);
+        let fp = ["-O1", "-Wall", "-fno-omit-frame-pointer"];
+        cc(&[&fp[..], &["-o", &p("spinner_dl"), &spinner, "-ldl", "-lpthread"]].concat());
+        // --no-as-needed: the executable reaches libie.so only through dlsym.
+        let (libdir, rpath) = (format!("-L{}", dir.display()), format!("-Wl,-rpath,{}", dir.display()));
+        cc(&[&fp[..], &["-o", &p("spinner_ie"), &spinner, &libdir, "-Wl,--no-as-needed", "-lie", "-Wl,--as-needed", &rpath, "-ldl", "-lpthread"]].concat());
+        // -rdynamic exports the executable's own otel_thread_ctx_v1 in .dynsym (local exec).
+        cc(&[&fp[..], &["-rdynamic", "-o", &p("spinner_le"), &spinner, &record, "-ldl", "-lpthread"]].concat());
+        Spinners {
+            lib_tlsdesc: dir.join("libtlsdesc.so"),
+            spinner_dl: dir.join("spinner_dl"),
+            spinner_ie: dir.join("spinner_ie"),
+            spinner_le: dir.join("spinner_le"),
+        }
+    })
+}
+
+/// The single resolved TLS access of `pid`, retried while the writer is still starting.
+pub fn access_of(pid: i32) -> TlsAccess {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = discover(pid).unwrap_or_else(|e| panic!("discovery of pid {pid} failed: {e}"));
+        let resolved: Vec<_> = d.writers.iter().filter_map(|w| w.access.clone().ok()).collect();
+        if let [a] = resolved.as_slice() {
+            return *a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected exactly one resolved otel_thread_ctx_v1 writer in pid {pid} within 10 s, saw {:#?}",
+            d.writers
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub struct Recording {
+    pub samples: Vec<Sample>,
+    pub counters: Counters,
+    pub end: RunEnd,
+    pub sampler: Sampler,
+}
+
+/// Samples `pid` for `duration` at `hz`, collecting every event.
+pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recording {
+    let sampler = Sampler::start(SamplerOptions { pid: pid as u32, access, hz, user_stacks: true })
+        .unwrap_or_else(|e| panic!("starting the sampler on pid {pid} ({access}) failed: {e}"));
+    let mut samples = Vec::new();
+    let outcome = sampler
+        .run(Instant::now() + duration, &|| false, &mut |s| samples.push(s))
+        .unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
+    assert_eq!(outcome.undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
+    let counters = sampler.counters().expect("reading the sampler's counters");
+    Recording { samples, counters, end: outcome.end, sampler }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// One line describing a sample, for failure messages.
+pub fn describe(s: &Sample) -> String {
+    format!(
+        "sample at {} ns, tid {}, cpu {}, state {}, header {:?}, attrs {}",
+        s.time_ns,
+        s.tid,
+        s.cpu,
+        s.state.name(),
+        s.header.map(|h| (hex(&h.trace_id), hex(&h.span_id), h.valid, h.flags, h.attrs_size)),
+        hex(&s.attrs)
+    )
+}
+
+/// What `thread-ctx record PID --format jsonl` printed: one JSON object per sample, and stderr.
+pub struct JsonlRun {
+    pub samples: Vec<serde_json::Value>,
+    pub stderr: String,
+}
+
+/// Runs the real `thread-ctx record` binary on `pid` and parses its JSON lines.
+pub fn record_jsonl(pid: i32, hz: u32, duration: &str) -> JsonlRun {
+    let args = ["record", &pid.to_string(), "--hz", &hz.to_string(), "--duration", duration, "--format", "jsonl"];
+    let r = crate::common::thread_ctx(&args);
+    assert_eq!(r.code, 0, "expected `thread-ctx {}` to exit 0, it exited {}; stderr:\n{}", args.join(" "), r.code, r.stderr);
+    let samples = r
+        .stdout
+        .lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {}: invalid JSON ({e}): {l}", i + 1)))
+        .collect();
+    JsonlRun { samples, stderr: r.stderr }
+}

@@ -1,0 +1,304 @@
+//! No leakage, full coverage: the eBPF sampler on a Node HTTP service using the
+//! real OpenTelemetry SDK, instrumentation-http and our ThreadContextManager,
+//! serving on the main thread and a worker under concurrent autocannon load.
+//! Each request's "burn" span burns CPU in pieces separated by timers and
+//! immediates; the service logs every span's [start, end] (CLOCK_MONOTONIC) and
+//! thread, and every burn piece's interval (sampler_fixtures/http_burner.js).
+//!
+//! A sample leaks when the span it carries was not running: unknown span, other
+//! thread, outside the span's window, or seen while the event loop sits in
+//! epoll_wait (between callbacks, where the record must show none). A sample
+//! taken during a burn piece must carry exactly that piece's span. Coverage:
+//! of the samples whose leaf frame is the burner (named through the V8 perf
+//! map), at least 95% carry a span id.
+//!
+//! Sensitivity, checked by hand against broken context managers: one whose
+//! callback entry does not publish fails the piece check thousands of times per
+//! run and coverage falls to ~20%; one whose callback exit leaves the span
+//! published is caught as leaks only in proportion to the CPU the thread spends
+//! between callbacks (about one leaked sample per run here: the stale span is
+//! usually still inside its own window, and the loop spends little CPU outside
+//! callbacks).
+
+mod common;
+mod sampler_common;
+
+use common::{node_command, package_dir, start_writer, test_file, WriterProcess};
+use sampler_common::*;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use thread_ctx::profile::{FrameKind, Symbolizer};
+use thread_ctx::sampler::Sample;
+
+const HZ: u32 = 999;
+const LOAD_SECONDS: u64 = 6;
+/// Load runs alone this long first, so V8 has optimized the burner before sampling.
+const WARM_UP: Duration = Duration::from_millis(1200);
+const RECORD: Duration = Duration::from_secs(4);
+const CONNECTIONS_PER_THREAD: &str = "4";
+const BURNER: &str = "burnCpuForSpanTest";
+const MIN_COVERAGE: f64 = 0.95;
+/// Per serving thread; at 999 Hz it gets several hundred even on a busy machine.
+const MIN_BURNER_SAMPLES_PER_THREAD: usize = 100;
+
+#[derive(Debug)]
+struct SpanWindow {
+    kind: String,
+    trace_id: String,
+    tid: i64,
+    start: u64,
+    /// None: still open when the log was fetched (after sampling ended).
+    end: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Piece {
+    span_id: String,
+    start: u64,
+    end: u64,
+}
+
+/// What both threads logged: span windows by span id, burn pieces by thread (sorted by start).
+#[derive(Default)]
+struct ServiceLog {
+    spans: HashMap<String, SpanWindow>,
+    pieces: HashMap<i64, Vec<Piece>>,
+}
+
+fn ns(v: &Value, what: &str) -> u64 {
+    v.as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("span log: {what} is not a decimal string: {v}"))
+}
+
+impl ServiceLog {
+    fn add(&mut self, log: &Value) {
+        let tid = log["tid"].as_i64().unwrap_or_else(|| panic!("span log without tid: {log}"));
+        for s in log["spans"].as_array().expect("span log: spans array") {
+            let window = SpanWindow {
+                kind: s["kind"].as_str().unwrap().to_string(),
+                trace_id: s["traceId"].as_str().unwrap().to_string(),
+                tid,
+                start: ns(&s["start"], "start"),
+                end: (!s["end"].is_null()).then(|| ns(&s["end"], "end")),
+            };
+            self.spans.insert(s["spanId"].as_str().unwrap().to_string(), window);
+        }
+        let pieces = self.pieces.entry(tid).or_default();
+        for p in log["pieces"].as_array().expect("span log: pieces array") {
+            pieces.push(Piece { span_id: p["spanId"].as_str().unwrap().to_string(), start: ns(&p["start"], "start"), end: ns(&p["end"], "end") });
+        }
+        pieces.sort_by_key(|p| p.start);
+    }
+
+    /// The burn piece running on `tid` at `t`, if any (pieces of one thread never overlap).
+    fn piece_at(&self, tid: i64, t: u64) -> Option<&Piece> {
+        let pieces = self.pieces.get(&tid)?;
+        let i = pieces.partition_point(|p| p.start <= t);
+        pieces[..i].last().filter(|p| t <= p.end)
+    }
+}
+
+/// GET over a fresh connection; the body of a 200 response.
+fn http_get(port: &str, path: &str) -> String {
+    let mut c = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap_or_else(|e| panic!("connecting to the service on port {port}: {e}"));
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut response = String::new();
+    c.read_to_string(&mut response).unwrap_or_else(|e| panic!("reading GET {path} from port {port}: {e}"));
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("GET {path}: malformed response {response:?}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {path} on port {port}: expected 200, got {head:?}");
+    body.to_string()
+}
+
+fn autocannon(port: &str) -> Child {
+    let cli = package_dir().join("node_modules/autocannon/autocannon.js");
+    assert!(cli.exists(), "expected autocannon (a devDependency) at {}: run `npm ci`", cli.display());
+    let url = format!("http://127.0.0.1:{port}/burn");
+    Command::new("node")
+        .arg(cli)
+        .args(["-c", CONNECTIONS_PER_THREAD, "-d", &LOAD_SECONDS.to_string(), "-j", &url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning autocannon")
+}
+
+/// Waits for autocannon and checks that every request succeeded; returns the request count.
+fn finished_load(load: Child, port: &str) -> u64 {
+    let out = load.wait_with_output().expect("waiting for autocannon");
+    let r: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("autocannon on port {port} printed no JSON result ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let counts = (r["errors"].as_u64(), r["timeouts"].as_u64(), r["non2xx"].as_u64());
+    assert_eq!(counts, (Some(0), Some(0), Some(0)), "autocannon on port {port}: expected (errors, timeouts, non-2xx) all 0");
+    r["2xx"].as_u64().unwrap_or(0)
+}
+
+fn start_service() -> WriterProcess {
+    // No inlining: TurboFan would fold the burner into its caller, whose name the perf map then gives.
+    let flags = ["--perf-basic-prof-only-functions", "--no-turbo-inlining"];
+    let script = test_file("sampler_fixtures/http_burner.js");
+    start_writer(node_command(&script, &flags, &[package_dir().to_str().unwrap()], &[]), false)
+}
+
+/// Leaf (innermost) user frame of a sample, named while the process is alive.
+fn leaf_frames(rec: &Recording, sym: &mut Symbolizer) -> Vec<Option<(FrameKind, String)>> {
+    rec.samples
+        .iter()
+        .map(|s| {
+            let id = s.user_stack_id.ok()?;
+            let ip = *rec.sampler.user_stack(id).ok()??.first()?;
+            let f = sym.user_frames(&[ip]).pop()?;
+            Some((f.kind, f.name))
+        })
+        .collect()
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    samples: usize,
+    with_span: usize,
+    /// (sample index, why) of each violation.
+    leaked: Vec<(usize, String)>,
+    in_pieces: usize,
+    wrong_in_piece: Vec<(usize, String)>,
+    in_epoll: usize,
+    /// No user stack (the stack map's bucket was taken by another stack: -EEXIST), so no leaf frame.
+    no_stack: usize,
+    burner: HashMap<i64, (usize, usize)>,
+}
+
+fn check_sample(i: usize, s: &Sample, leaf: &Option<(FrameKind, String)>, log: &ServiceLog, t: &mut Tally) {
+    let tid = s.tid as i64;
+    let span = s.span().map(|(trace, span, _)| (hex(&trace), hex(&span)));
+    let in_epoll = matches!(leaf, Some((FrameKind::Native, n)) if n.starts_with("epoll_wait") || n.starts_with("epoll_pwait"));
+    t.samples += 1;
+    t.in_epoll += in_epoll as usize;
+    t.no_stack += leaf.is_none() as usize;
+    if let Some((trace_id, span_id)) = &span {
+        t.with_span += 1;
+        let why = match log.spans.get(span_id) {
+            None => Some(format!("carries span {span_id}, which no serving thread logged")),
+            Some(w) if &w.trace_id != trace_id => Some(format!("carries trace {trace_id}, but span {span_id} belongs to trace {}", w.trace_id)),
+            Some(w) if w.tid != tid => Some(format!("runs on thread {tid}, but {} span {span_id} ran on thread {}", w.kind, w.tid)),
+            Some(w) if s.time_ns < w.start || w.end.is_some_and(|e| s.time_ns > e) => Some(format!(
+                "is outside the window of {} span {span_id}: [{}, {:?}] (sample {} ns {})",
+                w.kind,
+                w.start,
+                w.end,
+                s.time_ns.abs_diff(if s.time_ns < w.start { w.start } else { w.end.unwrap() }),
+                if s.time_ns < w.start { "before its start" } else { "after its end" }
+            )),
+            Some(_) if in_epoll => Some(format!("is in {} (between callbacks), yet carries span {span_id}", leaf.as_ref().unwrap().1)),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            t.leaked.push((i, format!("{} {why}", describe(s))));
+        }
+    }
+    if let Some(p) = log.piece_at(tid, s.time_ns) {
+        t.in_pieces += 1;
+        if span.as_ref().map(|(_, sp)| sp) != Some(&p.span_id) {
+            t.wrong_in_piece.push((i, format!(
+                "{} fell inside a burn piece of span {} [{}, {}] on its thread, but carries {:?}",
+                describe(s),
+                p.span_id,
+                p.start,
+                p.end,
+                span.as_ref().map(|(_, sp)| sp)
+            )));
+        }
+    }
+    if matches!(leaf, Some((FrameKind::Js, n)) if n == BURNER) {
+        let e = t.burner.entry(tid).or_default();
+        e.0 += 1;
+        e.1 += span.is_some() as usize;
+    }
+}
+
+/// The first violations, each with its sample's symbolized user stack (leaf first).
+fn first(v: &[(usize, String)], rec: &Recording, sym: &mut Symbolizer) -> String {
+    let stack = |i: usize, sym: &mut Symbolizer| -> String {
+        let ips = rec.samples[i].user_stack_id.ok().and_then(|id| rec.sampler.user_stack(id).ok().flatten()).unwrap_or_default();
+        let names: Vec<String> = sym.user_frames(&ips).iter().take(12).map(|f| f.short_name()).collect();
+        if names.is_empty() { "no user stack".into() } else { names.join(" < ") }
+    };
+    v.iter().take(12).map(|(i, why)| format!("{why}\n    stack: {}", stack(*i, sym))).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn http_spans_no_leakage_full_coverage() {
+    let test = "http_spans_no_leakage_full_coverage";
+    if !ebpf_or_skip(test) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let service = start_service();
+    let threads: Vec<(i64, String)> = service.published.iter().map(|p| (p.tid, p.extra[0].clone())).collect();
+    assert_eq!(threads.len(), 2, "{test}: expected the main thread and one worker serving, saw {threads:?}");
+    let access = access_of(service.pid);
+    let loads: Vec<Child> = threads.iter().map(|(_, port)| autocannon(port)).collect();
+    std::thread::sleep(WARM_UP);
+    let rec = record(service.pid, access, HZ, RECORD);
+    let requests: Vec<u64> = loads.into_iter().zip(&threads).map(|(l, (_, port))| finished_load(l, port)).collect();
+
+    let mut log = ServiceLog::default();
+    for (_, port) in &threads {
+        log.add(&serde_json::from_str(&http_get(port, "/log")).expect("GET /log: JSON"));
+    }
+    let mut sym = Symbolizer::new(service.pid).expect("symbolizer for the service");
+    let leaves = leaf_frames(&rec, &mut sym);
+    assert!(sym.perf_map_note().is_none(), "{test}: {}", sym.perf_map_note().unwrap());
+
+    let mut t = Tally::default();
+    for (i, (s, leaf)) in rec.samples.iter().zip(&leaves).enumerate() {
+        check_sample(i, s, leaf, &log, &mut t);
+    }
+    // Stacks for the failure messages are named now, while the service still runs.
+    let leaked = first(&t.leaked, &rec, &mut sym);
+    let wrong_in_piece = first(&t.wrong_in_piece, &rec, &mut sym);
+    let _ = std::fs::remove_file(thread_ctx::profile::perf_map::path_for(service.pid));
+    drop(service);
+    let (burner, tagged) = t.burner.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    eprintln!(
+        "{test}: {} requests; {} samples, {} with a span, {} leaked; {} in burn pieces ({} wrong span); {} in epoll_wait; {} without a stack; \
+         burner leaf {burner}, {tagged} with a span ({:.2}%), per thread {:?}; {} spans logged; counters {:?}",
+        requests.iter().sum::<u64>(),
+        t.samples,
+        t.with_span,
+        t.leaked.len(),
+        t.in_pieces,
+        t.wrong_in_piece.len(),
+        t.in_epoll,
+        t.no_stack,
+        100.0 * tagged as f64 / burner.max(1) as f64,
+        t.burner,
+        log.spans.len(),
+        rec.counters
+    );
+    assert!(t.leaked.is_empty(), "{test}: {} of {} samples with a span leaked; first ones:\n{leaked}", t.leaked.len(), t.with_span);
+    assert!(
+        t.wrong_in_piece.is_empty(),
+        "{test}: {} of {} samples inside burn pieces did not carry the burning span; first ones:\n{wrong_in_piece}",
+        t.wrong_in_piece.len(),
+        t.in_pieces
+    );
+    for (tid, port) in &threads {
+        let (n, with_span) = t.burner.get(tid).copied().unwrap_or_default();
+        assert!(
+            n >= MIN_BURNER_SAMPLES_PER_THREAD,
+            "{test}: expected >= {MIN_BURNER_SAMPLES_PER_THREAD} samples with {BURNER} as leaf frame on thread {tid} (port {port}), saw {n} \
+             ({} samples in all; counters {:?})",
+            t.samples,
+            rec.counters
+        );
+        assert!(
+            with_span as f64 >= MIN_COVERAGE * n as f64,
+            "{test}: thread {tid}: only {with_span} of {n} samples in {BURNER} carry a span id (expected >= {:.0}%)",
+            MIN_COVERAGE * 100.0
+        );
+    }
+    assert_eq!(rec.counters.dropped, 0, "{test}: the ring buffer dropped samples at {HZ} Hz");
+}
