@@ -10,28 +10,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// True when this test can load eBPF. Otherwise prints why and returns false,
-/// or panics when REQUIRE_EBPF=1 (CI runs as root and must not skip).
-pub fn ebpf_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
-    assert!(!required, "{test}: REQUIRE_EBPF=1 but not running as root: eBPF needs root (run the tests as root)");
-    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: eBPF needs root (set REQUIRE_EBPF=1 to make this a failure)");
-    false
-}
-
-/// Recordings run one at a time: they compete for the same two CPUs.
-pub fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
