@@ -27,6 +27,12 @@ function inSpan(name, fn) {
   });
 }
 
+// Runs `fn(span)` in a new active span that stays open (ended spans publish none): the caller
+// ends it.
+function inOpenSpan(name, fn) {
+  return tracer.startActiveSpan(name, (span) => fn(span));
+}
+
 // Resolves when the callback scheduled by `schedule` ran `assertion` without throwing.
 function checkIn(schedule, assertion) {
   return new Promise((resolve, reject) => {
@@ -133,7 +139,9 @@ test('net: client callbacks see the span they were created in, the server side s
 test('http: the server handler sees the span of listen(), spans started in it survive awaits', async () => {
   const seen = [];
   let server;
-  await inSpan('http listen', async (listenSpan) => {
+  let listenSpan;
+  await inOpenSpan('http listen', async (span) => {
+    listenSpan = span;
     server = http.createServer((req, res) => {
       try {
         assertPublished(listenSpan, 'http request handler entry');
@@ -177,6 +185,7 @@ test('http: the server handler sees the span of listen(), spans started in it su
   } finally {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
+    listenSpan.end();
   }
 });
 
@@ -282,13 +291,13 @@ test('AsyncResource scopes (runInAsyncScope, bind, AsyncLocalStorage.snapshot) n
   let snapshotA;
   let spanA;
   let spanC;
-  await inSpan('A', async (span) => {
+  await inOpenSpan('A', async (span) => {
     spanA = span;
     resourceA = new AsyncResource('TEST_A');
     boundA = AsyncResource.bind(() => assertPublished(spanA, 'AsyncResource.bind function'));
     snapshotA = AsyncLocalStorage.snapshot ? AsyncLocalStorage.snapshot() : null;
   });
-  await inSpan('C', async (span) => {
+  await inOpenSpan('C', async (span) => {
     spanC = span;
     resourceC = new AsyncResource('TEST_C');
   });
@@ -308,6 +317,37 @@ test('AsyncResource scopes (runInAsyncScope, bind, AsyncLocalStorage.snapshot) n
   });
   resourceA.emitDestroy();
   resourceC.emitDestroy();
+  spanA.end();
+  spanC.end();
+});
+
+test('an ended span publishes none, also where its context lives on (timers, bound functions)', async () => {
+  let bound;
+  let timerFired;
+  await inOpenSpan('short', async (span) => {
+    assertPublished(span, 'before end()');
+    bound = context.bind(context.active(), () => assertNone('a function bound to the ended span'));
+    timerFired = new Promise((resolve) => setTimeout(() => {
+      try {
+        assertNone('a timer armed in the span, firing after it ended');
+        resolve(null);
+      } catch (error) {
+        resolve(error);
+      }
+    }, 5));
+    span.end();
+    assertNone('right after end(), still inside the span\'s with()');
+    await sleep(1);
+    assertNone('after an await, after end()');
+  });
+  bound();
+  const error = await timerFired;
+  if (error !== null) throw error;
+  // A context whose span had already ended when it was first activated.
+  const ended = tracer.startSpan('ended first');
+  ended.end();
+  context.with(trace.setSpan(ROOT_CONTEXT, ended), () => assertNone('with() of an already ended span'));
+  assertNone('after the ended-span calls');
 });
 
 test('an unsampled but valid span is published with its flags; an invalid one is none', () => {

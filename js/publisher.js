@@ -97,10 +97,34 @@ function entryForSpan(span) {
   let entry = cachedEntry(span);
   if (entry === undefined) {
     const spanContext = span.spanContext();
-    entry = spanContext == null ? NONE : encodeSpanEntry(span, spanContext, encodeEntry);
+    entry = spanContext == null || span.ended === true ? NONE : encodeSpanEntry(span, spanContext, encodeEntry);
     cacheEntry(span, entry);
+    if (entry !== NONE) unpublishOnEnd(span);
   }
   return entry;
+}
+
+// Once a span has ended, its record shows none: code that still runs in its context afterwards
+// (a timer armed during the request, such as Node's Date-header cache refresh, fires up to a
+// second later) is outside the span's window, and a sample there would point at a finished span.
+// The span's end() is wrapped (a shared function, the original kept on the span) to turn its
+// entry into "none" and rewrite the record if that entry is published.
+const kOriginalEnd = Symbol('otel-thread-ctx span end');
+
+function endAndUnpublish(endTime) {
+  const entry = cachedEntry(this);
+  if (entry !== undefined && entry !== NONE && entry[CONTROL_WORD] !== 0) {
+    entry[CONTROL_WORD] = 0;
+    if (threadPublisher !== null) threadPublisher.refresh(entry);
+  }
+  const end = this[kOriginalEnd];
+  return typeof end === 'function' ? end.call(this, endTime) : undefined;
+}
+
+function unpublishOnEnd(span) {
+  if (typeof span.end !== 'function' || span.end === endAndUnpublish || !Object.isExtensible(span)) return;
+  span[kOriginalEnd] = span.end;
+  span.end = endAndUnpublish;
 }
 
 // The last lookup, checked first: consecutive switches often enter the same context.

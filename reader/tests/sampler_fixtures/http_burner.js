@@ -85,10 +85,6 @@ async function burnRequest() {
 function serve(onListening) {
   const tid = threadInfo().tid;
   const server = http.createServer(async (req, res) => {
-    // Node's Date-header cache arms a timer in the context of the request that formats the date
-    // and fires up to 1 s later, in that request's context (AsyncLocalStorage semantics), after
-    // its span ended: a correct publish, but outside the span's window. No Date header, no timer.
-    res.sendDate = false;
     const server = serverSpans.get(trace.getSpan(context.active())?.spanContext().spanId);
     if (server) {
       // instrumentation-http ends the span in its own 'close' listener, and listeners of this
