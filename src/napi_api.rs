@@ -160,15 +160,14 @@ unsafe fn type_name(env: napi_env, v: napi_value) -> &'static str {
 }
 
 /// Reads one id argument (hex string or Uint8Array) into `out` without touching the record.
+/// Tries the string read first and asks for the type only when that fails: every Node-API call
+/// costs a few ns, and this runs on each `setSpanContext`.
 unsafe fn read_id(env: napi_env, v: napi_value, arg: &'static str, out: &mut [u8]) -> std::result::Result<(), IdError> {
     let hex = out.len() * 2;
-    let mut t = 0;
-    sys::napi_typeof(env, v, &mut t);
-    if t == sys::ValueType::napi_string {
-        let mut buf = [0u16; 2 * TRACE_ID_LEN + 2];
-        let mut len = 0usize;
-        // Copies at most hex + 1 units: enough to tell "too long" without copying the rest.
-        sys::napi_get_value_string_utf16(env, v, buf.as_mut_ptr(), hex + 2, &mut len);
+    let mut buf = [0u16; 2 * TRACE_ID_LEN + 2];
+    let mut len = 0usize;
+    // Copies at most hex + 1 units: enough to tell "too long" without copying the rest.
+    if sys::napi_get_value_string_utf16(env, v, buf.as_mut_ptr(), hex + 2, &mut len) == sys::Status::napi_ok {
         if len > hex {
             sys::napi_get_value_string_utf16(env, v, ptr::null_mut(), 0, &mut len);
         }
@@ -177,16 +176,14 @@ unsafe fn read_id(env: napi_env, v: napi_value, arg: &'static str, out: &mut [u8
             e => e,
         });
     }
-    if t == sys::ValueType::napi_object {
-        let mut is_ta = false;
-        sys::napi_is_typedarray(env, v, &mut is_ta);
-        if is_ta {
-            let (mut ty, mut n, mut data) = (0, 0usize, ptr::null_mut::<c_void>());
-            sys::napi_get_typedarray_info(env, v, &mut ty, &mut n, &mut data, ptr::null_mut(), ptr::null_mut());
-            if ty == sys::TypedarrayType::uint8_array {
-                let bytes: &[u8] = if n == 0 { &[] } else { std::slice::from_raw_parts(data as *const u8, n) };
-                return ids::decode_bytes(arg, bytes, out);
-            }
+    let mut is_ta = false;
+    sys::napi_is_typedarray(env, v, &mut is_ta);
+    if is_ta {
+        let (mut ty, mut n, mut data) = (0, 0usize, ptr::null_mut::<c_void>());
+        sys::napi_get_typedarray_info(env, v, &mut ty, &mut n, &mut data, ptr::null_mut(), ptr::null_mut());
+        if ty == sys::TypedarrayType::uint8_array {
+            let bytes: &[u8] = if n == 0 { &[] } else { std::slice::from_raw_parts(data as *const u8, n) };
+            return ids::decode_bytes(arg, bytes, out);
         }
     }
     Err(IdError::WrongType { arg, hex, bytes: out.len(), got: type_name(env, v) })
@@ -202,14 +199,15 @@ unsafe fn parse_args(env: napi_env, info: napi_callback_info) -> std::result::Re
     let mut sc = SpanContext { trace_id: [0; TRACE_ID_LEN], span_id: [0; SPAN_ID_LEN], flags: 1 };
     read_id(env, argv[0], "traceId", &mut sc.trace_id)?;
     read_id(env, argv[1], "spanId", &mut sc.span_id)?;
-    let mut t = 0;
-    sys::napi_typeof(env, argv[2], &mut t);
-    if t == sys::ValueType::napi_number {
-        let mut f = 0f64;
-        sys::napi_get_value_double(env, argv[2], &mut f);
+    let mut f = 0f64;
+    if sys::napi_get_value_double(env, argv[2], &mut f) == sys::Status::napi_ok {
         sc.flags = ids::flags_from_f64(f)?;
-    } else if t != sys::ValueType::napi_undefined {
-        return Err(IdError::FlagsType { got: type_name(env, argv[2]) });
+    } else {
+        let mut t = 0;
+        sys::napi_typeof(env, argv[2], &mut t);
+        if t != sys::ValueType::napi_undefined {
+            return Err(IdError::FlagsType { got: type_name(env, argv[2]) });
+        }
     }
     Ok(sc)
 }
