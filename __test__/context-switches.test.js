@@ -401,7 +401,12 @@ test('bound EventEmitter: prependListener, off, once removal, removeAllListeners
   emitter.on('e', second);
   emitter.prependListener('e', first);
   emitter.once('e', once);
+  const listed = emitter.listeners('e');
+  assert.deepEqual(listed.slice(0, 2), [first, second], 'listeners() gives the listeners as added');
+  assert.equal(listed[2].listener, once, 'a bound once() listener carries the original as .listener');
   emitter.removeListener('e', once);
+  emitter.prependOnceListener('e', once);
+  emitter.off('e', once);
   emitter.emit('e');
   assert.deepEqual(calls, ['first', 'second'], 'expected prepend order, and a once listener removed before it fired');
   emitter.off('e', first);

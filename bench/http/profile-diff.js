@@ -12,6 +12,8 @@ const IDLE = new Set(['(idle)', '(program)']);
 // The package's own JS layer (js/*.js): listed separately, as ns per request in B.
 const STARTUP = /run_main_module|run_main$/;
 const OWN_CODE = /\/js\/[^/]+\.js$/;
+// Node's own hook dispatch (async_hooks emit functions, its promise hooks, AsyncLocalStorage).
+const HOOK_MACHINERY = /^node:(internal\/)?async_hooks$/;
 
 function key(frame) {
   const file = frame.url ? path.basename(frame.url.replace(/^file:\/\//, '')) : '';
@@ -30,6 +32,7 @@ function load(file) {
   const self = new Map();
   const inclusive = new Map();
   const own = new Set();
+  const groups = { own: 0, hooks: 0, gc: 0 };
   let busy = 0;
   const root = byId.get(profile.nodes[0].id);
   // Depth-first with the keys on the path, so recursion counts once in the inclusive time.
@@ -42,6 +45,9 @@ function load(file) {
     if (!IDLE.has(node.callFrame.functionName)) {
       busy += total;
       self.set(k, (self.get(k) ?? 0) + total);
+      if (OWN_CODE.test(node.callFrame.url)) groups.own += total;
+      else if (HOOK_MACHINERY.test(node.callFrame.url)) groups.hooks += total;
+      else if (node.callFrame.functionName === '(garbage collector)') groups.gc += total;
     } else total = 0;
     const path2 = onPath.has(k) ? onPath : new Set(onPath).add(k);
     for (const child of node.children ?? []) total += walk(byId.get(child), path2);
@@ -49,7 +55,7 @@ function load(file) {
     return total;
   };
   walk(root, new Set());
-  return { self, inclusive, busy, own };
+  return { self, inclusive, busy, own, groups };
 }
 
 function main() {
@@ -62,6 +68,16 @@ function main() {
   const b = load(fileB);
   // ns per request of a function = its share of the busy time × the mode's CPU per request.
   const perRequest = (p, us, map, k) => ((map.get(k) ?? 0) / p.busy) * us * 1000;
+  // Shares of the busy time hold up on a noisy machine better than CPU totals: steal and cache
+  // pollution slow everything in a profile alike.
+  const pct = (p, g) => (100 * p.groups[g]) / p.busy;
+  process.stdout.write('\nshare of the busy CPU time (self), and as ns per request\n' +
+    '| where | A % | B % | B − A % | B − A ns/req |\n|---|---:|---:|---:|---:|\n');
+  for (const [g, label] of [['own', "the package's JS (js/*.js)"], ['hooks', "Node's async_hooks / promise hook dispatch and AsyncLocalStorage"], ['gc', 'garbage collector']]) {
+    const d = pct(b, g) - pct(a, g);
+    const ns = (b.groups[g] / b.busy) * Number(usB) * 1000 - (a.groups[g] / a.busy) * Number(usA) * 1000;
+    process.stdout.write(`| ${label} | ${pct(a, g).toFixed(2)} | ${pct(b, g).toFixed(2)} | ${d.toFixed(2)} | ${ns.toFixed(0)} |\n`);
+  }
   for (const kind of ['self', 'inclusive']) {
     const keys = new Set([...a[kind].keys(), ...b[kind].keys()]);
     const rows = [...keys].map((k) => {

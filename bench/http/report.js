@@ -7,7 +7,6 @@ const { MODES } = require('./modes');
 const { median, spread } = require('./stats');
 
 const BASE = 'a';
-
 function fixed(value, digits) {
   return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
@@ -42,6 +41,8 @@ function summarise(samples, modeKeys) {
 }
 
 function markdown({ summary, samples, config, machine, node, revision, startedAt, finishedAt, loadBefore, loadAfter, command }) {
+  startedAt = new Date(startedAt);
+  finishedAt = new Date(finishedAt);
   const foreign = spread(samples.map((s) => s.foreignPercent));
   const steal = spread(samples.map((s) => s.stealPercent));
   const lines = [];
@@ -74,10 +75,10 @@ function markdown({ summary, samples, config, machine, node, revision, startedAt
 }
 
 function roundsTable(samples) {
-  const lines = ['| round | mode | req/s | CPU µs/req | p99 ms | requests | foreign CPU % | spans/req |', '|---:|---|---:|---:|---:|---:|---:|---:|'];
+  const lines = ['| round | mode | req/s | CPU µs/req | p99 ms | requests | foreign CPU % | steal % | spans/req |', '|---:|---|---:|---:|---:|---:|---:|---:|---:|'];
   for (const s of samples) {
     lines.push(`| ${s.round} | ${s.modeKey} | ${fixed(s.requestsPerSecond, 0)} | ${fixed(s.cpuUsPerRequest, 1)} | ` +
-      `${fixed(s.latencyP99Ms, 0)} | ${s.requests} | ${fixed(s.foreignPercent, 1)} | ${fixed(s.spansPerRequest, 2)} |`);
+      `${fixed(s.latencyP99Ms, 0)} | ${s.requests} | ${fixed(s.foreignPercent, 1)} | ${fixed(s.stealPercent, 1)} | ${fixed(s.spansPerRequest, 2)} |`);
   }
   return lines.join('\n');
 }

@@ -6,6 +6,7 @@
 //   node bench/http/run.js [--node 24|PATH] [--rounds 9] [--duration 5] [--warmup 2]
 //     [--connections 50] [--modes abcd] [--server-cpu 0] [--client-cpu 1] [--json FILE]
 //     [--rounds-table] [--node-arg ARG]...
+//   node bench/http/run.js --report FILE.json [--rounds-table]   (the report of an earlier --json run)
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -41,8 +42,10 @@ function parseConfig(argv) {
       'client-cpu': { type: 'string', default: '1' },
       json: { type: 'string' },
       'rounds-table': { type: 'boolean', default: false },
+      report: { type: 'string' },
     },
   });
+  if (values.report !== undefined) return { report: values.report, roundsTable: values['rounds-table'] };
   const modes = [...values.modes];
   for (const key of modes) {
     if (MODES[key] === undefined) {
@@ -133,6 +136,13 @@ async function measure(config, modeKey, round, clientNode) {
 
 async function main() {
   const config = parseConfig(process.argv.slice(2));
+  if (config.report !== undefined) {
+    const saved = JSON.parse(fs.readFileSync(config.report, 'utf8'));
+    const report = { ...saved, summary: summarise(saved.samples, saved.config.modes) };
+    process.stdout.write(markdown(report) + '\n');
+    if (config.roundsTable) process.stdout.write('\n' + roundsTable(report.samples) + '\n');
+    return;
+  }
   checkTaskset();
   const node = nodeVersion(config.nodeBin);
   const machine = describeMachine();
