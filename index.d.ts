@@ -103,7 +103,8 @@ export interface ThreadContextManagerOptions {
 /**
  * An @opentelemetry/api ContextManager that delegates storage to another manager and publishes the
  * span of the active context in this thread's record (invalid or missing span: none; an unsampled
- * but valid span is published with its flags). One enabled manager per JS thread.
+ * but valid span is published with its flags; a span that has ended: none, also where its context
+ * lives on in timers or bound functions). One enabled manager per JS thread.
  * @throws TypeError naming the option for bad options.
  */
 export class ThreadContextManager implements ContextManager {

@@ -1,11 +1,12 @@
 'use strict';
 // Per-switch cost of ThreadContextManager over the stock AsyncLocalStorageContextManager, measured
 // in the same run, one process per variant and round, alternating, median of 5 rounds each:
-//   - per `await null` inside an active span (wall time; CPU-bound loop)
+//   - per `await null` inside an active span (thread CPU time, like everything here)
 //   - per timer callback: setTimeout(cb, 0) scheduled and run in a span (see nsPerTimer)
 //   - per with() call alternating between two spans (synchronous; what cheap mode costs)
 // Run under every Node version with: scripts/node-matrix.sh bench
 // Options: --rounds N (default 5), --awaits N (default 300000), --timers N (default 20000).
+// Medians of thread CPU time; on this shared 2-vCPU VM repeated runs still differ by ±30 ns.
 
 process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
 const { execFileSync } = require('node:child_process');
@@ -31,32 +32,32 @@ const TIMERS = option('timers', 20000);
 const span = new BasicTracerProvider().getTracer('bench').startSpan('bench');
 const spanContext = trace.setSpan(ROOT_CONTEXT, span);
 
+// CPU time of this thread (the addon reads CLOCK_THREAD_CPUTIME_ID): on this shared VM wall time
+// includes what the hypervisor steals, and process.cpuUsage() adds V8's helper threads.
+const { threadCpuTimeNs } = require('../otel-thread-ctx.node');
+
 async function awaitLoop(n) {
   for (let i = 0; i < n; i++) await null;
 }
 
 function nsPerAwait(manager) {
   return manager.with(spanContext, async () => {
-    const start = process.hrtime.bigint();
+    const start = threadCpuTimeNs();
     await awaitLoop(AWAITS);
-    return Number(process.hrtime.bigint() - start) / AWAITS;
+    return (threadCpuTimeNs() - start) / AWAITS;
   });
 }
 
-// Wall time of the two CPU-bound parts, without the idle wait for the 1 ms timeout: the loop
-// that schedules the timers (init hooks) and the run from the first callback to the last
-// (before/after hooks). process.cpuUsage() would add the GC threads' time.
+// Thread CPU time from scheduling the timers (init hooks) to the last callback (before/after
+// hooks); the idle wait for the 1 ms timeout costs no CPU.
 function nsPerTimer(manager) {
   return manager.with(spanContext, () => new Promise((resolve) => {
     let left = TIMERS;
-    let firstAt;
     const tick = () => {
-      if (left === TIMERS) firstAt = process.hrtime.bigint();
-      if (--left === 0) resolve(Number(scheduling + process.hrtime.bigint() - firstAt) / TIMERS);
+      if (--left === 0) resolve((threadCpuTimeNs() - start) / TIMERS);
     };
-    const start = process.hrtime.bigint();
+    const start = threadCpuTimeNs();
     for (let i = 0; i < TIMERS; i++) setTimeout(tick, 0);
-    const scheduling = process.hrtime.bigint() - start;
   }));
 }
 
@@ -66,9 +67,9 @@ const WITHS = 200000;
 function nsPerWith(manager) {
   let sink = 0;
   const fn = () => { sink++; };
-  const start = process.hrtime.bigint();
+  const start = threadCpuTimeNs();
   for (let i = 0; i < WITHS; i++) manager.with(i & 1 ? spanContext : otherContext, fn);
-  const ns = Number(process.hrtime.bigint() - start) / WITHS;
+  const ns = (threadCpuTimeNs() - start) / WITHS;
   if (sink !== WITHS) throw new Error('bench: with() did not run its function');
   return ns;
 }
