@@ -9,7 +9,8 @@ const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
 const { SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
 const { registerInstrumentations } = require('@opentelemetry/instrumentation');
 const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
-const { ThreadContextManager } = require('..');
+const { resourceFromAttributes } = require('@opentelemetry/resources');
+const { ThreadContextManager, publishProcessContext, registerAttributeKeys } = require('..');
 
 // Span log for the demo's report: which route each span id belongs to.
 class JsonLinesExporter {
@@ -32,8 +33,13 @@ class JsonLinesExporter {
   shutdown() { if (this.fd !== null) fs.closeSync(this.fd); return Promise.resolve(); }
 }
 
-const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(new JsonLinesExporter(process.env.SPAN_LOG))] });
+const resource = resourceFromAttributes({ 'service.name': process.env.OTEL_SERVICE_NAME || 'demo-shop', 'service.version': '1.0.0' });
+const provider = new NodeTracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor(new JsonLinesExporter(process.env.SPAN_LOG))] });
 provider.register({ contextManager: new ThreadContextManager() });
+// The OTEP 4719 process context (profilers read it first) and the attributes records carry:
+// every CPU sample then knows its request's route, even for traces the SDK did not sample.
+publishProcessContext({ resource });
+registerAttributeKeys(['http.route', 'http.request.method']);
 registerInstrumentations({ instrumentations: [new HttpInstrumentation()] });
 const tracer = trace.getTracer('demo');
 // Required after registerInstrumentations so that the HTTP instrumentation can patch it.

@@ -69,6 +69,19 @@ fn demo_names_routes_and_spans_with_ebpf() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("{test}: no \"% of event-loop CPU samples carry a span\" line:\n{out}"));
     assert!(tagged >= 80.0, "{test}: expected >= 80% of event-loop CPU samples to carry a span, saw {tagged}%:\n{out}");
+    // The service registers http.route as a record attribute: samples carry their request's route,
+    // and it is the route of the exported server span of the same trace.
+    let percent_before = |marker: &str| -> f64 {
+        out.lines()
+            .find_map(|l| l.split_once(marker).map(|(p, _)| p.rsplit(' ').next().unwrap_or("").to_string()))
+            .and_then(|p| p.trim_end_matches('%').parse().ok())
+            .unwrap_or_else(|| panic!("{test}: no \"{marker}\" in the summary line:\n{out}"))
+    };
+    let carried = percent_before(" carry the route in the record");
+    assert!(carried >= 80.0, "{test}: expected >= 80% of span samples to carry http.route in the record, saw {carried}%:\n{out}");
+    let agrees = percent_before(" of those it is the route the exported server span reports");
+    assert!(agrees >= 99.0, "{test}: expected the record's route to match the exported span's, saw {agrees}%:\n{out}");
+    assert!(out.contains("flame graph of the slowest trace"), "{test}: expected the slowest trace's flame graph:\n{out}");
 }
 
 #[test]
