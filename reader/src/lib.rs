@@ -22,6 +22,7 @@
 //! not supported (OTEP 4947 excludes it).
 
 pub mod access;
+pub mod cli_support;
 pub mod discovery;
 pub mod elf_writer;
 pub mod error;

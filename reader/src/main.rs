@@ -12,10 +12,10 @@
 
 mod render;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
-use thread_ctx::discovery::discover;
+use thread_ctx::cli_support::{discover_live, report_no_symbol, EXIT_MALFORMED, EXIT_NO_SYMBOL, EXIT_READER_FAILED};
 use thread_ctx::thread_reader::{read_all_threads, State};
 
 #[derive(Parser)]
@@ -49,9 +49,6 @@ struct PidArgs {
     json: bool,
 }
 
-const EXIT_MALFORMED: u8 = 1;
-const EXIT_NO_SYMBOL: u8 = 2;
-const EXIT_READER_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
@@ -73,16 +70,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn check_pid(pid: i32) -> Result<()> {
-    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        bail!("PID {pid}: no such process (expected the pid of a running process)");
-    }
-    Ok(())
-}
-
 fn inspect(a: PidArgs) -> Result<ExitCode> {
-    check_pid(a.pid)?;
-    let d = discover(a.pid).with_context(|| format!("discovering otel_thread_ctx_v1 in process {}", a.pid))?;
+    let d = discover_live(a.pid)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&render::discovery_json(&d))?);
     } else {
@@ -92,8 +81,7 @@ fn inspect(a: PidArgs) -> Result<ExitCode> {
 }
 
 fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
-    check_pid(a.pid)?;
-    let d = discover(a.pid).with_context(|| format!("discovering otel_thread_ctx_v1 in process {}", a.pid))?;
+    let d = discover_live(a.pid)?;
     if d.writers.is_empty() {
         if a.json {
             let mut j = render::discovery_json(&d);
@@ -101,7 +89,7 @@ fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
             j["verdict"] = "no_symbol".into();
             println!("{}", serde_json::to_string_pretty(&j)?);
         }
-        eprintln!("thread-ctx: process {} has no otel_thread_ctx_v1 (no mapped ELF object defines it)", a.pid);
+        report_no_symbol(a.pid);
         return Ok(ExitCode::from(EXIT_NO_SYMBOL));
     }
     let threads = read_all_threads(&d).with_context(|| format!("reading the threads of process {}", a.pid))?;

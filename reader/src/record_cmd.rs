@@ -2,7 +2,8 @@
 //! prints JSON lines or a per-trace/per-span summary; with stacks, also the
 //! profile outputs of [`crate::profile::cli`] (pprof, flame graph, folded).
 
-use crate::discovery::{discover, Discovery};
+use crate::cli_support::{discover_live, report_no_symbol, EXIT_NO_SYMBOL};
+use crate::discovery::Discovery;
 use crate::profile::cli::ProfileArgs;
 use crate::profile::{pprof, top, Collector, Symbolizer};
 use crate::sampler::loader::ProfileOptions;
@@ -14,8 +15,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Same code `inspect`/`dump` use when the process has no otel_thread_ctx_v1.
-const EXIT_NO_SYMBOL: u8 = 2;
 
 #[derive(clap::Args, Debug)]
 pub struct RecordArgs {
@@ -73,13 +72,10 @@ extern "C" fn on_sigint(_: libc::c_int) {
 
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let pid = args.pid;
-    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        bail!("PID {pid}: no such process (expected the pid of a running process)");
-    }
     let plan = args.profile.plan(!args.no_user_stacks)?;
-    let d = discover(pid).with_context(|| format!("discovering otel_thread_ctx_v1 in process {pid}"))?;
+    let d = discover_live(pid)?;
     let Some(access) = pick_access(&d)? else {
-        eprintln!("thread-ctx: process {pid} has no otel_thread_ctx_v1 (no mapped ELF object defines it)");
+        report_no_symbol(pid);
         return Ok(ExitCode::from(EXIT_NO_SYMBOL));
     };
     let extra = ProfileOptions { kernel_stacks: args.profile.kernel, off_cpu: args.profile.off_cpu };
