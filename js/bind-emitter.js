@@ -27,17 +27,20 @@ class Binding {
   }
 }
 
+function bindingOf(emitter) {
+  return emitter == null ? undefined : emitter[kBinding];
+}
+
 // The method the patched one stands for: the emitter's own from before patching, or
 // EventEmitter's when the patched method is called on an object we never patched.
-function original(emitter, index) {
-  const binding = emitter == null ? undefined : emitter[kBinding];
+function original(binding, index) {
   return binding === undefined ? EventEmitter.prototype[METHODS[index]] : binding.originals[index];
 }
 
 function makeAdd(index) {
   return function addBoundListener(event, listener) {
-    const binding = this == null ? undefined : this[kBinding];
-    const add = binding === undefined ? EventEmitter.prototype[METHODS[index]] : binding.originals[index];
+    const binding = bindingOf(this);
+    const add = original(binding, index);
     if (binding === undefined || binding.adding || typeof listener !== 'function') return add.call(this, event, listener);
     const bound = binding.manager.bind(binding.context, listener);
     bound.listener = listener;
@@ -54,8 +57,9 @@ function makeAdd(index) {
 // wrapped once more by Node (wrapper.listener = bound), which only our lookup finds.
 function makeRemove(index) {
   return function removeBoundListener(event, listener) {
-    const remove = original(this, index);
-    if (this == null || this[kBinding] === undefined || typeof listener !== 'function') return remove.call(this, event, listener);
+    const binding = bindingOf(this);
+    const remove = original(binding, index);
+    if (binding === undefined || typeof listener !== 'function') return remove.call(this, event, listener);
     const count = this.listenerCount(event);
     const result = remove.call(this, event, listener);
     if (count === 0 || this.listenerCount(event) !== count) return result;

@@ -133,10 +133,12 @@ let lastEntry = NONE;
 
 function entryForContext(context) {
   if (context === lastContext) return lastEntry;
-  // Called from async hooks, where a throw is fatal: anything but a Context means no span.
-  if (context === null || typeof context !== 'object' || typeof context.getValue !== 'function') return NONE;
+  // Called from async hooks, where a throw is fatal: anything but a Context means no span. A
+  // cached entry proves it was a Context, so the full check runs on a cache miss only.
+  if (context == null) return NONE;
   let entry = cachedEntry(context);
   if (entry === undefined) {
+    if (typeof context !== 'object' || typeof context.getValue !== 'function') return NONE;
     entry = entryForSpan(trace.getSpan(context));
     cacheEntry(context, entry);
   }
