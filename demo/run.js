@@ -115,9 +115,11 @@ function report(samples, spanLog, mainTid, kind) {
     if (!s.span_id) continue;
     const name = span?.name ?? '(span not exported yet)';
     count(byName, `${name}\t${route}`, () => ({ n: 0, name, route }));
-    const row = bySpan.get(`${s.trace_id} ${s.span_id}`) ?? { n: 0, name, route, durationMs: span?.durationMs };
+    const key = `${s.trace_id} ${s.span_id}`;
+    const row = bySpan.get(key) ?? { n: 0, name, route, durationMs: span?.durationMs };
     if (s.route) row.route = route; // the record carries the route from the moment the handler set it
-    count(bySpan, `${s.trace_id} ${s.span_id}`, () => row);
+    row.n++;
+    bySpan.set(key, row);
   }
   const what = kind === 'cpu' ? 'CPU samples' : 'snapshots';
   console.log(`\n${what} of the event-loop thread (tid ${mainTid}): ${onLoop.length}` +
