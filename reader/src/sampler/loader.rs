@@ -159,11 +159,6 @@ impl Sampler {
         Ok(())
     }
 
-    /// Whether the sched_switch (off-CPU) program is attached.
-    pub fn traces_off_cpu(&self) -> bool {
-        self.off_cpu.is_some()
-    }
-
     /// Delivers samples to `on_sample` until `deadline`, until `stop()` says so, or until the target exits.
     pub fn run(
         &self,
@@ -247,11 +242,6 @@ impl Sampler {
         self.off_cpu.as_ref().map(|o| stats_of(&o.object, OFF_CPU_PROGRAM)).transpose()
     }
 
-    /// Kernel id of the loaded program (what `bpftool prog show id N` takes).
-    pub fn program_id(&self) -> Option<u32> {
-        let prog = self.object.progs().find(|p| p.name() == PROGRAM)?;
-        libbpf_rs::Program::id_from_fd(prog.as_fd()).ok()
-    }
 
     fn map(&self, name: &'static str) -> Result<libbpf_rs::Map<'_>, SamplerError> {
         map_of(&self.object, name)
