@@ -4,6 +4,7 @@
 //!   carries exactly that thread's record, no other thread carries one;
 //! - no torn reads: a worker flips its record between A and B through the JS fast
 //!   path at 999 Hz sampling for 10 s: every valid sample is exactly A or B.
+//!
 //! Needs `node` and the built addon (`npm run build` at the repository root).
 
 mod common;
