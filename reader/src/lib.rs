@@ -30,6 +30,7 @@ pub mod ctx_record;
 pub mod discovery;
 pub mod error;
 pub mod ids;
+pub mod otlp;
 pub mod output;
 pub mod pipeline;
 pub mod profile;
