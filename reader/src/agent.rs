@@ -69,6 +69,8 @@ pub struct Agent {
     opts: AgentOptions,
     scanner: Option<HostScanner>,
     keys: HashMap<u32, ProcessKey>,
+    /// Each tracked process's OTLP resource, made while it runs (its /proc entries go with it).
+    resources: HashMap<u32, Resource>,
     /// Processes that publish but could not be tracked: not tried again.
     refused: HashMap<u32, ProcessKey>,
     /// Processes untracked during this window, their last profile still to hand over.
@@ -93,6 +95,7 @@ impl Agent {
             scanner: opts.pids.is_empty().then(HostScanner::new),
             keys: HashMap::new(),
             refused: HashMap::new(),
+            resources: HashMap::new(),
             exited: Vec::new(),
             host_name: host_name(),
             window_start: Instant::now(),
@@ -163,6 +166,7 @@ impl Agent {
             if let Some(profile) = t.builder.as_mut().map(|b| b.take()) {
                 processes.push(self.window_process(&t, profile, true));
             }
+            self.resources.remove(&t.pid);
         }
         let counters = self.pipeline.sampler().counters()?;
         let delta = counters.since(&self.counters_at_start);
@@ -185,7 +189,7 @@ impl Agent {
     }
 
     fn window_process(&self, t: &Tracked, profile: Profile, exited: bool) -> WindowProcess {
-        let resource = resource_of(&t.discovery, &self.host_name);
+        let resource = self.resources.get(&t.pid).cloned().unwrap_or_else(|| resource_of(&t.discovery, &self.host_name));
         let service_name = resource
             .attributes
             .iter()
@@ -235,8 +239,10 @@ impl Agent {
             // Writers that do not resolve still leave the process's stacks worth sampling.
             d.writers.clear();
         }
+        let resource = resource_of(&d, &self.host_name);
         self.pipeline.track(d)?;
         self.keys.insert(key.pid, key);
+        self.resources.insert(key.pid, resource);
         self.stats.new += 1;
         self.notes.push(format!("tracking process {} ({}): {what}", key.pid, service.as_deref().unwrap_or("no process context")));
         Ok(())
@@ -267,6 +273,8 @@ impl Agent {
                         b.set_key_map(pc.attribute_key_map.as_deref());
                     }
                     t.discovery.process_context = Some(Ok(pc));
+                    let resource = resource_of(&t.discovery, &self.host_name);
+                    self.resources.insert(pid, resource);
                 }
             }
         }

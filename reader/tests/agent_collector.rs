@@ -240,18 +240,20 @@ fn services_come_and_go_and_sigterm_flushes() {
     spans(&w2, 2, Duration::from_secs(20));
     agent.wait_line(&format!("tracking process {}", w2.pid), Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(1500));
-    let before = samples_of(&collector, w2.pid).len();
+    let term_at = unix_ns();
     let (code, stderr) = agent.terminate();
     assert_eq!(code, Some(0), "SIGTERM ends the agent with 0:\n{stderr}");
     assert!(stderr.contains("stopped; exported"), "a final line says what was exported:\n{stderr}");
-    let after = collector.wait_for(Duration::from_secs(30), "the last window", |r| {
-        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string())).count() > before
+    // Samples of the last half second before SIGTERM can only come from the window it flushed.
+    let after = collector.wait_for(Duration::from_secs(30), "the window SIGTERM ended", |r| {
+        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).any(|t| t + 500_000_000 >= term_at)
     });
+    let newest = after.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).max().unwrap();
     eprintln!(
-        "{test}: late service found {:.1}s after it started; exited service's last sample {:.2}s before its kill; {} samples of the SIGTERM'd window",
+        "{test}: late service found {:.1}s after it started; exited service's last sample {:.2}s before its kill; SIGTERM'd service's last sample {:.2}s before SIGTERM",
         found_after.as_secs_f64(),
         (killed_at as f64 - latest as f64) / 1e9,
-        after.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string())).count() - before
+        (term_at as f64 - newest as f64) / 1e9
     );
 }
 

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use thread_ctx::agent::{Agent, AgentOptions, Window};
-use thread_ctx::otlp::{Exporter, ExporterConfig, ExporterStats, Overrides};
+use thread_ctx::otlp::{ConfigError, Exporter, ExporterConfig, ExporterStats, Overrides};
 use thread_ctx::output::otlp::{export_request, ProcessWindow};
 use thread_ctx::output::pprof;
 use thread_ctx::sampler::SamplerOptions;
@@ -140,7 +140,15 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
         return Ok(None);
     }
     let overrides = Overrides { endpoint: args.endpoint.clone(), protocol: args.protocol.clone(), ..Default::default() };
-    let config = ExporterConfig::from_env(&overrides).map_err(|e| e.to_string().replacen("override", "--endpoint/--protocol", 1))?;
+    let config = ExporterConfig::from_env(&overrides).map_err(|e| {
+        // Name our flag where the transport says "override".
+        let flag = match &e {
+            ConfigError::Endpoint { .. } => "--endpoint",
+            ConfigError::Protocol { .. } => "--protocol",
+            _ => "override",
+        };
+        e.to_string().replacen("override", flag, 1)
+    })?;
     Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
 }
 
