@@ -64,15 +64,19 @@ function waitFor(child, text) {
   });
 }
 
-// BPF run time of the agent's CPU program, from kernel BPF stats (bpftool).
-function bpfStats(agentPid) {
+// The CPU programs loaded now (bpftool), by id: the agent's is the one that appears after it starts
+// (bpftool's owner pids are not always available).
+function samplerProgs() {
   try {
-    const progs = JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString());
-    const p = progs.find((x) => x.name === 'sample_thread_ctx' && (x.pids || []).some((o) => o.pid === agentPid));
-    return p ? { runTimeNs: p.run_time_ns || 0, runs: p.run_cnt || 0 } : null;
+    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === 'sample_thread_ctx');
   } catch {
-    return null;
+    return [];
   }
+}
+// BPF run time of program `id`, from kernel BPF stats.
+function bpfStats(id) {
+  const p = samplerProgs().find((x) => x.id === id);
+  return p ? { runTimeNs: p.run_time_ns || 0, runs: p.run_cnt || 0 } : null;
 }
 
 async function measure(services, hz, endpoint) {
@@ -89,18 +93,20 @@ async function measure(services, hz, endpoint) {
   const pids = children.map((c) => c.pid);
   const out = endpoint ? ['--endpoint', endpoint, '--protocol', 'grpc'] : ['--pprof-dir', tmp];
   const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
+  const before = new Set(samplerProgs().map((p) => p.id));
   const agent = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   agent.stderr.on('data', (d) => (stderr += d));
   await waitFor(agent, ': window ');
+  const progId = Math.max(-1, ...samplerProgs().map((p) => p.id).filter((id) => !before.has(id)));
   // From the end of the first window (start-up and discovery excluded) to the end.
   const t0 = process.hrtime.bigint();
   const cpu0 = cpuSeconds(agent.pid);
-  const bpf0 = bpfStats(agent.pid);
+  const bpf0 = bpfStats(progId);
   const windows0 = stderr.split('\n').filter((l) => l.includes(': window ')).length;
   await sleep((SECONDS - 15) * 1000);
   const cpu1 = cpuSeconds(agent.pid);
-  const bpf1 = bpfStats(agent.pid);
+  const bpf1 = bpfStats(progId);
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const rss = peakRssMiB(agent.pid);
   await new Promise((resolve) => {
