@@ -10,6 +10,7 @@
 //! - the Collector absent at start, killed and restarted, or accepting connections and never
 //!   answering: sampling goes on, the agent's memory stays bounded, windows arrive once it is
 //!   back or are dropped with a count.
+//!
 //! Other Node processes on the host are sampled too (host-wide discovery): only this test's own
 //! pids are asserted about.
 

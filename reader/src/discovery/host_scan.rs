@@ -176,7 +176,7 @@ mod tests {
     fn our_own_start_time_is_stable_and_a_missing_pid_has_none() {
         let me = ProcessKey::of(std::process::id()).unwrap();
         assert!(me.alive());
-        assert_eq!(ProcessKey { start_ticks: me.start_ticks + 1, ..me }.alive(), false, "a reused pid is another process");
+        assert!(!ProcessKey { start_ticks: me.start_ticks + 1, ..me }.alive(), "a reused pid is another process");
         assert_eq!(start_ticks(u32::MAX), None);
     }
 
