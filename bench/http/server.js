@@ -2,9 +2,10 @@
 // The benchmark service, one mode per process: node bench/http/server.js <a|b|c|d>.
 // Run by run.js as an IPC child: it reports { type: 'ready', port } once listening on
 // 127.0.0.1 (after a self-check of the record), then answers 'start' and 'stop' with its
-// process.cpuUsage() and request count over the measured window.
+// main thread's CPU time, process.cpuUsage() and request count over the measured window.
 
 const { modeByKey } = require('./modes');
+const { threadTimes } = require('../lib/thread-cpu');
 
 const mode = modeByKey(process.argv[2]);
 if (typeof process.send !== 'function') {
@@ -40,18 +41,20 @@ function spansExported() {
 
 async function onMessage(message) {
   if (message.type === 'start') {
-    window = { cpu: process.cpuUsage(), requests, at: process.hrtime.bigint() };
+    window = { cpu: process.cpuUsage(), thread: threadTimes(), requests, at: process.hrtime.bigint() };
     process.send({ type: 'started' });
   } else if (message.type === 'stop') {
     if (window === null) throw new Error("server.js: got 'stop' before 'start'");
     const cpu = process.cpuUsage(window.cpu);
+    const thread = threadTimes();
+    const threadCpuUs = (thread.cpuNs - window.thread.cpuNs) / 1000;
     const elapsedNs = Number(process.hrtime.bigint() - window.at);
     const measured = requests - window.requests;
     window = null;
     // Flushing after the window: the exporter count shows spans were made (2 per request).
     if (telemetry !== null) await telemetry.provider.forceFlush();
     process.send({
-      type: 'stopped', userUs: cpu.user, systemUs: cpu.system, requests: measured, elapsedNs,
+      type: 'stopped', userUs: cpu.user, systemUs: cpu.system, threadCpuUs, requests: measured, elapsedNs,
       totalRequests: requests, spansExported: spansExported(),
     });
   } else {

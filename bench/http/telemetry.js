@@ -6,42 +6,24 @@
 
 const path = require('node:path');
 
+const { DroppingExporter } = require('../lib/dropping-exporter');
+const { installHooks } = require('../lib/hook-modes');
+
 const PACKAGE_ROOT = path.join(__dirname, '..', '..');
 
-// Counts and drops: the batching, span conversion and queueing cost is paid, the network is not.
-class DroppingExporter {
-  constructor() {
-    this.spans = 0;
-  }
-
-  export(spans, resultCallback) {
-    this.spans += spans.length;
-    resultCallback({ code: 0 });
-  }
-
-  shutdown() {
-    return Promise.resolve();
-  }
-
-  forceFlush() {
-    return Promise.resolve();
-  }
-}
-
-function noop() {}
-
-// The stock manager with the ThreadContextManager's own hook mechanism installed beside it,
-// doing nothing (floor) or only the context lookup: splits (b)'s cost into its parts.
+// The stock manager with the ThreadContextManager's hook points installed beside it
+// (bench/lib/hook-modes.js), empty (the floor) or doing only the context lookup: splits (b)'s
+// cost into its parts. The mechanism is the package's own choice on this runtime.
 function withDiagnosticHooks(manager, lookup) {
-  const { trackAsyncCallbacks, detectMechanism } = require(path.join(PACKAGE_ROOT, 'js', 'hooks'));
-  const active = lookup ? () => manager.active() : noop;
+  const { ThreadContextManager } = require(PACKAGE_ROOT);
+  const mechanism = new ThreadContextManager().mechanism;
   const enable = manager.enable.bind(manager);
   manager.enable = () => {
     enable();
-    trackAsyncCallbacks(active, noop, noop);
+    installHooks(mechanism, { active: lookup ? () => manager.active() : null });
     return manager;
   };
-  manager.mechanism = detectMechanism().name;
+  manager.mechanism = mechanism;
   return manager;
 }
 
@@ -88,4 +70,4 @@ function setupTelemetry(modeName) {
   return { inChildSpan, exporter, provider, contextManager };
 }
 
-module.exports = { setupTelemetry, DroppingExporter };
+module.exports = { setupTelemetry };
