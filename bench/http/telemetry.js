@@ -4,39 +4,18 @@
 // mode), the http instrumentation, and the mode's context manager. Must run before node:http
 // is required, so the instrumentation can patch it.
 
-const path = require('node:path');
-
 const { DroppingExporter } = require('../lib/dropping-exporter');
-const { installHooks } = require('../lib/hook-modes');
+const { buildContextManager } = require('../lib/managers');
 
-const PACKAGE_ROOT = path.join(__dirname, '..', '..');
-
-// The stock manager with the ThreadContextManager's hook points installed beside it
-// (bench/lib/hook-modes.js), empty (the floor) or doing only the context lookup: splits (b)'s
-// cost into its parts. The mechanism is the package's own choice on this runtime.
-function withDiagnosticHooks(manager, lookup) {
-  const { ThreadContextManager } = require(PACKAGE_ROOT);
-  const mechanism = new ThreadContextManager().mechanism;
-  const enable = manager.enable.bind(manager);
-  manager.enable = () => {
-    enable();
-    installHooks(mechanism, { active: lookup ? () => manager.active() : null });
-    return manager;
-  };
-  manager.mechanism = mechanism;
-  return manager;
-}
+// Modes (e) and (f) are the stock manager with the ThreadContextManager's hook points beside it,
+// empty (the floor) or doing only the context lookup (bench/lib/managers.js): they split (b)'s
+// cost into its parts.
+const KINDS = { als: ['stock'], 'als+hooks': ['floor'], 'als+hooks+lookup': ['lookup'], tcm: ['manager'], 'tcm-cheap': ['manager', { asyncTracking: false }] };
 
 function createContextManager(modeName) {
-  if (modeName === 'als' || modeName === 'als+hooks' || modeName === 'als+hooks+lookup') {
-    const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
-    const manager = new AsyncLocalStorageContextManager();
-    return modeName === 'als' ? manager : withDiagnosticHooks(manager, modeName === 'als+hooks+lookup');
-  }
-  const { ThreadContextManager } = require(PACKAGE_ROOT);
-  if (modeName === 'tcm') return new ThreadContextManager();
-  if (modeName === 'tcm-cheap') return new ThreadContextManager({ asyncTracking: false });
-  throw new TypeError(`modeName: expected als, als+hooks, als+hooks+lookup, tcm or tcm-cheap, got ${JSON.stringify(modeName)}`);
+  const kind = KINDS[modeName];
+  if (kind === undefined) throw new TypeError(`modeName: expected one of ${Object.keys(KINDS).join(', ')}, got ${JSON.stringify(modeName)}`);
+  return buildContextManager(kind[0], { managerOptions: kind[1] }).manager;
 }
 
 // Returns { inChildSpan, exporter, provider, contextManager } for an OpenTelemetry mode.

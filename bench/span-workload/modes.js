@@ -4,13 +4,16 @@
 // the package from the working tree, or from a patched copy (bench/prototypes/NAME.patch, see
 // bench/lib/package-copy.js). `proto:A+B` is the ThreadContextManager with patches A then B.
 
+const { buildContextManager, mechanismOf } = require('../lib/managers');
+
 const MODES = Object.freeze({
   stock: { kind: 'stock', label: 'stock AsyncLocalStorageContextManager' },
   floor: { kind: 'hooks', hooks: {}, label: 'stock + the manager\'s hooks, empty bodies (the floor)' },
   lookup: { kind: 'hooks', hooks: { lookup: true }, label: 'floor + the context lookup in every hook' },
   full: { kind: 'manager', patches: [], label: 'ThreadContextManager' },
   'no-span-work': {
-    kind: 'manager', patches: ['no-per-span-work'],
+    // It publishes one shared entry with made-up ids: the record self-check cannot pass.
+    kind: 'manager', patches: ['no-per-span-work'], selfCheck: false,
     label: 'ThreadContextManager without per-span work (no end() wrap, no entry allocation, no cache stores, no attribute watch)',
   },
   'full+attrs': { kind: 'manager', patches: [], attributes: ['http.route'], label: 'ThreadContextManager, record attribute http.route registered' },
@@ -32,4 +35,15 @@ function modeByName(name) {
   return mode;
 }
 
-module.exports = { MODES, DEFAULT_MODES, modeByName };
+/** The context manager of a mode (not enabled), and the package it came from (null for stock). */
+function buildManager(mode, packageDir) {
+  const kind = mode.kind === 'hooks' ? (mode.hooks.lookup ? 'lookup' : 'floor') : mode.kind;
+  const { manager, pkg } = buildContextManager(kind, {
+    packageDir,
+    hooks: { after: mode.hooks?.after !== false, init: mode.hooks?.init !== false },
+    attributes: mode.attributes,
+  });
+  return { manager, pkg };
+}
+
+module.exports = { MODES, DEFAULT_MODES, modeByName, buildManager, mechanismOf };

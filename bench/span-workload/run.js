@@ -16,18 +16,13 @@ const { parseArgs } = require('node:util');
 const { execFile } = require('node:child_process');
 const { DEFAULT_MODES, modeByName } = require('./modes');
 const { resolveNode, nodeVersion } = require('../lib/node-binary');
+const { positiveInteger } = require('../lib/args');
 const { describeMachine, loadAverage, codeRevision } = require('../lib/machine');
 const { alternate } = require('../lib/rounds');
 const { patchedPackage, copiesDirectory, ROOT } = require('../lib/package-copy');
 const { markdown, summaryTable, roundsTable } = require('./report');
 
 const CHILD = path.join(__dirname, 'child.js');
-
-function positive(name, text) {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value <= 0) throw new TypeError(`--${name}: expected a positive integer, got ${JSON.stringify(text)}`);
-  return value;
-}
 
 function parseConfig(argv) {
   const { values } = parseArgs({
@@ -64,10 +59,10 @@ function parseConfig(argv) {
   return {
     nodeBins: nodes.length === 0 ? [resolveNode(undefined)] : nodes.map(resolveNode),
     modes,
-    rounds: positive('rounds', values.rounds),
-    requests: positive('requests', values.requests),
-    warmup: positive('warmup', values.warmup),
-    inFlight: positive('in-flight', values['in-flight']),
+    rounds: positiveInteger('rounds', values.rounds),
+    requests: positiveInteger('requests', values.requests),
+    warmup: positiveInteger('warmup', values.warmup),
+    inFlight: positiveInteger('in-flight', values['in-flight']),
     cpu,
     nodeArgs: values['node-arg'],
     json: values.json,

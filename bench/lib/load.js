@@ -1,7 +1,8 @@
 'use strict';
-// The load generator: one bounded autocannon run against the benchmark server, printed as one
-// JSON line on stdout. run.js starts it pinned to the client CPU.
-//   node bench/http/load.js <port> <seconds> <connections>
+// The load generator: one bounded autocannon run against a benchmark server on 127.0.0.1, printed
+// as one JSON line on stdout. processes.js starts it pinned to the client CPU. Each connection
+// cycles through the comma-separated paths.
+//   node bench/lib/load.js <port> <seconds> <connections> <path[,path...]>
 
 const autocannon = require('autocannon');
 
@@ -14,12 +15,13 @@ function positiveInteger(name, text) {
 }
 
 async function main() {
-  const [portText, secondsText, connectionsText] = process.argv.slice(2);
+  const [portText, secondsText, connectionsText, pathsText = '/'] = process.argv.slice(2);
   const port = positiveInteger('port', portText);
   const duration = positiveInteger('seconds', secondsText);
   const connections = positiveInteger('connections', connectionsText);
   const result = await autocannon({
-    url: `http://127.0.0.1:${port}/api/users?id=42`,
+    url: `http://127.0.0.1:${port}`,
+    requests: pathsText.split(',').map((path) => ({ method: 'GET', path })),
     connections,
     duration,
     pipelining: 1,
