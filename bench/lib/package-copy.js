@@ -43,10 +43,38 @@ function patchedPackage(names, parentDir) {
   return { dir, error: null };
 }
 
+/**
+ * The package directory of each mode: the working tree, or a patched copy in `parentDir`.
+ * @param patchesOf (mode) => the mode's patch names ([] or undefined: the working tree)
+ * @returns { dirs: Map(mode -> dir), skipped: [{ mode, error }] } (modes whose patch does not apply)
+ */
+function packagesFor(modes, patchesOf, parentDir) {
+  const dirs = new Map();
+  const skipped = [];
+  for (const mode of modes) {
+    const patches = patchesOf(mode) ?? [];
+    if (patches.length === 0) {
+      dirs.set(mode, ROOT);
+      continue;
+    }
+    const { dir, error } = patchedPackage(patches, parentDir);
+    if (dir === null) skipped.push({ mode, error });
+    else dirs.set(mode, dir);
+  }
+  return { dirs, skipped };
+}
+
+/** Like packagesFor, but a patch that does not apply is an error. */
+function packagesOrThrow(modes, patchesOf, parentDir) {
+  const { dirs, skipped } = packagesFor(modes, patchesOf, parentDir);
+  if (skipped.length > 0) throw new Error(skipped.map((s) => s.error).join('; '));
+  return dirs;
+}
+
 /** A temporary directory for the copies of one benchmark run; remove() deletes it. */
 function copiesDirectory() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-bench-'));
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
-module.exports = { ROOT, patchedPackage, copiesDirectory };
+module.exports = { ROOT, patchedPackage, packagesFor, packagesOrThrow, copiesDirectory };

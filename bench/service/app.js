@@ -1,6 +1,6 @@
 'use strict';
 // The service benchmark's server, one mode per process (run.js starts it as an IPC child):
-//   node bench/service/app.js MODE SOCKET_DIR PORT DATABASE USER
+//   node bench/service/app.js MODE SOCKET_DIR PORT DATABASE USER [PACKAGE_DIR]
 // NodeSDK with instrumentation-http, instrumentation-express and instrumentation-pg, spans
 // batched into an exporter that drops them; an Express app on 127.0.0.1 querying PostgreSQL over
 // its unix socket. Before reporting ready, manager modes serve a few requests to themselves and
@@ -10,7 +10,7 @@ const { modeByName } = require('./modes');
 const { requireIpc, answerMeasurements, announceReady } = require('../lib/server-protocol');
 
 requireIpc('bench/service/app.js');
-const [modeName, socketDir, port, database, user] = process.argv.slice(2);
+const [modeName, socketDir, port, database, user, packageDir] = process.argv.slice(2);
 const mode = modeByName(modeName);
 
 // OpenTelemetry starts before express, pg and node:http are loaded, so they are instrumented.
@@ -22,7 +22,7 @@ function startTelemetry() {
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg');
   const { DroppingExporter } = require('../lib/dropping-exporter');
   const { buildContextManager } = require('../lib/managers');
-  const { manager, pkg, mechanism } = buildContextManager(mode.kind, { attributes: mode.attributes });
+  const { manager, pkg, mechanism } = buildContextManager(mode.kind, { attributes: mode.attributes, packageDir });
   const exporter = new DroppingExporter();
   const processor = new BatchSpanProcessor(exporter, { maxQueueSize: 65536, maxExportBatchSize: 1024 });
   const sdk = new NodeSDK({

@@ -12,7 +12,12 @@ const MODES = Object.freeze({
 
 const DEFAULT_MODES = ['stock', 'floor', 'full'];
 
+// proto:A+B: the ThreadContextManager from a copy of js/ with bench/prototypes/A.patch, B.patch.
 function modeByName(name) {
+  if (typeof name === 'string' && name.startsWith('proto:') && name.length > 'proto:'.length) {
+    const patches = name.slice('proto:'.length).split('+');
+    return { kind: 'manager', patches, label: `ThreadContextManager + bench/prototypes/${patches.join('.patch + ')}.patch` };
+  }
   const mode = MODES[name];
   if (mode === undefined) throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')}, got ${JSON.stringify(name)}`);
   return mode;

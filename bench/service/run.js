@@ -5,7 +5,7 @@
 // server process pinned to one CPU; autocannon and PostgreSQL on the other; modes alternated
 // round after round; the event-loop thread's CPU per request; ratios with bootstrap intervals.
 //
-//   node bench/service/run.js [--node 24|PATH] [--modes stock,floor,full] [--rounds 15]
+//   node bench/service/run.js [--node 24|PATH] [--modes stock,floor,full,proto:PATCH] [--rounds 15]
 //     [--duration 5] [--warmup 2] [--fast] [--connections 20] [--server-cpu 0] [--client-cpu 1]
 //     [--json FILE] [--rounds-table] [--node-arg ARG]...
 //   node bench/service/run.js --report FILE.json [--rounds-table]
@@ -23,9 +23,9 @@ const { measureServerRound } = require('../lib/server-round');
 const { alternate } = require('../lib/rounds');
 const { median, spread, pairedRatio, pairedDifference } = require('../lib/stats');
 const { fixed, interval, utcMinute } = require('../lib/format');
+const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
 
 const APP = path.join(__dirname, 'app.js');
-const ROOT = path.join(__dirname, '..', '..');
 
 function parseConfig(argv) {
   const config = parseServiceArgs(argv, { connections: 20, modes: DEFAULT_MODES.join(',') });
@@ -37,11 +37,11 @@ function parseConfig(argv) {
   return { ...config, modes };
 }
 
-function measure(config, modeName, db, paths) {
+function measure(config, modeName, db, paths, packageDir) {
   return measureServerRound({
     server: {
       nodeBin: config.nodeBin, nodeArgs: config.nodeArgs, script: APP, modeKey: modeName,
-      args: [db.socketDir, String(db.port), db.database, db.user], cpu: config.serverCpu,
+      args: [db.socketDir, String(db.port), db.database, db.user, packageDir], cpu: config.serverCpu,
       env: { OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none', OTEL_TRACES_EXPORTER: 'none' },
     },
     load: { nodeBin: process.execPath, connections: config.connections, cpu: config.clientCpu, paths },
@@ -113,6 +113,8 @@ async function main() {
     return;
   }
   const log = (text) => process.stderr.write(`bench:service: ${text}\n`);
+  const copies = copiesDirectory();
+  const packages = packagesOrThrow(config.modes, (m) => modeByName(m).patches, copies.dir);
   const db = startPostgres({ cpus: String(config.clientCpu), seedSql: seedSql(), log });
   try {
     const node = nodeVersion(config.nodeBin);
@@ -123,7 +125,7 @@ async function main() {
     const samples = await alternate({
       rounds: config.rounds,
       modes: config.modes,
-      measure: (mode) => measure(config, mode, db, paths),
+      measure: (mode) => measure(config, mode, db, paths, packages.get(mode)),
       onSample: (s) => log(`round ${s.round} ${s.mode}: ${fixed(s.requestsPerSecond, 0)} req/s, ${fixed(s.cpuUsPerRequest, 1)} µs thread CPU/req, ` +
         `${fixed(s.spansPerRequest, 1)} spans/req, steal ${fixed(s.stealPercent, 1)} %`),
     });
@@ -138,6 +140,7 @@ async function main() {
     if (config.json !== undefined) fs.writeFileSync(config.json, JSON.stringify(report, null, 2) + '\n');
   } finally {
     db.stop();
+    copies.remove();
   }
 }
 

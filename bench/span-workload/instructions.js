@@ -5,8 +5,11 @@
 // mispredicted branch costs more than an instruction, so confirm with bench:span.
 //
 //   node bench/span-workload/instructions.js [--node 20] [--modes stock,floor,lookup,full]
-//     [--rounds 2] [--requests 2000] [--warmup 3000] [--top 25 --diff full:lookup] [--keep DIR]
+//     [--rounds 1] [--requests 2000] [--warmup 2500] [--top 25 --diff full:lookup] [--keep DIR]
 //
+// Node runs with V8's --predictable (single-threaded, deterministic GC and compilation
+// scheduling): without it, the same mode moved by ±5 % between processes here, as scavenges and
+// optimisations fell in or out of the window; with it, repeated runs agree to well under 1 %.
 // The child marks its measured window by calling os.getPriority() (uv_os_getpriority), which
 // callgrind is told to dump its counters before; the window's counts are dump 2 of thread 1.
 // --diff A:B prints the functions whose self instructions per request differ most between two
@@ -23,7 +26,7 @@ const { alternate } = require('../lib/rounds');
 const { median } = require('../lib/stats');
 const { fixed, signed, utcMinute } = require('../lib/format');
 const { describeMachine, codeRevision } = require('../lib/machine');
-const { patchedPackage, copiesDirectory, ROOT } = require('../lib/package-copy');
+const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
 
 const CHILD = path.join(__dirname, 'child.js');
 
@@ -32,9 +35,9 @@ function parse() {
     options: {
       node: { type: 'string' },
       modes: { type: 'string', default: 'stock,floor,lookup,full' },
-      rounds: { type: 'string', default: '2' },
+      rounds: { type: 'string', default: '1' },
       requests: { type: 'string', default: '2000' },
-      warmup: { type: 'string', default: '3000' },
+      warmup: { type: 'string', default: '2500' },
       top: { type: 'string', default: '25' },
       diff: { type: 'string' },
       keep: { type: 'string' },
@@ -63,7 +66,7 @@ function parse() {
 function callgrind(config, mode, packageDir, outDir) {
   const prefix = path.join(outDir, `${mode.replace(/[^\w+-]/g, '_')}.%p`);
   const args = ['--tool=callgrind', '--separate-threads=yes', '--dump-before=uv_os_getpriority',
-    `--callgrind-out-file=${prefix}`, config.nodeBin, CHILD, '--mode', mode, '--package', packageDir,
+    `--callgrind-out-file=${prefix}`, config.nodeBin, '--predictable', CHILD, '--mode', mode, '--package', packageDir,
     '--requests', String(config.requests), '--warmup', String(config.warmup)];
   return new Promise((resolve, reject) => {
     execFile('valgrind', args, { encoding: 'utf8', maxBuffer: 1 << 26 }, (err, stdout, stderr) => {
@@ -100,14 +103,7 @@ function main() {
   const copies = copiesDirectory();
   const outDir = config.keep ?? fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-callgrind-'));
   fs.mkdirSync(outDir, { recursive: true });
-  const dirs = new Map();
-  for (const m of config.modes) {
-    const mode = modeByName(m);
-    if (mode.kind !== 'manager' || mode.patches.length === 0) { dirs.set(m, ROOT); continue; }
-    const { dir, error } = patchedPackage(mode.patches, copies.dir);
-    if (dir === null) throw new Error(error);
-    dirs.set(m, dir);
-  }
+  const dirs = packagesOrThrow(config.modes, (m) => modeByName(m).patches, copies.dir);
   const startedAt = new Date();
   return alternate({
     rounds: config.rounds,
@@ -118,7 +114,7 @@ function main() {
     const per = new Map(config.modes.map((m) => [m, median(samples.filter((s) => s.mode === m).map((s) => s.instructionsPerRequest))]));
     const machine = describeMachine();
     const lines = [`### Span workload, instructions — Node ${nodeVersion(config.nodeBin)}, ${utcMinute(startedAt)}`, ''];
-    lines.push(`valgrind callgrind, event-loop thread only, ${config.requests} requests after ${config.warmup} warm-up, ` +
+    lines.push(`valgrind callgrind, node --predictable, event-loop thread only, ${config.requests} requests after ${config.warmup} warm-up, ` +
       `median of ${config.rounds} process(es) per mode, alternated; ${machine.cpuModel}, ${machine.kernel}.`);
     lines.push('');
     lines.push('| mode | instructions/request | spread of runs | over stock | over floor |');

@@ -19,7 +19,7 @@ const { resolveNode, nodeVersion } = require('../lib/node-binary');
 const { positiveInteger } = require('../lib/args');
 const { describeMachine, loadAverage, codeRevision } = require('../lib/machine');
 const { alternate } = require('../lib/rounds');
-const { patchedPackage, copiesDirectory, ROOT } = require('../lib/package-copy');
+const { packagesFor, copiesDirectory, ROOT } = require('../lib/package-copy');
 const { markdown, summaryTable, roundsTable } = require('./report');
 
 const CHILD = path.join(__dirname, 'child.js');
@@ -85,24 +85,6 @@ function runChild(nodeBin, config, args) {
   });
 }
 
-// The package directory of each mode: the working tree, or a patched copy. Modes whose patch
-// does not apply are dropped with a message.
-function packagesFor(modes, copies) {
-  const dirs = new Map();
-  const skipped = [];
-  for (const name of modes) {
-    const mode = modeByName(name);
-    if (mode.kind !== 'manager' || mode.patches.length === 0) {
-      dirs.set(name, ROOT);
-      continue;
-    }
-    const { dir, error } = patchedPackage(mode.patches, copies.dir);
-    if (dir === null) skipped.push({ mode: name, error });
-    else dirs.set(name, dir);
-  }
-  return { dirs, skipped };
-}
-
 async function runVersion(nodeBin, config, dirs) {
   const node = nodeVersion(nodeBin);
   const modes = config.modes.filter((m) => dirs.has(m));
@@ -131,7 +113,7 @@ async function main() {
   }
   const copies = copiesDirectory();
   try {
-    const { dirs, skipped } = packagesFor(config.modes, copies);
+    const { dirs, skipped } = packagesFor(config.modes, (m) => modeByName(m).patches, copies.dir);
     for (const s of skipped) process.stderr.write(`skipping mode ${s.mode}: ${s.error}\n`);
     const runs = [];
     for (const nodeBin of config.nodeBins) runs.push(await runVersion(nodeBin, config, dirs));
