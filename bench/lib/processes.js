@@ -63,9 +63,11 @@ function startServer({ nodeBin, nodeArgs = [], script, modeKey, args = [], env =
 }
 
 // `paths`: the request paths each connection cycles through (default: bench:http's one path).
-function runLoad({ nodeBin, port, seconds, connections, cpu, paths = ['/api/users?id=42'] }) {
+// `requests` instead of `seconds`: exactly that many requests.
+function runLoad({ nodeBin, port, seconds, requests, connections, cpu, paths = ['/api/users?id=42'] }) {
+  const length = requests === undefined ? String(seconds) : `${requests}req`;
   return new Promise((resolve, reject) => {
-    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), String(seconds), String(connections), paths.join(',')], {
+    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), length, String(connections), paths.join(',')], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';

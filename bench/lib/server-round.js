@@ -19,13 +19,15 @@ function checkLoad(load, modeKey) {
  * @param checkReady (ready) => void, throws when the server's self-check failed
  * @param afterStop (stopped) => object merged into the sample (and may throw on bad counts)
  */
+// `warmup`: seconds of load before the window, or { requests } for a warm-up by count (a slow
+// machine then still warms the JIT up as much as a fast one).
 async function measureServerRound({ server: serverOptions, load: loadOptions, warmup, duration, checkReady = () => {}, afterStop = () => ({}) }) {
   const { modeKey, cpu } = serverOptions;
   const server = await startServer(serverOptions);
   try {
     checkReady(server.ready);
     const options = { ...loadOptions, port: server.ready.port };
-    checkLoad(await runLoad({ ...options, seconds: warmup }), modeKey);
+    checkLoad(await runLoad({ ...options, ...(typeof warmup === 'number' ? { seconds: warmup } : warmup) }), modeKey);
     const cpuBefore = cpuTimes(cpu);
     await server.request('start', 'started');
     const load = await runLoad({ ...options, seconds: duration });

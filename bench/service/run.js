@@ -6,7 +6,8 @@
 // round after round; the event-loop thread's CPU per request; ratios with bootstrap intervals.
 //
 //   node bench/service/run.js [--node 24|PATH] [--modes stock,floor,full,proto:PATCH] [--rounds 15]
-//     [--duration 5] [--warmup 2] [--fast] [--connections 20] [--server-cpu 0] [--client-cpu 1]
+//     [--duration 5] [--fast] [--connections 20] [--server-cpu 0] [--client-cpu 1]
+//     (each server warms up with 3000 requests; --fast measures 2 s instead of 5)
 //     [--json FILE] [--rounds-table] [--node-arg ARG]...
 //   node bench/service/run.js --report FILE.json [--rounds-table]
 
@@ -26,6 +27,7 @@ const { fixed, interval, utcMinute } = require('../lib/format');
 const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
 
 const APP = path.join(__dirname, 'app.js');
+const WARMUP_REQUESTS = 3000;
 
 function parseConfig(argv) {
   const config = parseServiceArgs(argv, { connections: 20, modes: DEFAULT_MODES.join(',') });
@@ -45,7 +47,9 @@ function measure(config, modeName, db, paths, packageDir) {
       env: { OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none', OTEL_TRACES_EXPORTER: 'none' },
     },
     load: { nodeBin: process.execPath, connections: config.connections, cpu: config.clientCpu, paths },
-    warmup: config.warmup,
+    // By count: at a few hundred requests per second (a busy machine) a 2 s warm-up left the JIT
+    // cold and the CPU per request several times its warm value.
+    warmup: { requests: WARMUP_REQUESTS },
     duration: config.duration,
     checkReady: (ready) => {
       if (ready.selfCheck !== null && (ready.selfCheck.checks === 0 || ready.selfCheck.mismatches.length > 0)) {
@@ -73,7 +77,7 @@ function markdown(report) {
   lines.push(`Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.kernel}. Express 5 + NodeSDK (instrumentation-http, -express, -pg; ` +
     `BatchSpanProcessor into a dropping exporter) against PostgreSQL on a unix socket; server pinned to CPU ${config.serverCpu}, ` +
     `autocannon and PostgreSQL to CPU ${config.clientCpu}; ${config.connections} connections, ${config.rounds} rounds × ${config.duration} s ` +
-    `measured (after ${config.warmup} s warm-up), modes alternated (order rotating) in fresh processes ` +
+    `measured (after ${WARMUP_REQUESTS} warm-up requests), modes alternated (order rotating) in fresh processes ` +
     `(${((new Date(finishedAt) - new Date(startedAt)) / 60000).toFixed(1)} min). Load average ${loadBefore.join(' / ')} before, ` +
     `${loadAfter.join(' / ')} after; CPU ${config.serverCpu} time not charged to the server median ${fixed(foreign.median, 1)} % ` +
     `(max ${fixed(foreign.max, 1)} %), steal median ${fixed(steal.median, 1)} % (max ${fixed(steal.max, 1)} %).`);
@@ -116,6 +120,14 @@ async function main() {
   const copies = copiesDirectory();
   const packages = packagesOrThrow(config.modes, (m) => modeByName(m).patches, copies.dir);
   const db = startPostgres({ cpus: String(config.clientCpu), seedSql: seedSql(), log });
+  // Interrupted (Ctrl-C, kill): the PostgreSQL server and its directory must not outlive us.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(signal, () => {
+      db.stop();
+      copies.remove();
+      process.exit(130);
+    });
+  }
   try {
     const node = nodeVersion(config.nodeBin);
     const startedAt = new Date();

@@ -5,7 +5,8 @@
 // Prints one JSON line: the main thread's CPU time over the measured requests (the hooks and the
 // manager run there; libuv's pool threads do the stat calls, the same in every mode), its
 // runnable-but-waiting time, process CPU, and the CPU's steal over the window.
-// --calibrate counts the callbacks the manager's hooks see per request instead (not timed).
+// --calibrate counts the callbacks the manager's hooks see per request instead (not timed);
+// --gc-before-window runs a full GC before the window (node --expose-gc; instructions.js uses it).
 
 const os = require('node:os');
 const path = require('node:path');
@@ -29,6 +30,7 @@ function parse() {
       'in-flight': { type: 'string', default: '50' },
       cpu: { type: 'string' },
       calibrate: { type: 'boolean', default: false },
+      'gc-before-window': { type: 'boolean', default: false },
     },
   });
   const int = (name) => {
@@ -40,6 +42,7 @@ function parse() {
     modeName: values.mode, mode: modeByName(values.mode), packageDir: path.resolve(values.package),
     requests: int('requests'), warmup: int('warmup'), inFlight: int('in-flight'),
     cpu: values.cpu === undefined ? null : Number(values.cpu), calibrate: values.calibrate,
+    gcBeforeWindow: values['gc-before-window'],
   };
 }
 
@@ -94,6 +97,12 @@ async function main() {
   const wallBefore = process.hrtime.bigint();
   // os.getPriority() marks the window for instruction counting under valgrind (instructions.js
   // dumps callgrind's counters whenever uv_os_getpriority is entered); elsewhere it is a syscall.
+  // Instruction counts (instructions.js): a full GC first, so that no mode carries a major GC
+  // that another mode's warm-up happened to trigger into its window.
+  if (config.gcBeforeWindow) {
+    if (typeof globalThis.gc !== 'function') throw new Error('--gc-before-window: expected node --expose-gc');
+    globalThis.gc();
+  }
   os.getPriority();
   const before = threadTimes();
   await workload.runRequests(config.requests);
