@@ -58,7 +58,10 @@ function markdown(result, run) {
 function summaryTable(result) {
   const runs = result.runs;
   const others = [...new Set(runs.flatMap((r) => r.modes))].filter((m) => m !== 'stock' && m !== 'floor');
-  const lines = [`#### Span workload, all versions (${result.config.rounds} rounds each; median [95 % CI])`, ''];
+  const { machine, config } = result;
+  const lines = [`#### Span workload, all versions — ${utcMinute(runs[0].startedAt)} (${config.rounds} rounds each; median [95 % CI])`, ''];
+  lines.push(`Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.kernel}; ${config.cpu === null ? 'not pinned' : `pinned to CPU ${config.cpu}`}, ` +
+    `${config.requests} requests per process after ${config.warmup} warm-up, ${config.inFlight} in flight; event-loop thread CPU per request, per-round ratios.`, '');
   lines.push(`| Node | mechanism | callbacks/req | stock µs/req | floor ÷ stock | ${others.map((m) => `${m} ÷ stock | ${m} ÷ floor`).join(' | ')} |`);
   lines.push(`|---|---|---:|---:|---|${others.map(() => '---|---|').join('')}`);
   for (const run of runs) {
