@@ -118,23 +118,25 @@ fn an_endpoint_that_never_answers_times_out_retries_and_drops() {
     for protocol in PROTOCOLS {
         let silent = SilentListener::start();
         let mut cfg = config(&silent.endpoint(), protocol, "none");
-        cfg.timeout = Duration::from_millis(300);
+        cfg.timeout = Duration::from_secs(1);
         cfg.queue_capacity = 2;
-        cfg.retry = quick_retries(Duration::from_secs(2));
+        // Room for three attempts (1 s each, 100 and 200 ms apart), not four.
+        cfg.retry = quick_retries(Duration::from_secs(4));
         let exporter = Exporter::start(cfg).unwrap();
 
         let before = Instant::now();
         for i in 0..6 {
             exporter.export(example_request(&format!("r{i}")));
         }
-        assert!(before.elapsed() < Duration::from_millis(300), "{protocol}: export() blocked for {:?}", before.elapsed());
+        // Six exports waiting on a 1 s timeout would take 6 s.
+        assert!(before.elapsed() < Duration::from_secs(1), "{protocol}: export() blocked for {:?}", before.elapsed());
         let stats = exporter.stats();
         assert!(stats.queued.requests <= 2 && stats.dropped_queue_full.requests >= 3, "{protocol}: {stats:?}");
 
         let stats = wait_stats(&exporter, "a request to run out of retries", |s| s.dropped_retries_exhausted.requests >= 1);
         assert!(stats.retries >= 2, "{protocol}: {stats:?}");
         let error = stats.last_error.clone().unwrap_or_default();
-        assert!(error.contains("no answer within 300 ms"), "{protocol}: {error}");
+        assert!(error.contains("no answer within 1000 ms"), "{protocol}: {error}");
         assert!(silent.connections() >= 1, "{protocol}: the exporter never connected");
 
         let before = Instant::now();
