@@ -1,15 +1,25 @@
 //! Discovery: every mapped ELF object that defines `otel_thread_ctx_v1`, its
 //! access model and the access resolved in the live process, plus the process
-//! context. This is what `inspect` prints and what `dump` and `record` start from.
+//! context. This is what `inspect` prints and what `dump`, `record` and the
+//! agent start from.
 
-use crate::access::TlsAccess;
-use crate::elf_writer::{scan_file, WriterObject};
+pub mod build_id;
+pub mod elf_tls_symbol;
+pub mod maps;
+pub mod process_context;
+pub mod process_context_proto;
+pub mod remote_memory;
+pub mod tls_access;
+pub mod tls_model;
+
 use crate::error::Result;
-use crate::maps::{read_maps, Mapping};
-use crate::process_context::{read_process_context, ProcessContextInfo};
-use crate::remote_memory::RemoteMemory;
-use crate::resolve::{classify, load_bias, resolve, TlsModel};
+use elf_tls_symbol::{scan_file, WriterObject};
+use maps::{read_maps, Mapping};
+use process_context::{read_process_context, ProcessContextInfo};
+use remote_memory::RemoteMemory;
 use std::collections::BTreeMap;
+use tls_access::TlsAccess;
+use tls_model::{classify, load_bias, resolve, TlsModel};
 
 /// One writer object in the target process.
 #[derive(Debug, Clone)]
@@ -39,9 +49,33 @@ pub struct Discovery {
 impl Discovery {
     /// The attribute key map from the process context, when published.
     pub fn key_map(&self) -> Option<&[String]> {
-        match &self.process_context {
-            Some(Ok(pc)) => pc.attribute_key_map.as_deref(),
-            _ => None,
+        self.context().and_then(|pc| pc.attribute_key_map.as_deref())
+    }
+
+    /// The process context, when published and readable.
+    pub fn context(&self) -> Option<&ProcessContextInfo> {
+        self.process_context.as_ref().and_then(|r| r.as_ref().ok())
+    }
+
+    /// `service.name` of the process context's resource.
+    pub fn service_name(&self) -> Option<&str> {
+        self.context()?.resource.get("service.name")?.as_str()
+    }
+
+    /// The writer object the sampler reads: the first whose access resolved.
+    /// Ok(None) without any writer; Err (naming each writer and why) when
+    /// writers exist but none resolved. With several (e.g. two addons) only
+    /// one is sampled: a thread has one record pointer per writer object.
+    pub fn sampled_writer(&self) -> std::result::Result<Option<&Writer>, String> {
+        if self.writers.is_empty() {
+            return Ok(None);
+        }
+        match self.writers.iter().find(|w| w.access.is_ok()) {
+            Some(w) => Ok(Some(w)),
+            None => {
+                let why: Vec<String> = self.writers.iter().map(|w| format!("{}: {}", w.path, w.access.as_ref().unwrap_err())).collect();
+                Err(format!("process {}: otel_thread_ctx_v1 found but its TLS access could not be resolved: {}", self.pid, why.join("; ")))
+            }
         }
     }
 }

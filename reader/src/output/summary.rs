@@ -2,9 +2,10 @@
 //! CPU samples per span, off-CPU time per span when traced, and (given them)
 //! each span's top frames.
 
-use super::abi::CtxState;
-use super::sample::{EventKind, Sample};
-use crate::record::{decode_attrs, hex};
+use crate::sampler::CtxState;
+use crate::sampler::{Event, EventKind};
+use crate::ctx_record::decode_attrs;
+use crate::ids::hex;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -51,7 +52,7 @@ impl Summary {
         self.off_cpu_traced = traced;
     }
 
-    pub fn add(&mut self, s: &Sample) {
+    pub fn add(&mut self, s: &Event) {
         if s.kind == EventKind::OffCpu {
             self.add_off_cpu(s);
             return;
@@ -76,7 +77,7 @@ impl Summary {
         }
     }
 
-    fn add_off_cpu(&mut self, s: &Sample) {
+    fn add_off_cpu(&mut self, s: &Event) {
         self.off_cpu_traced = true;
         let Some((trace, span, _)) = s.span() else {
             self.off_cpu_no_context_ns += s.duration_ns;
@@ -161,10 +162,10 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Header;
+    use crate::ctx_record::Header;
 
-    fn sample(state: CtxState, trace: u8, span: u8) -> Sample {
-        Sample {
+    fn sample(state: CtxState, trace: u8, span: u8) -> Event {
+        Event {
             kind: EventKind::Cpu,
             time_ns: 0,
             pid: 1,
@@ -174,8 +175,8 @@ mod tests {
             record_addr: 0x1000,
             header: Some(Header { trace_id: [trace; 16], span_id: [span; 8], valid: 1, flags: 1, attrs_size: 0 }),
             attrs: vec![],
-            user_stack_id: Err(-2),
-            kernel_stack_id: Err(-2),
+            user_stack: Err(-2),
+            kernel_stack: Err(-2),
             duration_ns: 0,
             preempted: false,
         }

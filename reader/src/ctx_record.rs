@@ -92,9 +92,6 @@ pub fn decode_attrs(data: &[u8], key_map: Option<&[String]>) -> (Vec<Attr>, Vec<
     (attrs, problems)
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[cfg(test)]
 mod tests {

@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 use std::fmt::Write;
-use thread_ctx::access::TlsAccess;
 use thread_ctx::discovery::{Discovery, Writer};
-use thread_ctx::thread_reader::{State, ThreadRecord};
+use thread_ctx::ptrace::{State, ThreadRecord};
+use thread_ctx::TlsAccess;
 
 fn access_json(a: &TlsAccess) -> Value {
     match *a {

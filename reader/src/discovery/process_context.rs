@@ -3,9 +3,9 @@
 //! never decoded half-written.
 
 use crate::error::{Error, Result};
-use crate::maps::Mapping;
-use crate::proto;
-use crate::remote_memory::RemoteMemory;
+use crate::discovery::maps::Mapping;
+use crate::discovery::process_context_proto as proto;
+use crate::discovery::remote_memory::RemoteMemory;
 use prost::Message;
 use serde::Serialize;
 
@@ -119,14 +119,14 @@ fn read_at(mem: &RemoteMemory, m: &Mapping) -> Result<ProcessContextInfo> {
 fn describe(m: &Mapping, h: ContextHeader, decoded: proto::ProcessContext) -> ProcessContextInfo {
     let pairs = |kvs: &[proto::KeyValue]| -> serde_json::Map<String, serde_json::Value> {
         kvs.iter()
-            .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(serde_json::Value::Null, proto::AnyValue::to_json)))
+            .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(serde_json::Value::Null, proto::to_json)))
             .collect()
     };
     let find = |key: &str| decoded.attributes.iter().rev().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref());
-    let schema_version = find(SCHEMA_VERSION_KEY).and_then(|v| v.as_str()).map(str::to_string);
+    let schema_version = find(SCHEMA_VERSION_KEY).and_then(proto::as_str).map(str::to_string);
     let attribute_key_map = find(KEY_MAP_KEY).and_then(|v| match &v.value {
         Some(proto::any_value::Value::ArrayValue(a)) => {
-            Some(a.values.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect())
+            Some(a.values.iter().map(|v| proto::as_str(v).unwrap_or_default().to_string()).collect())
         }
         _ => None,
     });

@@ -6,16 +6,20 @@
 //! cpu/nanoseconds, plus off_cpu_switches/count and off_cpu/nanoseconds when
 //! off-CPU time was traced. Also reads such a file back (`thread-ctx flamegraph`).
 
-use super::aggregate::{Entry, Profile, StackFrame};
-use super::frame::{Frame, FrameKind};
-use super::pprof_proto as pb;
-use super::sample::{hex, parse_hex, SampleKind};
+use crate::profile::aggregate::StackFrame;
+use crate::ids::{hex, parse_hex};
+use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind};
 use anyhow::{bail, Context, Result};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use prost::Message;
 use std::collections::HashMap;
 use std::io::{Read, Write};
+
+/// pprof's messages, generated from proto/pprof/profile.proto by build.rs.
+mod pb {
+    include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
+}
 
 pub const LABEL_TRACE_ID: &str = "trace_id";
 pub const LABEL_SPAN_ID: &str = "span_id";
@@ -77,6 +81,7 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
     out.time_nanos = meta.start_unix_ns;
     out.duration_nanos = meta.duration_ns;
     out.comment = meta.comments.iter().map(|c| st.id(c)).collect();
+    out.tick_unit = st.id("nanoseconds");
 
     // Executable file mappings, then one for the kernel.
     let mut exec: Vec<_> = p.mappings.iter().filter(|m| m.is_file_backed() && m.perms.contains('x')).collect();
@@ -88,6 +93,7 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
             memory_limit: m.end,
             file_offset: m.offset,
             filename: st.id(m.path()),
+            build_id: p.build_id(m).map_or(0, |id| st.id(id)),
             has_functions: true,
             ..Default::default()
         });
@@ -128,6 +134,7 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
                     mapping_id: mapping_of(sf.addr, sf.kernel),
                     address: sf.addr,
                     line: vec![pb::Line { function_id, line: f.line.unwrap_or(0) as i64 }],
+                    ..Default::default()
                 });
                 next
             });
@@ -159,7 +166,8 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
         if let Some(k) = e.kind.off_cpu_label() {
             str_label(LABEL_OFF_CPU, k);
         }
-        out.sample.push(pb::Sample { location_id: ids, value, label });
+        let breakdown = breakdown(p, e, meta.start_unix_ns);
+        out.sample.push(pb::Sample { location_id: ids, value, label, breakdown });
     }
     if kernel_used {
         out.mapping.push(pb::Mapping {
@@ -173,6 +181,26 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
     }
     out.string_table = st.table;
     out.encode_to_vec()
+}
+
+/// When each sample of the entry happened (wall clock, ns after the profile's
+/// start): for a CPU entry under `samples` (each counts 1), for an off-CPU
+/// entry under `off_cpu_switches` and `off_cpu` (each with its duration).
+fn breakdown(p: &Profile, e: &Entry, start_unix_ns: i64) -> Vec<pb::Breakdown> {
+    if e.times.is_empty() {
+        return Vec::new();
+    }
+    let ticks: Vec<i64> = e.times.iter().map(|o| p.unix_ns(o.time_ns) as i64 - start_unix_ns).collect();
+    if !e.kind.is_off_cpu() {
+        return vec![pb::Breakdown { ticks, ..Default::default() }];
+    }
+    let durations = e.times.iter().map(|o| o.weight_ns as i64).collect();
+    vec![
+        pb::Breakdown::default(),
+        pb::Breakdown::default(),
+        pb::Breakdown { ticks: ticks.clone(), ..Default::default() },
+        pb::Breakdown { ticks, value: durations, ..Default::default() },
+    ]
 }
 
 /// Writes the gzipped profile to `path`.
@@ -239,7 +267,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
     for smp in &pp.sample {
         let stack = smp.location_id.iter().map(|id| frames.get(id).copied().with_context(|| format!("unknown location {id}"))).collect::<Result<_>>()?;
         let v = |i: usize| smp.value.get(i).copied().unwrap_or(0).max(0) as u64;
-        let mut e = Entry { kind: SampleKind::Cpu, stack, tid: 0, trace_id: None, span_id: None, attrs: vec![], count: v(count_i), weight_ns: v(cpu_i) };
+        let mut e = Entry { kind: SampleKind::Cpu, stack, tid: 0, trace_id: None, span_id: None, attrs: vec![], count: v(count_i), weight_ns: v(cpu_i), times: vec![] };
         let mut thread_name = None;
         for l in &smp.label {
             let (k, val) = (s(l.key)?, s(l.str)?);
@@ -268,7 +296,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::maps::Mapping;
+    use crate::discovery::maps::Mapping;
 
     fn frame(kind: FrameKind, name: &str, file: Option<&str>, line: Option<u32>) -> Frame {
         Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None }
@@ -297,6 +325,7 @@ mod tests {
             attrs: vec![("http.route".into(), "/users/:id".into())],
             count,
             weight_ns,
+            times: vec![],
         };
         p.push_entry(entry(SampleKind::Cpu, 3, 30_000_000));
         p.push_entry(entry(SampleKind::Blocked, 2, 75_000_000));

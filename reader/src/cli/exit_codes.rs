@@ -1,6 +1,6 @@
-//! What the CLI's commands share: their exit codes, and finding the writers of a live process.
+//! What the commands share: their exit codes, and finding the writers of a live process.
 
-use crate::discovery::{discover, Discovery};
+use thread_ctx::discovery::{discover, Discovery};
 use anyhow::{bail, Context, Result};
 
 /// `validate` found a malformed record.

@@ -2,8 +2,8 @@
 //! were, named by the innermost JS function on the stack (what a Node user can
 //! act on), or by the leaf frame when no JS frame is on it (GC, native code).
 
-use super::aggregate::{Entry, Profile};
-use super::frame::FrameKind;
+use crate::profile::{Entry, Profile};
+use crate::profile::FrameKind;
 use std::collections::HashMap;
 
 pub type SpanKey = ([u8; 16], [u8; 8]);
@@ -59,6 +59,7 @@ mod tests {
             attrs: vec![],
             count,
             weight_ns: 0,
+            times: vec![],
         };
         p.push_entry(e(vec![sf(sin), sf(burn)], 3));
         p.push_entry(e(vec![sf(gc)], 1));

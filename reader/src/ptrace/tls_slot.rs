@@ -1,9 +1,9 @@
 //! Per-thread step: thread pointer + `TlsAccess` -> address of the thread's
 //! `otel_thread_ctx_v1` slot, walking glibc's dynamic thread vector when needed.
 
-use crate::access::TlsAccess;
+use crate::discovery::tls_access::TlsAccess;
 use crate::error::Result;
-use crate::remote_memory::RemoteMemory;
+use crate::discovery::remote_memory::RemoteMemory;
 
 /// glibc's marker for a DTV entry whose block was never allocated in this thread.
 const TLS_DTV_UNALLOCATED: u64 = u64::MAX;

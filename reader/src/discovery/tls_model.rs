@@ -2,11 +2,11 @@
 //! mapped, read the dynamic loader's results in the target process and produce
 //! the `TlsAccess` every thread of that process shares.
 
-use crate::access::TlsAccess;
-use crate::elf_writer::{TlsReloc, TlsRelocKind, WriterObject};
+use crate::discovery::tls_access::TlsAccess;
+use crate::discovery::elf_tls_symbol::{TlsReloc, TlsRelocKind, WriterObject};
 use crate::error::{Error, Result};
-use crate::maps::Mapping;
-use crate::remote_memory::RemoteMemory;
+use crate::discovery::maps::Mapping;
+use crate::discovery::remote_memory::RemoteMemory;
 use serde::Serialize;
 
 /// The TLS access model the object was linked with, as standard readers classify it.
@@ -138,7 +138,7 @@ fn check_module_id(module_id: u64) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf_writer::{LoadSegment, TlsSegment};
+    use crate::discovery::elf_tls_symbol::{LoadSegment, TlsSegment};
 
     fn exe(symbol_value: u64, memsz: u64, align: u64) -> WriterObject {
         WriterObject {

@@ -4,8 +4,8 @@
 //! period each) and off-CPU intervals share one scale, and off-CPU stacks end
 //! in an `[off-CPU: blocked]` or `[off-CPU: preempted]` frame.
 
-use super::aggregate::{Entry, Profile};
-use super::filter::Filter;
+use crate::profile::{Entry, Profile};
+use crate::profile::Filter;
 use anyhow::{bail, Context, Result};
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use std::collections::BTreeMap;
@@ -116,6 +116,7 @@ mod tests {
             attrs: vec![],
             count,
             weight_ns,
+            times: vec![],
         };
         p.push_entry(e(SampleKind::Cpu, 1, 3, 30_000_000));
         p.push_entry(e(SampleKind::Cpu, 2, 1, 10_000_000));

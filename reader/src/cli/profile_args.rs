@@ -2,9 +2,8 @@
 //! checked before anything is loaded, so bad input fails at once and names
 //! the flag, and the files they ask for, written once the recording ends.
 
-use super::aggregate::Profile;
-use super::filter::Filter;
-use super::{flame, pprof};
+use thread_ctx::output::{flame, pprof};
+use thread_ctx::profile::{Filter, Profile};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 

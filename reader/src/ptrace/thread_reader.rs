@@ -3,10 +3,11 @@
 
 use crate::discovery::{Discovery, Writer};
 use crate::error::{Error, Result};
-use crate::ptrace_stop::StoppedThread;
-use crate::record::{decode_attrs, hex, Attr, Header, HEADER_SIZE, MAX_ATTRS_SIZE};
-use crate::remote_memory::RemoteMemory;
-use crate::tls_slot::{slot_address, Slot};
+use crate::ptrace::ptrace_stop::StoppedThread;
+use crate::ctx_record::{decode_attrs, Attr, Header, HEADER_SIZE, MAX_ATTRS_SIZE};
+use crate::ids::hex;
+use crate::discovery::remote_memory::RemoteMemory;
+use crate::ptrace::tls_slot::{slot_address, Slot};
 use serde::Serialize;
 
 /// What one thread's record (for one writer object) holds.

@@ -2,8 +2,8 @@
 //! pprof profile `record --pprof` wrote, restricted by --trace/--span/--attr:
 //! record once, then draw any trace found slow afterwards.
 
-use crate::profile::cli::{check_writable, FilterArgs};
-use crate::profile::{flame, pprof};
+use crate::profile_args::{check_writable, FilterArgs};
+use thread_ctx::output::{flame, pprof};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
