@@ -194,13 +194,15 @@ test('bad input: clear errors, nothing published', { timeout: 30_000 }, async ()
     [() => pc.registerAttributeKeys('http.route'), TypeError, /^attributes: expected an array of attribute key strings, got string "http.route"/],
     [() => pc.registerAttributeKeys(['a', 'b', 'a']), RangeError, /^attributes\[2\]: duplicate key "a" \(also at index 0\)/],
     [() => pc.registerAttributeKeys(['']), RangeError, /^attributes\[0\]: expected a non-empty key/],
+    [() => pc.registerAttributeKeys(['ok', 'é'.repeat(128)]), RangeError, /^attributes\[1\]: expected a key of at most 255 UTF-8 bytes, got 256$/],
+    [() => pc.registerAttributeKeys(Array.from({ length: 20 }, (_, i) => `${i}`.padEnd(250, 'k'))), RangeError,
+      /^attributes: expected at most 4096 UTF-8 bytes of keys in the attribute key map, got 5010 /],
     [() => pc.publishProcessContext({ resource: 'svc' }), TypeError, /^options\.resource: expected an OpenTelemetry Resource/],
-    [() => pc.publishProcessContext({ resource: { attributes: { 'service.name': { nested: 1 } } } }), TypeError,
-      /^options\.resource\.attributes\["service\.name"\]: expected a string, number, boolean or array, got an object/],
-    [() => pc.publishProcessContext({ resource: { attributes: { tags: ['a', {}] } } }), TypeError, /^options\.resource\.attributes\["tags"\]\[1\]/],
-    [() => pc.publishProcessContext({ resource: { attributes: { n: NaN } } }), RangeError, /expected a finite number, got NaN/],
+    [() => pc.publishProcessContext({ resource: { attributes: 7 } }), TypeError, /^options\.resource\.attributes: expected an object of resource attributes, got number 7/],
+    [() => pc.publishProcessContext({ resourse: {} }), TypeError, /^options\.resourse: unknown option \(expected resource\)/],
     [() => register({ attributes: ['ok', 42] }), TypeError, /^options\.attributes\[1\]: expected a string key/],
     [() => register({ resource: 5 }), TypeError, /^options\.resource: expected/],
+    [() => register({ atributes: ['http.route'] }), TypeError, /^options\.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource\)/],
   ];
   for (const [fn, type, message] of cases) assert.throws(fn, (e) => e instanceof type && message.test(e.message), `expected ${type.name} ${message}`);
   const after = pc.processContextInfo();
