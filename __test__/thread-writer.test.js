@@ -119,3 +119,29 @@ test('encodeEntry accepts exactly the span contexts the API calls valid, and dec
     assert.equal(bytes, (traceId + spanId).toLowerCase(), `${label}: decoded id bytes`);
   }
 });
+
+test('broken spans and attribute values never throw out of the package (hooks and patched methods)', async () => {
+  const { ThreadContextManager } = lib;
+  const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+  lib.registerAttributeKeys(['http.route']);
+  const manager = new ThreadContextManager().enable();
+  try {
+    const throwingSpan = { spanContext() { throw new Error('broken span'); }, end() {} };
+    await manager.with(trace.setSpan(ROOT_CONTEXT, throwingSpan), async () => {
+      assert.equal(lib.getSpanContext(), null, 'a span whose spanContext() throws publishes none');
+      await null; // the hooks run with it too
+      assert.equal(lib.getSpanContext(), null);
+    });
+    const span = new BasicTracerProvider().getTracer('broken').startSpan('s');
+    manager.with(trace.setSpan(ROOT_CONTEXT, span), () => {
+      const hostile = [{ toString() { throw new Error('hostile toString'); } }];
+      // The SDK keeps or rejects the value as it would anyway; the record part never throws.
+      assert.doesNotThrow(() => span.setAttribute('http.route', hostile));
+      assert.doesNotThrow(() => span.setAttributes({ 'http.route': hostile }));
+      assert.equal(lib.getSpanContext().spanId, span.spanContext().spanId, 'the span stays published');
+    });
+    span.end();
+  } finally {
+    manager.disable();
+  }
+});

@@ -131,12 +131,7 @@ class ThreadContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
-    try {
-      this._commitProcessContext();
-    } catch (error) {
-      process.emitWarning(`otel-thread-ctx: ThreadContextManager.enable() could not publish the process context (${error.message})`,
-        { code: 'OTEL_THREAD_CTX_PROCESS_CONTEXT' });
-    }
+    this._commitProcessContext();
     return this;
   }
 

@@ -266,15 +266,21 @@ function registerAttributeKeys(list, arg = 'attributes') {
  * The process-context part of register() and of ThreadContextManager's options: validates
  * `resource` and `attributes` now (throwing before anything changes) and returns the function
  * that publishes them. The resource is published when given, or (from the environment) when the
- * process has no context yet, so a worker keeps what the main thread published.
+ * process has no context yet, so a worker keeps what the main thread published. That function
+ * runs inside enable() (in NodeSDK.start()): what fails there (the mapping refused, another
+ * thread filled the key map since) is a warning, never a throw.
  */
 function prepareProcessContext({ resource, attributes }, arg = 'options') {
   if (resource !== undefined) checkResource(resource, `${arg}.resource`);
   if (attributes !== undefined) checkKeys(attributes, `${arg}.attributes`);
   return function commitProcessContext() {
-    if (resource !== undefined) publishResource(resource, 'explicit');
-    else if (processContextInfo() === null) publishResource(undefined, 'environment');
-    if (attributes !== undefined) registerAttributeKeys(attributes, `${arg}.attributes`);
+    try {
+      if (resource !== undefined) publishResource(resource, 'explicit');
+      else if (processContextInfo() === null) publishResource(undefined, 'environment');
+      if (attributes !== undefined) registerAttributeKeys(attributes, `${arg}.attributes`);
+    } catch (error) {
+      process.emitWarning(`otel-thread-ctx: could not publish the process context (${error && error.message})`, { code: WARNING_CODE });
+    }
   };
 }
 
