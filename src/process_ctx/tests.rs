@@ -4,10 +4,12 @@ use limits::DropReason;
 fn decode(w: &Writer) -> (Info, ProcessContext) {
     let info = w.info().expect("published");
     let base = info.header_address as *const u8;
+    // SAFETY: the header of a published mapping (at least a page).
     let (version, size, ts, ptr) = unsafe { header::read(base) }.expect("signature OTEL_CTX");
     assert_eq!(version, 2);
     assert_ne!(ts, 0, "published-at must be set after a publish");
     assert_eq!((size, ts, ptr), (info.payload_size, info.published_at, info.payload_address));
+    // SAFETY: the published payload, kept alive by the writer `w` borrowed here.
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, size as usize) };
     (info, ProcessContext::decode(bytes).expect("payload parses"))
 }
@@ -96,14 +98,17 @@ fn bad_keys_change_nothing() {
 fn fork_child_has_no_mapping() {
     let mut w = Writer::new();
     let addr = w.set_resource(vec![], Origin::Explicit, 0).unwrap().info.header_address;
+    // SAFETY: the child only reads /proc and calls _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
         let present = maps.lines().any(|l| l.starts_with(&format!("{addr:x}-")));
+        // SAFETY: _exit has no preconditions.
         unsafe { libc::_exit(if present { 1 } else { 0 }) };
     }
     let mut status = 0;
+    // SAFETY: valid out pointer.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the fork child still had the OTEL_CTX mapping (status {status})");
 }
