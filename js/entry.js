@@ -38,7 +38,7 @@ function decodeHexId(entry, firstWord, hex, chars) {
   return any === 0 ? 0 : 1;
 }
 
-/** The control word of a valid record: valid 1, the flags byte, the attrs size. */
+// The control word of a valid record: valid 1, the flags byte, the attrs size.
 function controlWord(traceFlags, attrsBytes) {
   return (1 | ((traceFlags & 0xff) << 8) | (attrsBytes << 16)) >>> 0;
 }
@@ -63,9 +63,4 @@ function encodeEntry(spanContext, attrs, fullSize = false) {
   return entry;
 }
 
-/** The attrs size an entry's control word carries. */
-function attrsSize(entry) {
-  return entry[CONTROL_WORD] >>> 16;
-}
-
-module.exports = { NONE, encodeEntry, controlWord, attrsSize };
+module.exports = { NONE, encodeEntry };

@@ -314,13 +314,9 @@ function registeredKeys() {
 }
 
 module.exports = {
-  MAX_KEY_BYTES,
   attributeKeyMap,
-  buildResourceAttributes,
   cachedKeyIndex,
-  checkKeys,
   keyIndex,
-  parseResourceAttributesEnv,
   prepareProcessContext,
   processContextInfo,
   publishProcessContext,

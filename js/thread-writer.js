@@ -154,4 +154,4 @@ function threadRecordView() {
   }
 }
 
-module.exports = { ThreadWriter, threadWriter };
+module.exports = { threadWriter };
