@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* What both BPF programs share: the config user space fills in, the maps every
- * event goes through (each program's object gets its own instance), and the
- * reader of the current thread's OTEP 4947 record.
+/* What both programs share: the config user space fills in, the maps every
+ * event goes through, the tracked processes, and the reader of the current
+ * thread's OTEP 4947 record.
  *
  * The record is only read for the thread running this program on this CPU
  * (interrupted by a cpu-clock tick, or switching itself out): only that thread
@@ -17,8 +17,9 @@
 #include "sampler_abi.h"
 
 #define ENOENT 2
-#define STACK_MAP_DEPTH 127 /* PERF_MAX_STACK_DEPTH */
 #define TLS_DTV_UNALLOCATED ((__u64)-1)
+/* Tracked processes at once; user space refuses more and says so. */
+#define MAX_TARGETS 8192
 
 /* Only the fields we read; CO-RE relocates them against the running kernel's BTF. */
 struct thread_struct {
@@ -33,19 +34,19 @@ struct task_struct {
 
 const volatile struct sampler_config cfg = {};
 
+/* Processes to sample (key: tgid), and how their threads reach their record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct target);
+	__uint(max_entries, MAX_TARGETS);
+} targets SEC(".maps");
+
+/* User space sizes it before load (bytes; bounds memory, overflow is counted). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20); /* bytes; bounds memory, overflow is counted */
+	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
-
-/* User space sizes it before load (hash buckets: a colliding stack is lost
- * with -EEXIST, which user space counts and reports). */
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, STACK_MAP_DEPTH * sizeof(__u64));
-	__uint(max_entries, 4096);
-} stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -57,11 +58,9 @@ struct {
 /* Waking the reader costs a self-IPI (irq_work) per event, several µs in a VM
  * (half a sample's cost measured here): wake it only when the ring is filling
  * up; otherwise it drains the ring when its poll times out. */
-#define WAKEUP_THRESHOLD (256 * 1024)
-
 static __always_inline __u64 wakeup_flag(void)
 {
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_THRESHOLD ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= cfg.wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* The 28-byte header as words, for a cheap equality check of two copies. */
@@ -77,39 +76,41 @@ static __always_inline void count(__u32 index)
 		*c += 1;
 }
 
-/* Address of the thread's otel_thread_ctx_v1 slot, or 0 when it has none. */
-static __always_inline int slot_address(__u64 fsbase, __u64 *slot)
+/* Address of the thread's otel_thread_ctx_v1 slot, or why there is none. */
+static __always_inline int slot_address(const struct target *t, __u64 fsbase, __u64 *slot)
 {
+	if (t->access_kind == TLS_ACCESS_NONE)
+		return CTX_NO_WRITER;
 	if (fsbase == 0)
 		return CTX_NO_SLOT;
-	if (cfg.access_kind == TLS_ACCESS_STATIC) {
-		*slot = fsbase + cfg.tp_offset;
+	if (t->access_kind == TLS_ACCESS_STATIC) {
+		*slot = fsbase + t->tp_offset;
 		return CTX_VALID;
 	}
 	__u64 dtv = 0, len = 0, block = 0;
-	if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(fsbase + cfg.dtv_offset)))
+	if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(fsbase + t->dtv_offset)))
 		return CTX_SLOT_FAULT;
 	if (dtv == 0)
 		return CTX_NO_SLOT;
 	/* glibc keeps the DTV's length in the entry before dtv[0]. */
-	if (bpf_probe_read_user(&len, sizeof(len), (void *)(dtv - cfg.dtv_entry_size)))
+	if (bpf_probe_read_user(&len, sizeof(len), (void *)(dtv - t->dtv_entry_size)))
 		return CTX_SLOT_FAULT;
-	if (cfg.module_id > len)
+	if (t->module_id > len)
 		return CTX_NO_SLOT;
-	if (bpf_probe_read_user(&block, sizeof(block), (void *)(dtv + cfg.module_id * cfg.dtv_entry_size)))
+	if (bpf_probe_read_user(&block, sizeof(block), (void *)(dtv + t->module_id * t->dtv_entry_size)))
 		return CTX_SLOT_FAULT;
 	if (block == 0 || block == TLS_DTV_UNALLOCATED)
 		return CTX_NO_SLOT;
-	*slot = block + cfg.tls_offset;
+	*slot = block + t->tls_offset;
 	return CTX_VALID;
 }
 
-static __always_inline int read_record(struct sample_event *e, __u64 fsbase)
+static __always_inline int read_record(struct sample_event *e, const struct target *t, __u64 fsbase)
 {
 	__u64 slot = 0, record = 0;
 	struct header_words first, again;
 
-	int state = slot_address(fsbase, &slot);
+	int state = slot_address(t, fsbase, &slot);
 	if (state != CTX_VALID)
 		return state;
 	if (bpf_probe_read_user(&record, sizeof(record), (void *)slot))
@@ -136,8 +137,8 @@ static __always_inline int read_record(struct sample_event *e, __u64 fsbase)
 }
 
 /* Fills everything but the stacks for the current thread (which must be
- * `task`), reading its record; counts what the read found. */
-static __always_inline void fill_event(struct sample_event *e, struct task_struct *task, __u8 kind)
+ * `task`, of the tracked process `t`), reading its record. */
+static __always_inline void fill_event(struct sample_event *e, const struct target *t, struct task_struct *task, __u8 kind)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	e->time_ns = bpf_ktime_get_ns();
@@ -150,15 +151,17 @@ static __always_inline void fill_event(struct sample_event *e, struct task_struc
 	e->duration_ns = 0;
 	__builtin_memset(&e->header, 0, sizeof(e->header));
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
-	e->state = read_record(e, fsbase);
-	count(e->state);
+	e->state = read_record(e, t, fsbase);
 }
 
-/* Stack ids of the current thread, as configured (-ENOENT: not captured). */
+/* The current thread's stacks, copied into the event, as configured.
+ * Copying (bpf_get_stack) rather than interning them in a stack map keeps
+ * every stack: a stack map loses those that hash to a taken bucket, more
+ * the longer it runs, and would need emptying while events still refer to it. */
 static __always_inline void capture_stacks(struct sample_event *e, void *ctx)
 {
-	e->user_stack_id = cfg.capture_user_stack ? bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK) : -ENOENT;
-	e->kernel_stack_id = cfg.capture_kernel_stack ? bpf_get_stackid(ctx, &stacks, 0) : -ENOENT;
+	e->user_stack_bytes = cfg.capture_user_stack ? bpf_get_stack(ctx, e->user_stack, sizeof(e->user_stack), BPF_F_USER_STACK) : -ENOENT;
+	e->kernel_stack_bytes = cfg.capture_kernel_stack ? bpf_get_stack(ctx, e->kernel_stack, sizeof(e->kernel_stack), 0) : -ENOENT;
 }
 
 #endif

@@ -1,10 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* GPL: the kernel only lets GPL-compatible programs call bpf_probe_read_user
  * and bpf_get_current_task (see LICENSE below). */
-/* CPU sampler for OTEP 4947 thread contexts: on every cpu-clock tick that lands
- * on a thread of the target process, resolve that thread's otel_thread_ctx_v1
- * slot from its thread pointer, copy the record, check it did not change under
- * the copy, and send it with the stack ids through a ring buffer.
+/* The sampler's two programs, sharing the tracked processes, the ring buffer
+ * and the counters (ctx_reader.bpf.h):
+ *
+ * - sample_thread_ctx (perf_event, one cpu-clock event per CPU): on every tick
+ *   that lands on a thread of a tracked process, resolve that thread's
+ *   otel_thread_ctx_v1 slot from its thread pointer, copy the record, check it
+ *   did not change under the copy, and send it with the thread's stacks.
+ *
+ * - off_cpu_switch (sched_switch, loaded only for off-CPU profiling): when a
+ *   thread of a tracked process is switched out, read the record it has
+ *   published (the thread is stopped right there, in the scheduler, so the
+ *   read is as safe as a CPU sample's) and its stacks; when it is switched back
+ *   in, send that with the time it spent off the CPU. On an event loop, a
+ *   thread waiting for I/O or timers sits in epoll_wait between callbacks with
+ *   no span published: that time is idle time, not any request's. A span gets
+ *   off-CPU time only when its own code blocks the thread (a synchronous
+ *   syscall, Atomics.wait, a lock) or it is preempted.
  *
  * The sampled thread is interrupted on this CPU while we run, and only it
  * writes its record, so a record seen with valid == 1 is complete unless the
@@ -13,20 +26,78 @@
 
 #include "ctx_reader.bpf.h"
 
+#include <bpf/bpf_tracing.h>
+
+typedef _Bool bool;
+
 SEC("perf_event")
 int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 {
-	if ((bpf_get_current_pid_tgid() >> 32) != cfg.target_tgid)
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct target *t = bpf_map_lookup_elem(&targets, &tgid);
+	if (!t)
 		return 0;
 
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(COUNTER_DROPPED);
+		count(COUNTER_CPU_DROPPED);
 		return 0;
 	}
-	fill_event(e, (struct task_struct *)bpf_get_current_task(), EVENT_CPU_SAMPLE);
+	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_CPU_SAMPLE);
+	count(e->state);
 	capture_stacks(e, ctx);
 	bpf_ringbuf_submit(e, wakeup_flag());
+	return 0;
+}
+
+/* Switched-out threads of tracked processes, by tid, until they run again.
+ * LRU: a thread that exits while switched out does not hold its entry
+ * forever. User space sizes it (one entry when off-CPU is not traced). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, struct sample_event);
+	__uint(max_entries, 4096);
+} switched_out SEC(".maps");
+
+/* An event is too large for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sample_event);
+	__uint(max_entries, 1);
+} scratch SEC(".maps");
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	/* Here `current` is still prev: its record, pid and stacks are read as its own. */
+	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
+	struct target *t = bpf_map_lookup_elem(&targets, &prev_tgid);
+	if (t) {
+		__u32 zero = 0;
+		struct sample_event *e = bpf_map_lookup_elem(&scratch, &zero);
+		if (e) {
+			fill_event(e, t, prev, EVENT_OFF_CPU);
+			e->flags = preempt ? EVENT_FLAG_PREEMPTED : 0;
+			capture_stacks(e, ctx);
+			__u32 tid = e->tid;
+			bpf_map_update_elem(&switched_out, &tid, e, BPF_ANY);
+		}
+	}
+	__u32 next_tgid = BPF_CORE_READ(next, tgid);
+	if (bpf_map_lookup_elem(&targets, &next_tgid)) {
+		__u32 tid = BPF_CORE_READ(next, pid);
+		struct sample_event *e = bpf_map_lookup_elem(&switched_out, &tid);
+		if (e) {
+			e->duration_ns = bpf_ktime_get_ns() - e->time_ns;
+			if (bpf_ringbuf_output(&events, e, sizeof(*e), wakeup_flag()))
+				count(COUNTER_OFF_CPU_DROPPED);
+			else
+				count(COUNTER_OFF_CPU_SAMPLES);
+			bpf_map_delete_elem(&switched_out, &tid);
+		}
+	}
 	return 0;
 }
 

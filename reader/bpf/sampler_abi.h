@@ -1,30 +1,42 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Layouts shared by the BPF sampler and its Rust loader (reader/src/sampler/abi.rs
- * mirrors them; both sides assert the sizes). Change both together. */
+/* Layouts shared by the BPF programs and user space. The Rust side uses the
+ * types libbpf-cargo generates from this object's BTF (the skeleton), so a
+ * change here reaches both sides; both assert the event's size. */
 #ifndef THREAD_CTX_SAMPLER_ABI_H
 #define THREAD_CTX_SAMPLER_ABI_H
 
 #define CTX_HEADER_SIZE 28
 /* OTEP 4947: 640-byte recommended record limit minus the header. */
 #define CTX_ATTRS_MAX 612
+/* Frames kept per stack: the kernel's default perf_event_max_stack for user
+ * stacks; kernel stacks are shorter (syscall entry to the scheduler). */
+#define USER_STACK_DEPTH 127
+#define KERNEL_STACK_DEPTH 48
 
-/* How user space told us to reach the TLS slot holding the record pointer. */
+/* How a tracked process's threads reach the TLS slot holding the record pointer. */
 enum tls_access_kind {
+	TLS_ACCESS_NONE = 0,   /* tracked for stacks only: no resolvable otel_thread_ctx_v1 */
 	TLS_ACCESS_STATIC = 1, /* slot = fsbase + tp_offset */
 	TLS_ACCESS_DTV = 2,    /* slot = *(*(fsbase + dtv_offset) + module_id * dtv_entry_size) + tls_offset */
 };
 
-/* Filled in .rodata by user space before load, so the verifier prunes unused paths. */
-struct sampler_config {
-	__u32 target_tgid;
+/* Value of the `targets` map (key: tgid), written by user space as processes come and go. */
+struct target {
 	__u32 access_kind;
+	__u32 reserved;
 	__s64 tp_offset;
 	__u64 dtv_offset;
 	__u64 dtv_entry_size;
 	__u64 module_id;
 	__u64 tls_offset;
+};
+
+/* Filled in .rodata by user space before load, so the verifier prunes unused paths. */
+struct sampler_config {
 	__u32 capture_user_stack;
 	__u32 capture_kernel_stack;
+	/* Wake the reader only once this many bytes wait in the ring buffer. */
+	__u64 wakeup_bytes;
 };
 
 /* What a sample found. Counted per state in the `counters` map too. */
@@ -37,16 +49,21 @@ enum ctx_state {
 	CTX_VALID = 5,
 	CTX_TORN = 6,         /* header changed while it was copied: discarded by readers */
 	CTX_OVERSIZE = 7,     /* valid, but attrs-data size > CTX_ATTRS_MAX: malformed */
-	CTX_STATE_COUNT = 8,
+	CTX_NO_WRITER = 8,    /* the process is tracked without a resolvable writer */
+	CTX_STATE_COUNT = 9,
 };
 
-/* counters[] index past the states: ring buffer reservations that failed (lost samples). */
-#define COUNTER_DROPPED CTX_STATE_COUNT
-#define COUNTER_COUNT (CTX_STATE_COUNT + 1)
+/* counters[] indices past the per-state counts of CPU samples. */
+enum counter_index {
+	COUNTER_CPU_DROPPED = CTX_STATE_COUNT,     /* CPU samples lost: ring buffer full */
+	COUNTER_OFF_CPU_DROPPED = CTX_STATE_COUNT + 1, /* off-CPU intervals lost: ring buffer full */
+	COUNTER_OFF_CPU_SAMPLES = CTX_STATE_COUNT + 2, /* off-CPU intervals sent */
+	COUNTER_COUNT = CTX_STATE_COUNT + 3,
+};
 
 enum event_kind {
-	EVENT_CPU_SAMPLE = 0, /* sampler.bpf.c: a cpu-clock tick on a target thread */
-	EVENT_OFF_CPU = 1,    /* off_cpu.bpf.c: a target thread was switched out for duration_ns */
+	EVENT_CPU_SAMPLE = 0, /* a cpu-clock tick on a tracked thread */
+	EVENT_OFF_CPU = 1,    /* a tracked thread was switched out for duration_ns */
 };
 
 /* sample_event.flags */
@@ -66,19 +83,24 @@ struct sample_event {
 	__u64 record_addr;    /* value of the TLS pointer; 0 when not reached */
 	__u32 pid;            /* tgid */
 	__u32 tid;
-	__s32 user_stack_id;  /* id in the `stacks` map, or -errno (-ENOENT: not captured) */
-	__s32 kernel_stack_id;/* likewise; -EFAULT when the sample was taken in user mode */
 	__u32 cpu;
 	__u8 kind;            /* enum event_kind */
 	__u8 state;           /* enum ctx_state */
 	__u16 flags;          /* EVENT_FLAG_* */
 	__u64 duration_ns;    /* 0 for CPU samples; off-CPU: switched out for this long from time_ns */
+	/* Bytes of user_stack/kernel_stack that bpf_get_stack filled, or -errno
+	 * (-ENOENT: not captured; kernel -EFAULT: the sample was taken in user mode). */
+	__s32 user_stack_bytes;
+	__s32 kernel_stack_bytes;
 	struct ctx_header header; /* copied when state >= CTX_INVALID */
 	__u8 attrs[CTX_ATTRS_MAX]; /* first header.attrs_size bytes meaningful when state == CTX_VALID */
+	__u64 user_stack[USER_STACK_DEPTH];     /* instruction pointers, innermost first */
+	__u64 kernel_stack[KERNEL_STACK_DEPTH];
 };
 
 _Static_assert(sizeof(struct ctx_header) == CTX_HEADER_SIZE, "ctx_header layout");
-_Static_assert(sizeof(struct sampler_config) == 56, "sampler_config layout");
-_Static_assert(sizeof(struct sample_event) == 688, "sample_event layout");
+_Static_assert(sizeof(struct target) == 48, "target layout");
+_Static_assert(sizeof(struct sample_event) == 48 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH),
+	       "sample_event layout");
 
 #endif

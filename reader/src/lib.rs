@@ -1,41 +1,41 @@
-//! `thread-ctx`: a standard OTEP 4947 thread-context reader and an OTEP 4719
-//! process-context reader, sharing no code with the writer.
+//! `thread-ctx`: a standard OTEP 4947 thread-context reader, an eBPF sampler
+//! that tags CPU samples with the span each thread published, and the outputs
+//! that turn those samples into profiles. It shares no code with the writer.
 //!
-//! Flow: [`discovery::discover`] walks /proc/PID/maps, opens each mapped ELF
-//! object, finds `otel_thread_ctx_v1` in `.dynsym` ([`elf_writer`]), classifies
-//! the access model by the relocation that reaches it and resolves it in the
-//! live process into an [`access::TlsAccess`] ([`resolve`]):
+//! One pipeline, used by every command of the `thread-ctx` binary:
 //!
-//! | model | relocation | resolved from | access |
-//! |---|---|---|---|
-//! | TLSDESC | `R_X86_64_TLSDESC` | descriptor argument word | negative 32-bit value: static; else pointer to {module, offset}: DTV |
-//! | general dynamic | `R_X86_64_DTPMOD64` | GOT {module, offset} pair | DTV |
-//! | initial exec | `R_X86_64_TPOFF64` | GOT offset | static |
-//! | local exec | none, in an executable | PT_TLS: `sym - align_up(memsz, align)` | static |
+//! 1. [`discovery`]: [`discover`] walks /proc/PID/maps, opens each mapped
+//!    ELF object, finds `otel_thread_ctx_v1` in `.dynsym`
+//!    ([`discovery::elf_tls_symbol`]), classifies the access model by the
+//!    relocation that reaches it and resolves it in the live process into a
+//!    [`TlsAccess`] ([`discovery::tls_model`]); it also reads the OTEP 4719
+//!    process context ([`discovery::process_context`]).
+//! 2. [`sampler`]: eBPF programs on per-CPU cpu-clock events (and
+//!    sched_switch for off-CPU time) read each sampled thread's record
+//!    ([`ctx_record`]) through that access and send it with its stacks.
+//! 3. [`profile`]: samples are symbolized (ELF symbols, the V8 perf map,
+//!    kallsyms) and aggregated per stack × thread × span × attributes.
+//! 4. [`output`]: the per-span summary, pprof, folded stacks and flame graphs.
 //!
-//! [`thread_reader::read_all_threads`] then ptrace-stops each thread, takes
-//! fs_base, finds the slot ([`tls_slot`]), and reads and checks the record
-//! ([`record`]). [`process_context`] reads the OTEL_CTX mapping.
+//! [`pipeline::Pipeline`] runs 2 and 3 for any number of discovered processes.
+//!
+//! [`ptrace`] is the other way to read records: stop each thread and read its
+//! slot (what `dump` and `validate` do, without eBPF).
 //!
 //! Limits: x86-64 with glibc only (glibc's TCB/DTV layout: dtv at tp+8,
 //! 16-byte entries, length at dtv[-1]); no musl, no aarch64; local dynamic is
 //! not supported (OTEP 4947 excludes it).
 
-pub mod access;
-pub mod cli_support;
+pub mod ctx_record;
 pub mod discovery;
-pub mod elf_writer;
 pub mod error;
-pub mod maps;
-pub mod process_context;
+pub mod ids;
+pub mod otlp;
+pub mod output;
+pub mod pipeline;
 pub mod profile;
-pub mod proto;
-pub mod ptrace_stop;
-pub mod record;
-pub mod remote_memory;
-pub mod resolve;
-pub mod thread_reader;
-pub mod tls_slot;
+pub mod ptrace;
 pub mod sampler;
-pub mod record_cmd;
-pub mod flamegraph_cmd;
+
+pub use discovery::tls_access::TlsAccess;
+pub use discovery::{discover, Discovery};

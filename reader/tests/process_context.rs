@@ -7,24 +7,28 @@ use common::*;
 use prost::Message;
 use serde_json::json;
 use std::path::PathBuf;
-use thread_ctx::proto::{any_value, AnyValue, ArrayValue, KeyValue, ProcessContext, Resource};
+use thread_ctx::discovery::process_context_proto::{any_value, string_value, AnyValue, ArrayValue, KeyValue, ProcessContext, Resource};
+
+fn kv(key: &str, value: AnyValue) -> KeyValue {
+    KeyValue { key: key.into(), value: Some(value), ..Default::default() }
+}
 
 fn payload(service: &str, keys: &[&str]) -> Vec<u8> {
     ProcessContext {
         resource: Some(Resource {
             attributes: vec![
-                KeyValue::new("service.name", AnyValue::string(service)),
-                KeyValue::new("process.pid", AnyValue { value: Some(any_value::Value::IntValue(42)) }),
+                kv("service.name", string_value(service)),
+                kv("process.pid", AnyValue { value: Some(any_value::Value::IntValue(42)) }),
             ],
-            dropped_attributes_count: 0,
+            ..Default::default()
         }),
         attributes: vec![
-            KeyValue::new("threadlocal.schema_version", AnyValue::string("tlsdesc_v1_dev")),
-            KeyValue::new(
+            kv("threadlocal.schema_version", string_value("tlsdesc_v1_dev")),
+            kv(
                 "threadlocal.attribute_key_map",
                 AnyValue {
                     value: Some(any_value::Value::ArrayValue(ArrayValue {
-                        values: keys.iter().map(|k| AnyValue::string(*k)).collect(),
+                        values: keys.iter().map(|k| string_value(*k)).collect(),
                     })),
                 },
             ),
@@ -98,10 +102,10 @@ fn library_reader_in_a_tight_loop_sees_only_whole_payloads() {
     let a = write_file("la.pb", &payload("service-a", &["k1"]));
     let b = write_file("lb.pb", &payload("service-bbbbbbbbbbbbbbbbbbbb", &["k1", "k2", "k3"]));
     let w = c_writer(&fixtures().writer_le, &["--proc-ctx", a.to_str().unwrap(), "--churn-ctx", b.to_str().unwrap()], &[]);
-    let maps = thread_ctx::maps::read_maps(w.pid).unwrap();
+    let maps = thread_ctx::discovery::maps::read_maps(w.pid).unwrap();
     let mut counts = [0usize; 2];
     for i in 0..5000 {
-        let pc = thread_ctx::process_context::read_process_context(w.pid, &maps)
+        let pc = thread_ctx::discovery::process_context::read_process_context(w.pid, &maps)
             .unwrap_or_else(|e| panic!("read {i}: expected a whole payload, saw error {e}"))
             .expect("an OTEL_CTX mapping");
         match (pc.resource["service.name"].as_str(), pc.attribute_key_map.as_ref().map(Vec::len)) {

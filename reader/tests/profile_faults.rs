@@ -65,9 +65,16 @@ fn target_exiting_mid_recording_still_gets_its_profile() {
     let pprof = dir.join("exit.pb.gz");
     let pid = w.pid;
     let recorder = std::thread::spawn(move || {
-        thread_ctx(&["record", &pid.to_string(), "--hz", "199", "--duration", "10s", "--pprof", pprof.to_str().unwrap()])
+        thread_ctx(&["record", &pid.to_string(), "--hz", "199", "--duration", "60s", "--pprof", pprof.to_str().unwrap()])
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed once it has burned 1 s of CPU since recording started (~199 samples), however
+    // busy the machine is: the samples asserted below are then guaranteed to exist.
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu_at_start = cpu_seconds(pid);
+    let deadline = std::time::Instant::now() + Duration::from_secs(45);
+    while cpu_seconds(pid) - cpu_at_start < 1.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     w.child.kill().unwrap();
     w.child.wait().unwrap();
     let r = recorder.join().unwrap();
@@ -76,4 +83,14 @@ fn target_exiting_mid_recording_still_gets_its_profile() {
     let view = decode_pprof(&dir.join("exit.pb.gz"));
     let burn: i64 = view.samples.iter().filter(|s| s.functions.iter().any(|f| f.starts_with("burn"))).map(|s| s.values["samples"]).sum();
     assert!(burn >= 50, "the samples taken before the exit are in the profile, JS frames named: {burn} in burnAlpha/burnBeta");
+}
+
+/// User + system CPU seconds of a process so far (/proc/PID/stat), 0 when it is gone.
+fn cpu_seconds(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
 }

@@ -70,11 +70,8 @@ fn check_spinner(test: &str, exe: &Path, args: &[&str], env: &[(&str, &str)], ex
             );
             assert_eq!(s.attrs, b"\x00\x08/spin/ok", "{test}: {} on sp-valid: wrong attrs-data", describe(s));
             assert_eq!(format!("{:#x}", s.record_addr), valid.record_address, "{test}: {} read another record", describe(s));
-            if let Ok(id) = s.user_stack_id {
-                let ips = rec.sampler.user_stack(id).unwrap().unwrap_or_default();
-                if ips.first().is_some_and(|ip| (spin.0..spin.1).contains(ip)) {
-                    stacks_in_spin += 1;
-                }
+            if s.user_stack.as_ref().is_ok_and(|ips| ips.first().is_some_and(|ip| (spin.0..spin.1).contains(ip))) {
+                stacks_in_spin += 1;
             }
         } else if s.tid as i64 == cleared.tid {
             per_thread[1] += 1;

@@ -32,7 +32,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use thread_ctx::profile::{FrameKind, Symbolizer};
-use thread_ctx::sampler::Sample;
+use thread_ctx::sampler::Event;
 
 const HZ: u32 = 999;
 const LOAD_SECONDS: u64 = 6;
@@ -148,8 +148,7 @@ fn leaf_frames(rec: &Recording, sym: &mut Symbolizer) -> Vec<Option<(FrameKind, 
     rec.samples
         .iter()
         .map(|s| {
-            let id = s.user_stack_id.ok()?;
-            let ip = *rec.sampler.user_stack(id).ok()??.first()?;
+            let ip = *s.user_stack.as_ref().ok()?.first()?;
             let f = sym.user_frames(&[ip]).pop()?;
             Some((f.kind, f.name))
         })
@@ -165,12 +164,12 @@ struct Tally {
     in_pieces: usize,
     wrong_in_piece: Vec<(usize, String)>,
     in_epoll: usize,
-    /// No user stack (the stack map's bucket was taken by another stack: -EEXIST), so no leaf frame.
+    /// No user stack (the kernel could not take it), so no leaf frame.
     no_stack: usize,
     burner: HashMap<i64, (usize, usize)>,
 }
 
-fn check_sample(i: usize, s: &Sample, leaf: &Option<(FrameKind, String)>, log: &ServiceLog, t: &mut Tally) {
+fn check_sample(i: usize, s: &Event, leaf: &Option<(FrameKind, String)>, log: &ServiceLog, t: &mut Tally) {
     let tid = s.tid as i64;
     let span = s.span().map(|(trace, span, _)| (hex(&trace), hex(&span)));
     let in_epoll = matches!(leaf, Some((FrameKind::Native, n)) if n.starts_with("epoll_wait") || n.starts_with("epoll_pwait"));
@@ -221,7 +220,7 @@ fn check_sample(i: usize, s: &Sample, leaf: &Option<(FrameKind, String)>, log: &
 /// The first violations, each with its sample's symbolized user stack (leaf first).
 fn first(v: &[(usize, String)], rec: &Recording, sym: &mut Symbolizer) -> String {
     let stack = |i: usize, sym: &mut Symbolizer| -> String {
-        let ips = rec.samples[i].user_stack_id.ok().and_then(|id| rec.sampler.user_stack(id).ok().flatten()).unwrap_or_default();
+        let ips = rec.samples[i].user_stack.clone().unwrap_or_default();
         let names: Vec<String> = sym.user_frames(&ips).iter().take(12).map(|f| f.short_name()).collect();
         if names.is_empty() { "no user stack".into() } else { names.join(" < ") }
     };

@@ -6,12 +6,24 @@
 use super::frame::Frame;
 use super::sample::{Sample, SampleKind};
 use super::symbolizer::Symbolizer;
-use crate::maps::Mapping;
+use crate::discovery::build_id::build_id;
+use crate::discovery::maps::Mapping;
 use std::collections::HashMap;
 
 /// Distinct entries kept; samples that would open more are counted in
 /// [`Profile::dropped_samples`] so memory stays bounded.
 pub const MAX_ENTRIES: usize = 200_000;
+/// Sample times kept per profile (16 bytes each); past this, entries only count
+/// and [`Profile::times_complete`] turns false.
+pub const MAX_OBSERVATIONS: usize = 2_000_000;
+
+/// When one sample of an entry was taken and what it weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// CLOCK_MONOTONIC ns (see [`Profile::unix_ns`]).
+    pub time_ns: u64,
+    pub weight_ns: u64,
+}
 
 /// One frame of an entry's stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +47,8 @@ pub struct Entry {
     pub attrs: Vec<(String, String)>,
     pub count: u64,
     pub weight_ns: u64,
+    /// Each sample's time and weight, oldest first, while the profile keeps them.
+    pub times: Vec<Observation>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -55,6 +69,16 @@ pub struct Profile {
     pub off_cpu_traced: bool,
     /// Nanoseconds one CPU sample stands for (the sampling period).
     pub cpu_period_ns: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC when the profile was finished:
+    /// turns sample times into wall-clock times.
+    pub monotonic_to_unix_ns: i64,
+    /// Every entry's `times` holds all its samples (no cap was reached).
+    pub times_complete: bool,
+    /// The process runs V8: unnamed code outside any file is V8's JIT code.
+    pub runs_v8: bool,
+    /// Build ids (lower-case hex) of the mapped objects, by (device, inode).
+    pub build_ids: HashMap<(String, u64), String>,
+    observations: usize,
     frame_ids: HashMap<Frame, usize>,
     entry_ids: HashMap<Key, usize>,
 }
@@ -67,7 +91,7 @@ type Key = (SampleKind, Vec<(u64, bool)>, u32, Option<[u8; 16]>, Option<[u8; 8]>
 
 impl Profile {
     pub fn new(pid: i32) -> Profile {
-        Profile { pid, ..Default::default() }
+        Profile { pid, times_complete: true, ..Default::default() }
     }
 
     /// All samples at once: [`Profile::add`] then [`Profile::finish`].
@@ -94,9 +118,12 @@ impl Profile {
         let addrs: Vec<(u64, bool)> =
             s.kernel_stack.iter().map(|a| (*a, true)).chain(s.user_stack.iter().map(|a| (*a, false))).collect();
         let key: Key = (s.kind, addrs, s.tid, s.trace_id, s.span_id, attrs);
+        let observation = self.observe(s);
         if let Some(&i) = self.entry_ids.get(&key) {
-            self.entries[i].count += 1;
-            self.entries[i].weight_ns += s.weight_ns;
+            let e = &mut self.entries[i];
+            e.count += 1;
+            e.weight_ns += s.weight_ns;
+            e.times.extend(observation);
             return;
         }
         if self.entries.len() >= MAX_ENTRIES {
@@ -124,7 +151,23 @@ impl Profile {
             attrs: key.5,
             count: 1,
             weight_ns: s.weight_ns,
+            times: observation.into_iter().collect(),
         });
+    }
+
+    /// The sample's observation, while under [`MAX_OBSERVATIONS`].
+    fn observe(&mut self, s: &Sample) -> Option<Observation> {
+        if self.observations >= MAX_OBSERVATIONS {
+            self.times_complete = false;
+            return None;
+        }
+        self.observations += 1;
+        Some(Observation { time_ns: s.time_ns, weight_ns: s.weight_ns })
+    }
+
+    /// Wall-clock ns since the Unix epoch of a CLOCK_MONOTONIC time.
+    pub fn unix_ns(&self, monotonic_ns: u64) -> u64 {
+        (monotonic_ns as i64).saturating_add(self.monotonic_to_unix_ns).max(0) as u64
     }
 
     /// Index of `f` in [`Profile::frames`], adding it when new.
@@ -143,8 +186,10 @@ impl Profile {
         let key: Key = (e.kind, addrs, e.tid, e.trace_id, e.span_id, e.attrs.clone());
         match self.entry_ids.get(&key) {
             Some(&i) => {
-                self.entries[i].count += e.count;
-                self.entries[i].weight_ns += e.weight_ns;
+                let mine = &mut self.entries[i];
+                mine.count += e.count;
+                mine.weight_ns += e.weight_ns;
+                mine.times.extend(e.times);
             }
             None => {
                 self.entry_ids.insert(key, self.entries.len());
@@ -153,9 +198,17 @@ impl Profile {
         }
     }
 
-    /// Records what the symbolizer knows at the end: the mappings and its notes.
+    /// Records what the symbolizer knows at the end: the mappings (with
+    /// their build ids) and its notes, and the clock offset for wall-clock times.
     pub fn finish(&mut self, symbolizer: &Symbolizer) {
         self.mappings = symbolizer.mappings().to_vec();
+        for m in self.mappings.iter().filter(|m| m.is_file_backed() && m.perms.contains('x')) {
+            if let Some(id) = build_id(self.pid, m) {
+                self.build_ids.insert((m.dev.clone(), m.inode), id);
+            }
+        }
+        self.monotonic_to_unix_ns = monotonic_to_unix_ns();
+        self.runs_v8 = symbolizer.runs_v8();
         if symbolizer.runs_v8() {
             self.notes.extend(symbolizer.perf_map_note());
         }
@@ -165,6 +218,11 @@ impl Profile {
                 self.dropped_samples
             ));
         }
+    }
+
+    /// Build id of a mapping, when its object has one.
+    pub fn build_id(&self, m: &Mapping) -> Option<&str> {
+        self.build_ids.get(&(m.dev.clone(), m.inode)).map(String::as_str)
     }
 
     pub fn frame(&self, f: &StackFrame) -> &Frame {
@@ -178,4 +236,16 @@ impl Profile {
     pub fn thread_name(&self, tid: u32) -> Option<&str> {
         self.thread_names.get(&tid).map(String::as_str)
     }
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC, now.
+pub fn monotonic_to_unix_ns() -> i64 {
+    let now = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid out pointer.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    };
+    let mono = now(libc::CLOCK_MONOTONIC);
+    now(libc::CLOCK_REALTIME) - mono
 }

@@ -1,7 +1,7 @@
 //! `--trace`, `--span`, `--attr key=value`: which entries a flame graph keeps.
 
 use super::aggregate::Entry;
-use super::sample::{hex, parse_hex};
+use crate::ids::{hex, parse_hex};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
@@ -68,6 +68,7 @@ mod tests {
             attrs: vec![("http.route".into(), route.into())],
             count: 1,
             weight_ns: 1,
+            times: vec![],
         }
     }
 

@@ -2,7 +2,7 @@
 //! context that thread had published, its stacks as raw addresses and how
 //! much time it stands for.
 
-use crate::record::Attr;
+use crate::ctx_record::Attr;
 
 /// What a sample's weight measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,7 +59,7 @@ impl Sample {
         (trace, span)
     }
 
-    /// Record attrs decoded by [`crate::record::decode_attrs`] as (key, value)
+    /// Record attrs decoded by [`crate::ctx_record::decode_attrs`] as (key, value)
     /// pairs; a key index missing from the key map is named `attr.N`.
     pub fn attrs_from_record(attrs: &[Attr]) -> Vec<(String, String)> {
         attrs
@@ -69,35 +69,9 @@ impl Sample {
     }
 }
 
-/// Lower-case hex of an id, as W3C trace context writes it.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Parses `digits` hex digits into bytes; Err says what was expected.
-pub fn parse_hex<const N: usize>(s: &str) -> Result<[u8; N], String> {
-    let s = s.trim();
-    if s.len() != 2 * N || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("expected {} hex digits, got {s:?}", 2 * N));
-    }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hex_round_trips_and_rejects_bad_lengths_and_digits() {
-        let id: [u8; 8] = parse_hex("00f067aa0ba902b7").unwrap();
-        assert_eq!(hex(&id), "00f067aa0ba902b7");
-        assert!(parse_hex::<8>("00f067aa0ba902").unwrap_err().contains("expected 16 hex digits"));
-        assert!(parse_hex::<8>("00f067aa0ba902zz").unwrap_err().contains("expected 16 hex digits"));
-    }
 
     #[test]
     fn zero_ids_mean_none_and_unknown_keys_get_an_index_name() {

@@ -5,7 +5,7 @@
 
 use super::frame::{Frame, FrameKind};
 use super::perf_map::{self, PerfMap};
-use crate::maps::{read_maps, Mapping};
+use crate::discovery::maps::{read_maps, Mapping};
 use anyhow::{bail, Context, Result};
 use blazesym::symbolize::source::{Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};

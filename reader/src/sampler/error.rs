@@ -2,7 +2,8 @@
 
 use std::io;
 
-pub const PRIVILEGE_HINT: &str = "eBPF needs root (or the CAP_BPF and CAP_PERFMON capabilities): run `sudo thread-ctx record ...`";
+pub const PRIVILEGE_HINT: &str =
+    "eBPF needs root (or the CAP_BPF and CAP_PERFMON capabilities, and CAP_SYS_PTRACE to read other users' processes): run thread-ctx with sudo";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SamplerError {
@@ -23,4 +24,7 @@ pub enum SamplerError {
 
     #[error("reading the sampler's {map} map: {reason}")]
     Map { map: &'static str, reason: String },
+
+    #[error("tracking process {pid} (at most {max} processes at once): {reason}")]
+    Track { pid: u32, max: usize, reason: String },
 }

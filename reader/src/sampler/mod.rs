@@ -1,16 +1,19 @@
-//! eBPF CPU sampler (`thread-ctx record`): a perf-event BPF program (bpf/sampler.bpf.c)
-//! reads each sampled thread's OTEP 4947 record through the TLS access discovery
-//! resolved, and user space decodes and aggregates what it sends.
+//! The eBPF sampler: bpf/sampler.bpf.c, loaded through the libbpf-cargo
+//! skeleton build.rs generates. One cpu-clock perf event per CPU serves every
+//! tracked process: a BPF hash map holds each tracked tgid and how its threads
+//! reach their OTEP 4947 record (the [`TlsAccess`](crate::TlsAccess) discovery
+//! resolved), so processes come and go at run time without new events. Each
+//! sample carries the record it read and its stacks through one bounded ring
+//! buffer (a full ring drops the sample and counts it).
 
-pub mod abi;
+pub mod bpf_sampler;
+pub mod ctx_state;
 pub mod error;
-pub mod loader;
+pub mod event;
 pub mod perf_event;
-pub mod sample;
-pub mod summary;
+mod skel;
 
-pub use abi::CtxState;
+pub use bpf_sampler::{ProgramStats, Sampler, SamplerOptions, MAX_TARGETS};
+pub use ctx_state::{Counters, CtxState};
 pub use error::SamplerError;
-pub use loader::{Counters, ProgramStats, RunEnd, RunOutcome, Sampler, SamplerOptions};
-pub use sample::Sample;
-pub use summary::Summary;
+pub use event::{Event, EventKind};

@@ -1,5 +1,6 @@
 //! Per-CPU `cpu-clock` software perf events that drive the BPF program.
 
+use libbpf_rs::libbpf_sys;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 

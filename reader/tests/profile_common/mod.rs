@@ -1,7 +1,7 @@
 //! Harness for the profile tests: the root check (skip visibly, or fail under
 //! REQUIRE_EBPF=1), the Node workload (tests/fixtures/profile_workload.js),
 //! and an independent pprof decoder: `gzip -dc` + `protoc --decode` with the
-//! committed tests/fixtures/pprof/profile.proto, whose text output is parsed
+//! crate's proto/pprof/profile.proto, whose text output is parsed
 //! here. None of it shares code with the encoder under test.
 #![allow(dead_code)]
 
@@ -168,7 +168,7 @@ pub fn decode_pprof(path: &Path) -> PprofView {
     assert!(raw.status.success(), "gzip -dc {} failed: {}", path.display(), String::from_utf8_lossy(&raw.stderr));
     let mut protoc = Command::new("protoc")
         .arg("--decode=perftools.profiles.Profile")
-        .arg(format!("--proto_path={}", fixture("pprof").display()))
+        .arg(format!("--proto_path={}", Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/pprof").display()))
         .arg("profile.proto")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

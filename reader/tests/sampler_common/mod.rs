@@ -7,9 +7,10 @@ use crate::common::cc;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use thread_ctx::access::TlsAccess;
 use thread_ctx::discovery::discover;
-use thread_ctx::sampler::{Counters, RunEnd, Sample, Sampler, SamplerOptions};
+use thread_ctx::pipeline::process_alive;
+use thread_ctx::sampler::{Counters, Event, Sampler, SamplerOptions};
+use thread_ctx::TlsAccess;
 
 pub use crate::common::{ebpf_or_skip, one_at_a_time};
 
@@ -70,23 +71,27 @@ pub fn access_of(pid: i32) -> TlsAccess {
 }
 
 pub struct Recording {
-    pub samples: Vec<Sample>,
+    pub samples: Vec<Event>,
     pub counters: Counters,
-    pub end: RunEnd,
-    pub sampler: Sampler,
+    /// The target was still alive when sampling ended.
+    pub target_alive: bool,
 }
 
-/// Samples `pid` for `duration` at `hz`, collecting every event.
+/// Samples `pid` for `duration` at `hz` with user stacks, collecting every event.
 pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recording {
-    let sampler = Sampler::start(SamplerOptions { pid: pid as u32, access, hz, user_stacks: true })
-        .unwrap_or_else(|e| panic!("starting the sampler on pid {pid} ({access}) failed: {e}"));
+    let opts = SamplerOptions { hz, user_stacks: true, kernel_stacks: false, off_cpu: false };
+    let sampler = Sampler::start(opts).unwrap_or_else(|e| panic!("starting the sampler failed: {e}"));
+    sampler.track(pid as u32, Some(access)).unwrap_or_else(|e| panic!("tracking pid {pid} ({access}) failed: {e}"));
     let mut samples = Vec::new();
-    let outcome = sampler
-        .run(Instant::now() + duration, &|| false, &mut |s| samples.push(s))
-        .unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
-    assert_eq!(outcome.undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
+    let deadline = Instant::now() + duration;
+    while Instant::now() < deadline && process_alive(pid as u32) {
+        let wait = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
+        let undecodable = sampler.poll(wait, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
+        assert_eq!(undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
+    }
+    sampler.poll(Duration::ZERO, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
     let counters = sampler.counters().expect("reading the sampler's counters");
-    Recording { samples, counters, end: outcome.end, sampler }
+    Recording { samples, counters, target_alive: process_alive(pid as u32) }
 }
 
 pub fn hex(b: &[u8]) -> String {
@@ -94,7 +99,7 @@ pub fn hex(b: &[u8]) -> String {
 }
 
 /// One line describing a sample, for failure messages.
-pub fn describe(s: &Sample) -> String {
+pub fn describe(s: &Event) -> String {
     format!(
         "sample at {} ns, tid {}, cpu {}, state {}, header {:?}, attrs {}",
         s.time_ns,

@@ -1,0 +1,74 @@
+//! `inspect`, `dump` and `validate`: what discovery finds in a process, and
+//! every thread's record read through ptrace (no eBPF needed).
+
+use crate::exit_codes::{discover_live, report_no_symbol, EXIT_MALFORMED, EXIT_NO_SYMBOL, EXIT_READER_FAILED};
+use crate::render;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::process::ExitCode;
+use thread_ctx::ptrace::{read_all_threads, State};
+
+#[derive(Args)]
+pub struct PidArgs {
+    /// Target process id.
+    #[arg(value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: i32,
+    /// Machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn inspect(a: PidArgs) -> Result<ExitCode> {
+    let d = discover_live(a.pid)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&render::discovery_json(&d))?);
+    } else {
+        print!("{}", render::discovery_text(&d));
+    }
+    Ok(if d.writers.is_empty() { ExitCode::from(EXIT_NO_SYMBOL) } else { ExitCode::SUCCESS })
+}
+
+pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
+    let d = discover_live(a.pid)?;
+    if d.writers.is_empty() {
+        if a.json {
+            let mut j = render::discovery_json(&d);
+            j["threads"] = serde_json::json!([]);
+            j["verdict"] = "no_symbol".into();
+            println!("{}", serde_json::to_string_pretty(&j)?);
+        }
+        report_no_symbol(a.pid);
+        return Ok(ExitCode::from(EXIT_NO_SYMBOL));
+    }
+    let threads = read_all_threads(&d).with_context(|| format!("reading the threads of process {}", a.pid))?;
+    let malformed = threads.iter().any(|t| t.state == State::Malformed);
+    let unreadable = threads.iter().any(|t| t.state == State::Error);
+    let verdict = match (malformed, unreadable) {
+        (true, _) => "malformed",
+        (false, true) => "unreadable",
+        _ => "ok",
+    };
+    if a.json {
+        let mut j = render::discovery_json(&d);
+        j["threads"] = serde_json::to_value(&threads)?;
+        j["verdict"] = verdict.into();
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        print!("{}", render::discovery_text(&d));
+        print!("{}", render::threads_text(&threads));
+        if validate {
+            println!("verdict: {verdict}");
+        }
+    }
+    if !validate {
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(match verdict {
+        "malformed" => ExitCode::from(EXIT_MALFORMED),
+        "unreadable" => {
+            eprintln!("thread-ctx: some threads could not be read (see their problems); validation is incomplete");
+            ExitCode::from(EXIT_READER_FAILED)
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}

@@ -1,0 +1,55 @@
+//! `thread-ctx`: the command-line front of the library's pipeline.
+//!
+//! Argument parsing: clap derive (`Cli` below). Each subcommand is one variant of
+//! `Command`, its args a struct in its own file; the handler returns the process
+//! exit code (see exit_codes.rs); clap's own usage errors exit 2.
+
+mod duration;
+mod exit_codes;
+mod flamegraph_cmd;
+mod inspect_cmd;
+mod profile_args;
+mod record_cmd;
+mod render;
+
+use clap::{Parser, Subcommand};
+use exit_codes::EXIT_READER_FAILED;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "thread-ctx", version, about = "Reads OTEP 4947 thread contexts (otel_thread_ctx_v1) of live processes and profiles them")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print each writer object, its TLS access model and resolved access, and the process context.
+    Inspect(inspect_cmd::PidArgs),
+    /// Stop each thread in turn and print its record.
+    Dump(inspect_cmd::PidArgs),
+    /// Like dump; exit 1 if any record is malformed, 2 if there is no otel_thread_ctx_v1.
+    Validate(inspect_cmd::PidArgs),
+    /// Sample the process's CPU with the eBPF sampler, tagging samples with their trace and span.
+    Record(record_cmd::RecordArgs),
+    /// Draw a flame graph of one trace, span or attribute value from a `record --pprof` profile.
+    Flamegraph(flamegraph_cmd::FlamegraphArgs),
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Inspect(a) => inspect_cmd::inspect(a),
+        Command::Dump(a) => inspect_cmd::dump(a, false),
+        Command::Validate(a) => inspect_cmd::dump(a, true),
+        Command::Record(a) => record_cmd::run(a),
+        Command::Flamegraph(a) => flamegraph_cmd::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("thread-ctx: error: {e:#}");
+            ExitCode::from(EXIT_READER_FAILED)
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The profile flags of `thread-ctx record` (flattened into its arguments):
+//! checked before anything is loaded, so bad input fails at once and names
+//! the flag, and the files they ask for, written once the recording ends.
+
+use thread_ctx::output::{flame, pprof};
+use thread_ctx::profile::{Filter, Profile};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct ProfileArgs {
+    /// Also capture kernel stacks (symbolized from /proc/kallsyms).
+    #[arg(long)]
+    pub kernel: bool,
+    /// Also trace off-CPU time (sched_switch): how long each thread was switched out,
+    /// attributed to the span it had published when it left the CPU.
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// Write a gzipped pprof profile (trace_id, span_id, attributes, thread and service.name labels).
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+    /// Write an SVG flame graph.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// Write folded stacks (`frame;frame;... count`, root first), as flamegraph.pl and inferno read them.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    #[command(flatten)]
+    pub select: FilterArgs,
+}
+
+/// Which samples a flame graph shows (the pprof always keeps all, labelled).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct FilterArgs {
+    /// Flame graph and folded stacks: only this trace's samples.
+    #[arg(long, value_name = "TRACE_ID")]
+    pub trace: Option<String>,
+    /// Flame graph and folded stacks: only this span's samples.
+    #[arg(long, value_name = "SPAN_ID")]
+    pub span: Option<String>,
+    /// Flame graph and folded stacks: only samples whose record carries this attribute
+    /// (repeatable; all must match), e.g. http.route=/users/:id.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub attr: Vec<String>,
+}
+
+impl FilterArgs {
+    /// The filter; an error names the flag at fault.
+    pub fn filter(&self) -> Result<Filter> {
+        Filter::parse(self.trace.as_deref(), self.span.as_deref(), &self.attr).map_err(anyhow::Error::msg)
+    }
+}
+
+/// What the run must do for the profile outputs.
+#[derive(Debug, Clone)]
+pub struct ProfilePlan {
+    pub filter: Filter,
+    /// Stacks are captured, so they get symbolized (for the files and the summary's top frames).
+    pub symbolize: bool,
+}
+
+impl ProfileArgs {
+    pub fn writes_files(&self) -> bool {
+        self.pprof.is_some() || self.flamegraph.is_some() || self.folded.is_some()
+    }
+
+    /// Validates the flags; errors name the flag at fault.
+    pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
+        let filter = self.select.filter()?;
+        if !filter.is_empty() && self.flamegraph.is_none() && self.folded.is_none() {
+            bail!("--trace/--span/--attr select what --flamegraph and --folded show: give one of them (--pprof keeps every sample, labelled)");
+        }
+        if self.writes_files() && !user_stacks && !self.kernel {
+            bail!("--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)");
+        }
+        for (flag, path) in [("--pprof", &self.pprof), ("--flamegraph", &self.flamegraph), ("--folded", &self.folded)] {
+            if let Some(p) = path {
+                check_writable(flag, p)?;
+            }
+        }
+        Ok(ProfilePlan { filter, symbolize: user_stacks || self.kernel })
+    }
+
+    /// Writes every file asked for (the pprof unfiltered); each written path is
+    /// reported on stderr. All are attempted; the first failure is returned.
+    pub fn write(&self, profile: &Profile, filter: &Filter, meta: &pprof::Meta, subtitle: &str) -> Result<()> {
+        let mut first_error = None;
+        let mut keep = |r: Result<String>| match r {
+            Ok(msg) => eprintln!("thread-ctx: {msg}"),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
+        let kept = profile.entries.iter().filter(|e| filter.matches(e)).map(|e| e.count).sum::<u64>();
+        if let Some(p) = &self.pprof {
+            let count = |off: bool| profile.entries.iter().filter(|e| e.kind.is_off_cpu() == off).map(|e| e.count).sum::<u64>();
+            let off = if profile.off_cpu_traced { format!(", {} off-CPU intervals", count(true)) } else { String::new() };
+            let what = format!("{} CPU samples{off}", count(false));
+            keep(pprof::write_file(p, profile, meta).context("--pprof").map(|_| format!("wrote pprof profile {} ({what})", p.display())));
+        }
+        if let Some(p) = &self.folded {
+            keep(flame::write_folded(p, profile, filter).context("--folded").map(|n| format!("wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe())));
+        }
+        if let Some(p) = &self.flamegraph {
+            keep(flame::write_svg(p, profile, filter, subtitle).context("--flamegraph").map(|_| format!("wrote flame graph {} ({kept} samples, {})", p.display(), filter.describe())));
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The file's directory must exist: a recording is not thrown away at the end for a typo.
+pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
+    if path.as_os_str().is_empty() || path.is_dir() {
+        bail!("{flag}: {:?} is not a file path", path);
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        bail!("{flag}: directory {} does not exist", dir.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_combinations_name_the_flag() {
+        let select = |trace: &str| FilterArgs { trace: Some(trace.into()), ..Default::default() };
+        let filter_only = ProfileArgs { select: select(&"ab".repeat(16)), pprof: Some("/tmp/p.pb.gz".into()), ..Default::default() };
+        assert!(filter_only.plan(true).unwrap_err().to_string().starts_with("--trace/--span/--attr select"));
+        let bad_trace = ProfileArgs { select: select("xyz"), folded: Some("/tmp/f".into()), ..Default::default() };
+        assert!(bad_trace.plan(true).unwrap_err().to_string().starts_with("--trace: expected 32 hex digits"));
+        let no_stacks = ProfileArgs { pprof: Some("/tmp/p.pb.gz".into()), ..Default::default() };
+        assert!(no_stacks.plan(false).unwrap_err().to_string().starts_with("--no-user-stacks"));
+        let kernel_only = ProfileArgs { kernel: true, ..no_stacks.clone() };
+        assert!(kernel_only.plan(false).unwrap().symbolize);
+        let bad_dir = ProfileArgs { flamegraph: Some("/nonexistent-dir/x.svg".into()), ..Default::default() };
+        assert!(bad_dir.plan(true).unwrap_err().to_string().starts_with("--flamegraph: directory /nonexistent-dir does not exist"));
+        let a_dir = ProfileArgs { folded: Some("/tmp".into()), ..Default::default() };
+        assert!(a_dir.plan(true).unwrap_err().to_string().starts_with("--folded: \"/tmp\" is not a file path"));
+    }
+}

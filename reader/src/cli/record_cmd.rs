@@ -1,0 +1,223 @@
+//! `thread-ctx record PID`: samples the target's CPU with the eBPF sampler and
+//! prints JSON lines or a per-trace/per-span summary; with stacks, also the
+//! profile outputs of [`crate::profile_args`] (pprof, flame graph, folded).
+
+use crate::duration::parse_duration;
+use crate::exit_codes::{discover_live, report_no_symbol, EXIT_NO_SYMBOL};
+use crate::profile_args::ProfileArgs;
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use thread_ctx::output::summary::{RunInfo, Summary};
+use thread_ctx::output::{pprof, top};
+use thread_ctx::pipeline::{process_alive, Pipeline};
+use thread_ctx::sampler::SamplerOptions;
+
+/// How often the run loop looks at the clock, Ctrl-C and the target.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// Target process id.
+    #[arg(value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: i32,
+    /// Samples per second on each CPU (1..=999; a prime avoids lockstep with periodic work).
+    #[arg(long, default_value_t = 49, value_parser = clap::value_parser!(u32).range(1..=999))]
+    pub hz: u32,
+    /// How long to sample, e.g. 10s, 500ms, 2m (a bare number is seconds). Ctrl-C ends early.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Output: a per-trace/per-span `summary` table, or `jsonl` (one JSON object per sample).
+    #[arg(long, value_enum, default_value_t = Format::Summary)]
+    pub format: Format,
+    /// Do not capture user stacks (cheaper samples).
+    #[arg(long)]
+    pub no_user_stacks: bool,
+    /// Measure the BPF program's own cost (run time per sample) and print it at the end.
+    #[arg(long)]
+    pub bpf_stats: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Summary,
+    Jsonl,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Deadline,
+    Stopped,
+    TargetExited,
+}
+
+pub fn run(args: RecordArgs) -> Result<ExitCode> {
+    let pid = args.pid;
+    let plan = args.profile.plan(!args.no_user_stacks)?;
+    let d = discover_live(pid)?;
+    let writer = d.sampled_writer().map_err(anyhow::Error::msg)?;
+    let Some(writer) = writer else {
+        report_no_symbol(pid);
+        return Ok(ExitCode::from(EXIT_NO_SYMBOL));
+    };
+    for other in d.writers.iter().filter(|w| !std::ptr::eq(*w, writer)) {
+        eprintln!("thread-ctx: warning: also defined by {}, which is not sampled (one writer object per process)", other.path);
+    }
+    let opts = SamplerOptions {
+        hz: args.hz,
+        user_stacks: !args.no_user_stacks,
+        kernel_stacks: args.profile.kernel,
+        off_cpu: args.profile.off_cpu,
+    };
+    let key_map = d.key_map().map(<[String]>::to_vec);
+    let service_name = d.service_name().map(str::to_string);
+    let mut pipeline = Pipeline::start(opts).with_context(|| format!("starting the eBPF sampler on process {pid}"))?;
+    if args.bpf_stats {
+        pipeline.sampler_mut().enable_run_time_stats()?;
+    }
+    pipeline.track(d).with_context(|| format!("starting the eBPF sampler on process {pid}"))?;
+    if !plan.symbolize {
+        // Without stacks there is nothing to name: keep no symbolizer's caches.
+    } else if let Some(sym) = pipeline.get(pid as u32).and_then(|t| t.builder.as_ref()).map(|b| b.symbolizer()) {
+        // Warn now, not after the recording, when a Node target's JS frames will stay unnamed.
+        if sym.runs_v8() {
+            if let Some(note) = sym.perf_map_note() {
+                eprintln!("thread-ctx: warning: {note}");
+            }
+        }
+    }
+    let started_unix = std::time::SystemTime::now();
+    // SAFETY: installing an async-signal-safe handler that only stores an atomic.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+
+    let stdout = std::io::stdout();
+    let mut live = Live {
+        summary: Summary::default(),
+        out: std::io::BufWriter::new(stdout.lock()),
+        jsonl: args.format == Format::Jsonl,
+        key_map: key_map.clone(),
+        write_error: None,
+    };
+    live.summary.set_off_cpu_traced(args.profile.off_cpu);
+    let started = Instant::now();
+    let deadline = started + args.duration;
+    let end = loop {
+        if Instant::now() >= deadline {
+            break End::Deadline;
+        }
+        if INTERRUPTED.load(Ordering::Relaxed) || live.stdout_closed() {
+            break End::Stopped;
+        }
+        if !process_alive(pid as u32) {
+            break End::TargetExited;
+        }
+        let wait = POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now()));
+        pipeline.poll(wait, &mut |_, e| live.on_event(e))?;
+    };
+    pipeline.poll(Duration::ZERO, &mut |_, e| live.on_event(e))?;
+    let seconds = started.elapsed().as_secs_f64();
+    // A reader that closed our stdout (`| head`) ends the recording, quietly: it has what it wanted.
+    let stdout_closed = live.stdout_closed();
+    let Live { summary, mut out, write_error, .. } = live;
+    if let Some(e) = write_error.filter(|_| !stdout_closed) {
+        return Err(e).context("writing samples to stdout");
+    }
+    let counters = pipeline.sampler().counters()?;
+    let dropped = counters.all_dropped();
+    let info = RunInfo { pid: pid as u32, hz: args.hz, cpus: pipeline.sampler().cpus(), seconds, dropped, key_map: key_map.as_deref() };
+    let profile = if plan.symbolize { pipeline.take_profile(pid as u32) } else { None };
+    let mut outputs = Ok(());
+    if let Some(p) = &profile {
+        let meta = pprof::Meta {
+            service_name,
+            start_unix_ns: started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64),
+            duration_ns: (seconds * 1e9) as i64,
+            comments: vec![format!("thread-ctx record {pid} --hz {}", args.hz)],
+        };
+        let subtitle = format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz);
+        outputs = args.profile.write(p, &plan.filter, &meta, &subtitle);
+    }
+    let top_frames = profile.as_ref().map(|p| top::top_frames(p, 3));
+    let mut written = Ok(());
+    match args.format {
+        Format::Summary => written = write!(out, "{}", summary.render_with(&info, top_frames.as_ref())),
+        Format::Jsonl if stdout_closed => {}
+        Format::Jsonl => eprintln!(
+            "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
+            summary.total(),
+            summary.no_context(),
+            dropped
+        ),
+    }
+    match written.and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {} // nobody reads stdout any more
+        r => r.context("writing to stdout")?,
+    }
+    for note in profile.iter().flat_map(|p| &p.notes) {
+        eprintln!("thread-ctx: note: {note}");
+    }
+    if pipeline.undecodable > 0 {
+        eprintln!("thread-ctx: warning: {} ring-buffer events did not decode (sampler ABI mismatch)", pipeline.undecodable);
+    }
+    if args.bpf_stats {
+        print_bpf_stats(&pipeline, summary.total())?;
+    }
+    match end {
+        End::TargetExited => eprintln!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
+        End::Stopped if stdout_closed => {}
+        End::Stopped => eprintln!("thread-ctx: interrupted after {seconds:.1} s"),
+        End::Deadline => {}
+    }
+    outputs?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the run prints as events arrive: the summary's counts and, for jsonl, each event.
+struct Live<W: Write> {
+    summary: Summary,
+    out: W,
+    jsonl: bool,
+    key_map: Option<Vec<String>>,
+    write_error: Option<std::io::Error>,
+}
+
+impl<W: Write> Live<W> {
+    fn on_event(&mut self, e: &thread_ctx::sampler::Event) {
+        self.summary.add(e);
+        if self.jsonl && self.write_error.is_none() {
+            if let Err(err) = writeln!(self.out, "{}", e.to_json(self.key_map.as_deref())) {
+                self.write_error = Some(err);
+            }
+        }
+    }
+
+    fn stdout_closed(&self) -> bool {
+        self.write_error.as_ref().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+fn print_bpf_stats(pipeline: &Pipeline, target_samples: u64) -> Result<()> {
+    let st = pipeline.sampler().program_stats()?;
+    let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
+    // run_cnt counts every cpu-clock tick on the sampled CPUs, the target's or not.
+    eprintln!("thread-ctx: BPF program: {} runs, {} ns total, {per:.0} ns per run", st.run_cnt, st.run_time_ns);
+    if target_samples > 0 {
+        // An upper bound: run_time_ns includes the cheap runs on other processes' ticks.
+        eprintln!("thread-ctx: BPF program: <= {:.0} ns per sample of the target", st.run_time_ns as f64 / target_samples as f64);
+    }
+    if let Some(st) = pipeline.sampler().off_cpu_program_stats()? {
+        let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
+        eprintln!("thread-ctx: off-CPU program: {} context switches seen, {} ns total, {per:.0} ns per switch", st.run_cnt, st.run_time_ns);
+    }
+    Ok(())
+}

@@ -1,0 +1,446 @@
+//! A window of profiles as one OTLP/Profiles export request
+//! (`opentelemetry.proto.profiles.v1development`, the messages of the
+//! `opentelemetry-proto` crate): one `ResourceProfiles` per process, its
+//! resource from the process context, and one dictionary the whole request
+//! shares (element 0 of every table is the zero value).
+//!
+//! Per process: a CPU profile (`samples`/`count`, period `cpu`/`nanoseconds`)
+//! and, when off-CPU time was traced, an off-CPU one (`off_cpu`/`nanoseconds`).
+//! Each sample: a stack, the trace and span the thread had published as a
+//! `Link` (bytes as the record holds them: W3C order), the record's attributes
+//! under their key names, `thread.id` and `thread.name`, and one value and
+//! wall-clock timestamp per event aggregated into it. Locations carry
+//! `profile.frame.type` (`native`, `kernel`, `v8js`), mappings their file
+//! name and `process.executable.build_id.gnu`.
+
+use crate::discovery::maps::Mapping as MapsLine;
+use crate::discovery::process_context_proto::{any_value, string_value, AnyValue, KeyValue, Resource};
+use crate::discovery::Discovery;
+use crate::profile::aggregate::StackFrame;
+use crate::profile::{Entry, FrameKind, Profile};
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::profiles::v1development as otlp;
+use std::collections::HashMap;
+
+pub const FRAME_TYPE: &str = "profile.frame.type";
+pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
+pub const THREAD_ID: &str = "thread.id";
+pub const THREAD_NAME: &str = "thread.name";
+/// Off-CPU samples: `blocked` or `preempted`.
+pub const OFF_CPU_STATE: &str = "thread.off_cpu.state";
+const KERNEL_MAPPING: &str = "[kernel.kallsyms]";
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// One process's profile over one window.
+pub struct ProcessWindow<'a> {
+    pub resource: Resource,
+    pub profile: &'a Profile,
+    /// The window, wall clock.
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+}
+
+/// The OTLP resource of a process: its process context's resource attributes,
+/// with `service.name` = `unknown_service:<comm>` when it has none, plus
+/// `process.pid`, `process.executable.name`/`.path` and `host.name`.
+pub fn resource_of(d: &Discovery, host_name: &str) -> Resource {
+    let pid = d.pid;
+    let mut attributes: Vec<KeyValue> = d.context().and_then(|pc| pc.decoded.resource.as_ref()).map(|r| r.attributes.clone()).unwrap_or_default();
+    let has = |attrs: &[KeyValue], k: &str| attrs.iter().any(|kv| kv.key == k);
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned());
+    if !has(&attributes, "service.name") {
+        attributes.push(kv("service.name", string_value(format!("unknown_service:{comm}"))));
+    }
+    let mut add = |k: &str, v: AnyValue| {
+        if !has(&attributes, k) {
+            attributes.push(kv(k, v));
+        }
+    };
+    add("process.pid", AnyValue { value: Some(any_value::Value::IntValue(pid as i64)) });
+    if !comm.is_empty() {
+        add("process.executable.name", string_value(comm.clone()));
+    }
+    if let Some(exe) = exe {
+        add("process.executable.path", string_value(exe));
+    }
+    if !host_name.is_empty() {
+        add("host.name", string_value(host_name));
+    }
+    Resource { attributes, ..Default::default() }
+}
+
+/// This host's name (gethostname), or "" when it cannot be read.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer and its length are valid; gethostname NUL-terminates within it or fails.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+fn kv(key: &str, value: AnyValue) -> KeyValue {
+    KeyValue { key: key.to_string(), value: Some(value), ..Default::default() }
+}
+
+/// The export request for one window of processes.
+pub fn export_request(windows: &[ProcessWindow]) -> ExportProfilesServiceRequest {
+    let mut dict = Dictionary::new();
+    let resource_profiles = windows
+        .iter()
+        .map(|w| otlp::ResourceProfiles {
+            resource: Some(w.resource.clone()),
+            scope_profiles: vec![otlp::ScopeProfiles {
+                scope: Some(InstrumentationScope { name: "thread-ctx".into(), version: env!("CARGO_PKG_VERSION").into(), ..Default::default() }),
+                profiles: profiles_of(&mut dict, w),
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        })
+        .collect();
+    ExportProfilesServiceRequest { resource_profiles, dictionary: Some(dict.table) }
+}
+
+fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
+    let p = w.profile;
+    let mappings = ProcessMappings::new(dict, p);
+    let mut cpu = Vec::new();
+    let mut off = Vec::new();
+    for e in &p.entries {
+        let sample = sample_of(dict, &mappings, p, e);
+        if e.kind.is_off_cpu() { off.push(sample) } else { cpu.push(sample) }
+    }
+    let mut profile = |samples: Vec<otlp::Sample>, kind: (&str, &str)| otlp::Profile {
+        sample_type: Some(dict.value_type(kind.0, kind.1)),
+        samples,
+        time_unix_nano: w.start_unix_ns,
+        duration_nano: w.duration_ns,
+        period_type: Some(dict.value_type("cpu", "nanoseconds")),
+        period: p.cpu_period_ns as i64,
+        ..Default::default()
+    };
+    let mut out = vec![profile(cpu, ("samples", "count"))];
+    if p.off_cpu_traced {
+        out.push(profile(off, ("off_cpu", "nanoseconds")));
+    }
+    out
+}
+
+fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: &Entry) -> otlp::Sample {
+    let locations: Vec<i32> = e.stack.iter().map(|sf| dict.location(mappings, p, sf)).collect();
+    let stack_index = dict.stack(locations);
+    let mut attribute_indices = vec![dict.attribute(THREAD_ID, AttrValue::Int(e.tid as i64))];
+    if let Some(name) = p.thread_name(e.tid) {
+        attribute_indices.push(dict.attribute(THREAD_NAME, AttrValue::Str(name.to_string())));
+    }
+    for (k, v) in &e.attrs {
+        attribute_indices.push(dict.attribute(k, AttrValue::Str(v.clone())));
+    }
+    if let Some(state) = e.kind.off_cpu_label() {
+        attribute_indices.push(dict.attribute(OFF_CPU_STATE, AttrValue::Str(state.into())));
+    }
+    let link_index = match (e.trace_id, e.span_id) {
+        (Some(t), Some(s)) => dict.link(t, s),
+        _ => 0,
+    };
+    let off_cpu = e.kind.is_off_cpu();
+    // One value (and timestamp) per event while the profile kept every event's time;
+    // otherwise one aggregated value, for every sample of the profile alike.
+    let (values, timestamps_unix_nano) = if p.times_complete && e.times.len() as u64 == e.count {
+        let values = e.times.iter().map(|o| if off_cpu { o.weight_ns as i64 } else { 1 }).collect();
+        (values, e.times.iter().map(|o| p.unix_ns(o.time_ns)).collect())
+    } else {
+        (vec![if off_cpu { e.weight_ns as i64 } else { e.count as i64 }], Vec::new())
+    };
+    otlp::Sample { stack_index, attribute_indices, link_index, values, timestamps_unix_nano }
+}
+
+/// A profile's executable mappings (sorted, for address lookup) and their dictionary indices.
+struct ProcessMappings<'p> {
+    exec: Vec<&'p MapsLine>,
+    indices: Vec<i32>,
+    kernel: i32,
+}
+
+impl<'p> ProcessMappings<'p> {
+    fn new(dict: &mut Dictionary, p: &'p Profile) -> Self {
+        let mut exec: Vec<&MapsLine> = p.mappings.iter().filter(|m| m.is_file_backed() && m.perms.contains('x')).collect();
+        exec.sort_by_key(|m| m.start);
+        let indices = exec
+            .iter()
+            .map(|m| {
+                let build_id = p.build_id(m).map(|id| dict.attribute(BUILD_ID_GNU, AttrValue::Str(id.to_string())));
+                let filename_strindex = dict.string(m.path());
+                dict.mapping(otlp::Mapping {
+                    memory_start: m.start,
+                    memory_limit: m.end,
+                    file_offset: m.offset,
+                    filename_strindex,
+                    attribute_indices: build_id.into_iter().collect(),
+                })
+            })
+            .collect();
+        let uses_kernel = p.entries.iter().any(|e| e.stack.iter().any(|f| f.kernel));
+        let kernel = if uses_kernel {
+            let filename_strindex = dict.string(KERNEL_MAPPING);
+            dict.mapping(otlp::Mapping { memory_start: KERNEL_START, memory_limit: u64::MAX, filename_strindex, ..Default::default() })
+        } else {
+            0
+        };
+        ProcessMappings { exec, indices, kernel }
+    }
+
+    fn index_of(&self, sf: &StackFrame) -> i32 {
+        if sf.kernel {
+            return self.kernel;
+        }
+        let i = self.exec.partition_point(|m| m.start <= sf.addr);
+        if i > 0 && self.exec[i - 1].contains(sf.addr) { self.indices[i - 1] } else { 0 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum AttrValue {
+    Str(String),
+    Int(i64),
+}
+
+/// The request's shared tables, each deduplicated, with its zero value at index 0.
+struct Dictionary {
+    table: otlp::ProfilesDictionary,
+    strings: HashMap<String, i32>,
+    attributes: HashMap<(i32, AttrValue), i32>,
+    functions: HashMap<(i32, i32, i64), i32>,
+    locations: HashMap<(i32, u64, i32, i64, i64, i32), i32>,
+    stacks: HashMap<Vec<i32>, i32>,
+    links: HashMap<([u8; 16], [u8; 8]), i32>,
+}
+
+impl Dictionary {
+    fn new() -> Self {
+        let table = otlp::ProfilesDictionary {
+            mapping_table: vec![otlp::Mapping::default()],
+            location_table: vec![otlp::Location::default()],
+            function_table: vec![otlp::Function::default()],
+            link_table: vec![otlp::Link::default()],
+            string_table: vec![String::new()],
+            attribute_table: vec![otlp::KeyValueAndUnit::default()],
+            stack_table: vec![otlp::Stack::default()],
+        };
+        let mut d = Dictionary {
+            table,
+            strings: HashMap::new(),
+            attributes: HashMap::new(),
+            functions: HashMap::new(),
+            locations: HashMap::new(),
+            stacks: HashMap::new(),
+            links: HashMap::new(),
+        };
+        d.strings.insert(String::new(), 0);
+        d.stacks.insert(Vec::new(), 0);
+        d
+    }
+
+    fn string(&mut self, s: &str) -> i32 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = self.table.string_table.len() as i32;
+        self.table.string_table.push(s.to_string());
+        self.strings.insert(s.to_string(), i);
+        i
+    }
+
+    fn value_type(&mut self, kind: &str, unit: &str) -> otlp::ValueType {
+        otlp::ValueType { type_strindex: self.string(kind), unit_strindex: self.string(unit) }
+    }
+
+    fn attribute(&mut self, key: &str, value: AttrValue) -> i32 {
+        let key = self.string(key);
+        if let Some(&i) = self.attributes.get(&(key, value.clone())) {
+            return i;
+        }
+        let any = match &value {
+            AttrValue::Str(s) => string_value(s.clone()),
+            AttrValue::Int(n) => AnyValue { value: Some(any_value::Value::IntValue(*n)) },
+        };
+        let i = self.table.attribute_table.len() as i32;
+        self.table.attribute_table.push(otlp::KeyValueAndUnit { key_strindex: key, value: Some(any), unit_strindex: 0 });
+        self.attributes.insert((key, value), i);
+        i
+    }
+
+    fn mapping(&mut self, m: otlp::Mapping) -> i32 {
+        self.table.mapping_table.push(m);
+        self.table.mapping_table.len() as i32 - 1
+    }
+
+    fn location(&mut self, mappings: &ProcessMappings, p: &Profile, sf: &StackFrame) -> i32 {
+        let f = p.frame(sf);
+        let mapping_index = mappings.index_of(sf);
+        let frame_type = match f.kind {
+            FrameKind::Native => "native",
+            FrameKind::Js => "v8js",
+            FrameKind::Kernel => "kernel",
+            // Unnamed code outside any file of a V8 process is V8's (JIT code, builtins, stubs).
+            FrameKind::Unknown if mapping_index == 0 && f.file.is_none() && p.runs_v8 => "v8js",
+            FrameKind::Unknown => "native",
+        };
+        let frame_type = self.attribute(FRAME_TYPE, AttrValue::Str(frame_type.into()));
+        let name = self.string(&f.name);
+        let file = f.file.as_deref().map_or(0, |s| self.string(s));
+        let start_line = f.line.unwrap_or(0) as i64;
+        let function_index = match self.functions.get(&(name, file, start_line)) {
+            Some(&i) => i,
+            None => {
+                let i = self.table.function_table.len() as i32;
+                self.table.function_table.push(otlp::Function { name_strindex: name, system_name_strindex: name, filename_strindex: file, start_line });
+                self.functions.insert((name, file, start_line), i);
+                i
+            }
+        };
+        let (line, column) = (start_line, f.column.unwrap_or(0) as i64);
+        let key = (mapping_index, sf.addr, function_index, line, column, frame_type);
+        if let Some(&i) = self.locations.get(&key) {
+            return i;
+        }
+        let i = self.table.location_table.len() as i32;
+        self.table.location_table.push(otlp::Location {
+            mapping_index,
+            address: sf.addr,
+            lines: vec![otlp::Line { function_index, line, column }],
+            attribute_indices: vec![frame_type],
+        });
+        self.locations.insert(key, i);
+        i
+    }
+
+    fn stack(&mut self, locations: Vec<i32>) -> i32 {
+        if let Some(&i) = self.stacks.get(&locations) {
+            return i;
+        }
+        let i = self.table.stack_table.len() as i32;
+        self.table.stack_table.push(otlp::Stack { location_indices: locations.clone() });
+        self.stacks.insert(locations, i);
+        i
+    }
+
+    fn link(&mut self, trace_id: [u8; 16], span_id: [u8; 8]) -> i32 {
+        if let Some(&i) = self.links.get(&(trace_id, span_id)) {
+            return i;
+        }
+        let i = self.table.link_table.len() as i32;
+        self.table.link_table.push(otlp::Link { trace_id: trace_id.to_vec(), span_id: span_id.to_vec() });
+        self.links.insert((trace_id, span_id), i);
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::aggregate::{Observation, StackFrame};
+    use crate::profile::{Frame, SampleKind};
+
+    fn profile() -> Profile {
+        let mut p = Profile::new(42);
+        (p.cpu_period_ns, p.off_cpu_traced, p.runs_v8, p.monotonic_to_unix_ns) = (10_000_000, true, true, 1_000_000_000_000);
+        p.mappings = vec![MapsLine { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }];
+        p.build_ids.insert(("08:01".into(), 7), "abcd".into());
+        p.thread_names.insert(42, "node".into());
+        let native = p.intern(Frame { kind: FrameKind::Native, name: "uv_run".into(), file: Some("/usr/bin/node".into()), line: None, column: None });
+        let js = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9) });
+        let jit = p.intern(Frame::unknown("[anon:jit]".into(), None));
+        let stack = vec![
+            StackFrame { addr: 0x7f00_0000_0000, frame: js, kernel: false },
+            StackFrame { addr: 0x7f00_0000_0100, frame: jit, kernel: false },
+            StackFrame { addr: 0x1100, frame: native, kernel: false },
+        ];
+        let at = |t: u64, w: u64| Observation { time_ns: t, weight_ns: w };
+        p.push_entry(Entry {
+            kind: SampleKind::Cpu,
+            stack: stack.clone(),
+            tid: 42,
+            trace_id: Some([0xab; 16]),
+            span_id: Some([0xcd; 8]),
+            attrs: vec![("http.route".into(), "/users/:id".into())],
+            count: 2,
+            weight_ns: 20_000_000,
+            times: vec![at(5, 10_000_000), at(7, 10_000_000)],
+        });
+        p.push_entry(Entry { kind: SampleKind::Blocked, stack, tid: 42, trace_id: None, span_id: None, attrs: vec![], count: 1, weight_ns: 50_000_000, times: vec![at(9, 50_000_000)] });
+        p
+    }
+
+    #[test]
+    fn a_window_becomes_one_request_with_shared_tables() {
+        let p = profile();
+        let resource = Resource { attributes: vec![kv("service.name", string_value("shop"))], ..Default::default() };
+        let req = export_request(&[ProcessWindow { resource, profile: &p, start_unix_ns: 1_000_000_000_000, duration_ns: 10 }]);
+        let d = req.dictionary.as_ref().unwrap();
+        let s = |i: i32| d.string_table[i as usize].as_str();
+        assert_eq!((s(0), &d.link_table[0], &d.mapping_table[0], &d.stack_table[0]), ("", &otlp::Link::default(), &otlp::Mapping::default(), &otlp::Stack::default()));
+        let rp = &req.resource_profiles[0];
+        assert_eq!(rp.resource.as_ref().unwrap().attributes[0].key, "service.name");
+        let profiles = &rp.scope_profiles[0].profiles;
+        assert_eq!(profiles.len(), 2, "CPU and off-CPU");
+        let (cpu, off) = (&profiles[0], &profiles[1]);
+        let vt = |v: &Option<otlp::ValueType>| v.as_ref().map(|v| (s(v.type_strindex), s(v.unit_strindex)));
+        assert_eq!((vt(&cpu.sample_type), vt(&off.sample_type)), (Some(("samples", "count")), Some(("off_cpu", "nanoseconds"))));
+        assert_eq!((vt(&cpu.period_type), cpu.period), (Some(("cpu", "nanoseconds")), 10_000_000));
+
+        let sample = &cpu.samples[0];
+        let link = &d.link_table[sample.link_index as usize];
+        assert_eq!((link.trace_id.as_slice(), link.span_id.as_slice()), (&[0xab; 16][..], &[0xcd; 8][..]), "ids as the record holds them");
+        assert_eq!(sample.values, vec![1, 1]);
+        assert_eq!(sample.timestamps_unix_nano, vec![1_000_000_000_005, 1_000_000_000_007], "wall clock");
+        let attrs: Vec<(String, String)> = sample
+            .attribute_indices
+            .iter()
+            .map(|&i| {
+                let a = &d.attribute_table[i as usize];
+                let v = a.value.as_ref().unwrap();
+                let text = match &v.value {
+                    Some(any_value::Value::IntValue(n)) => n.to_string(),
+                    _ => crate::discovery::process_context_proto::as_str(v).unwrap().to_string(),
+                };
+                (s(a.key_strindex).to_string(), text)
+            })
+            .collect();
+        assert_eq!(attrs, [("thread.id", "42"), ("thread.name", "node"), ("http.route", "/users/:id")].map(|(k, v)| (k.to_string(), v.to_string())));
+
+        let stack = &d.stack_table[sample.stack_index as usize];
+        let frames: Vec<(String, &str, i32)> = stack
+            .location_indices
+            .iter()
+            .map(|&l| {
+                let loc = &d.location_table[l as usize];
+                let f = &d.function_table[loc.lines[0].function_index as usize];
+                let ty = d.attribute_table[loc.attribute_indices[0] as usize].value.as_ref().and_then(crate::discovery::process_context_proto::as_str).unwrap().to_string();
+                (ty, s(f.name_strindex), loc.mapping_index)
+            })
+            .collect();
+        assert_eq!(frames, vec![("v8js".into(), "burn", 0), ("v8js".into(), "[anon:jit]", 0), ("native".into(), "uv_run", 1)], "leaf first");
+        let mapping = &d.mapping_table[1];
+        assert_eq!(s(mapping.filename_strindex), "/usr/bin/node");
+        let build_id = &d.attribute_table[mapping.attribute_indices[0] as usize];
+        assert_eq!((s(build_id.key_strindex), build_id.value.as_ref().and_then(crate::discovery::process_context_proto::as_str)), (BUILD_ID_GNU, Some("abcd")));
+
+        let blocked = &off.samples[0];
+        assert_eq!((blocked.link_index, blocked.values.as_slice()), (0, &[50_000_000][..]), "no span: the null link");
+        assert_eq!(blocked.stack_index, sample.stack_index, "the same stack is stored once");
+    }
+
+    #[test]
+    fn without_every_time_samples_carry_one_aggregated_value() {
+        let mut p = profile();
+        p.times_complete = false;
+        let req = export_request(&[ProcessWindow { resource: Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0 }]);
+        let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+        assert_eq!((profiles[0].samples[0].values.as_slice(), profiles[0].samples[0].timestamps_unix_nano.len()), (&[2][..], 0));
+        assert_eq!(profiles[1].samples[0].values, vec![50_000_000]);
+    }
+}
