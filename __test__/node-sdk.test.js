@@ -125,6 +125,22 @@ test('provider.register({ contextManager }) publishes the provider resource; reg
   await plain.next();
   const plainCtx = decodePayload(readProcessContext(plain.pid).payload);
   assert.equal(plainCtx.resource['service.name'], 'plain', 'register() without an SDK: the environment');
+
+  // A provider without NodeSDK's detectors ignores OTEL_SERVICE_NAME (its resource says
+  // unknown_service:node); the environment fills that placeholder in, and what the resource lacks.
+  const defaults = startChild(t, `${SDK_CHILD}
+    const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
+    new NodeTracerProvider().register({ contextManager: new lib.ThreadContextManager() });
+    onLine(async (name) => say(await runSpan(name)));
+    say({});
+  `, { ...QUIET, OTEL_SERVICE_NAME: 'env-named', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=staging' });
+  await defaults.next();
+  defaults.send('defaults');
+  const run2 = await defaults.next();
+  assert.match(run2.resource['service.name'], /^unknown_service/, 'premise: the provider ignores OTEL_SERVICE_NAME');
+  const merged = await readUntil(defaults.pid, (c) => c.resource['service.name'] === 'env-named', 'service.name from the environment');
+  assert.equal(merged.resource['deployment.environment.name'], 'staging');
+  assert.equal(merged.resource['telemetry.sdk.version'], run2.resource['telemetry.sdk.version'], "the SDK's own attributes");
 });
 
 test('sdk.shutdown() and a new NodeSDK with a new manager: no throw, spans published, the new resource from outside', { skip, timeout: 90_000 }, async (t) => {

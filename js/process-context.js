@@ -103,23 +103,35 @@ function publishable(value) {
   return { reason: `not a string, number, boolean or array (${describe(value)})` };
 }
 
+// The SDK's service.name when nothing configured one: unknown_service:<process>.
+function isPlaceholderServiceName(value) {
+  return typeof value === 'string' && value.startsWith('unknown_service');
+}
+
 /**
- * The resource attributes to publish: the Resource's (or the environment's), plus service.name
- * (OTEL_SERVICE_NAME or unknown_service:node), telemetry.sdk.* and process.pid when absent.
+ * The resource attributes to publish: the Resource's over the environment's
+ * (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME), which fill in what the Resource lacks and replace
+ * its unknown_service placeholder (a NodeTracerProvider without NodeSDK's detectors ignores
+ * OTEL_SERVICE_NAME; the OpenTelemetry eBPF profiler merges the environment the same way); plus
+ * service.name (unknown_service:node), telemetry.sdk.* and process.pid when absent.
  * service.instance.id is added by the addon (generated once per process) when absent.
  * @returns {{ attrs: Array<{ key: string, value: string | number | boolean | string[] }>,
  *   dropped: Array<{ key: string, reason: string }> }}
  */
 function buildResourceAttributes(resource, env = process.env) {
-  const given = resource === undefined ? attributesFromEnv(env) : settledAttributes(resource);
+  const fromEnv = attributesFromEnv(env);
+  const given = resource === undefined ? {} : settledAttributes(resource);
   const attrs = new Map();
   const dropped = [];
-  for (const key of Object.keys(given)) {
-    const value = given[key];
-    if (value === undefined || value === null || key === '') continue;
-    const p = publishable(value);
-    if (p.reason !== undefined) dropped.push({ key, reason: p.reason });
-    else attrs.set(key, p.value);
+  for (const source of [given, fromEnv]) {
+    for (const key of Object.keys(source)) {
+      const value = source[key];
+      if (value === undefined || value === null || key === '' || attrs.has(key)) continue;
+      if (key === 'service.name' && source === given && isPlaceholderServiceName(value) && fromEnv[key] !== undefined) continue;
+      const p = publishable(value);
+      if (p.reason !== undefined) dropped.push({ key, reason: p.reason });
+      else attrs.set(key, p.value);
+    }
   }
   if (!attrs.has('service.name')) {
     attrs.set('service.name', env.OTEL_SERVICE_NAME || `unknown_service:${process.argv0 || 'node'}`);
