@@ -19,6 +19,7 @@ const path = require('node:path');
 const { describeMachine, loadAverage, codeRevision } = require('../lib/machine');
 const { measureServerRound } = require('../lib/server-round');
 const { alternate } = require('../lib/rounds');
+const { commandLine, measuredRevision } = require('../lib/package-copy');
 const { summarise, markdown, roundsTable } = require('./report');
 
 const SERVER = path.join(__dirname, 'server.js');
@@ -81,7 +82,7 @@ async function main() {
   checkTaskset();
   const node = nodeVersion(config.nodeBin);
   const machine = describeMachine();
-  const revision = codeRevision(path.join(__dirname, '..', '..'));
+  const revision = measuredRevision(codeRevision);
   const startedAt = new Date();
   const loadBefore = loadAverage();
   const perRound = config.modes.length * (config.duration + config.warmup + 1.5);
@@ -98,7 +99,7 @@ async function main() {
   const finishedAt = new Date();
   const loadAfter = loadAverage();
   const summary = summarise(samples, config.modes);
-  const command = ['npm run bench:http --', ...process.argv.slice(2)].join(' ').replace(/ --$/, '');
+  const command = commandLine(['npm run bench:http --', ...process.argv.slice(2)].join(' ').replace(/ --$/, ''));
   const report = { summary, samples, config, machine, node, revision, startedAt, finishedAt, loadBefore, loadAfter, command };
   process.stdout.write(markdown(report) + '\n');
   if (config.roundsTable) process.stdout.write('\n' + roundsTable(samples) + '\n');

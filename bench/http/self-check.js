@@ -10,7 +10,7 @@ const CHECK_REQUESTS = 20;
 
 function createRecordChecker(modeName) {
   const { trace } = require('@opentelemetry/api');
-  const { getSpanContext } = require('../..');
+  const { getSpanContext } = require(require('../lib/package-copy').PACKAGE_DIR);
   const result = { checks: 0, mismatches: [] };
   function check(where) {
     result.checks++;

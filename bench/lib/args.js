@@ -21,6 +21,11 @@ function cpuNumber(name, text) {
   return value;
 }
 
+/** --cpu of the single-process benchmarks: a CPU number to pin to, or 'none' (null). */
+function cpuOrNone(name, text) {
+  return text === 'none' ? null : cpuNumber(name, text);
+}
+
 /**
  * Parses a service benchmark's command line: --node, --node-arg, --rounds (15), --duration and
  * --warmup (5 and 2 s; --fast: 2 and 1), --connections, --modes, --server-cpu, --client-cpu,
@@ -64,4 +69,4 @@ function parseServiceArgs(argv, { connections, modes }) {
   return config;
 }
 
-module.exports = { positiveInteger, cpuNumber, parseServiceArgs };
+module.exports = { positiveInteger, cpuNumber, cpuOrNone, parseServiceArgs };

@@ -9,8 +9,7 @@
 
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const { installHooks } = require('./hook-modes');
-
-const ROOT = require('node:path').join(__dirname, '..', '..');
+const { PACKAGE_DIR } = require('./package-copy');
 
 function mechanismOf(pkg) {
   return new pkg.ThreadContextManager().mechanism;
@@ -18,12 +17,13 @@ function mechanismOf(pkg) {
 
 /**
  * @param kind 'stock' | 'floor' | 'lookup' | 'manager'
- * @param options.packageDir where the package is loaded from (default: the working tree)
+ * @param options.packageDir where the package is loaded from (default: the working tree, or
+ *   OTEL_THREAD_CTX_BENCH_REV's copy: package-copy.js)
  * @param options.hooks installHooks() variants for floor/lookup ({ after, init })
  * @param options.managerOptions ThreadContextManager options; options.attributes record keys
  * @returns { manager, pkg, mechanism } (manager not enabled; pkg null for stock)
  */
-function buildContextManager(kind, { packageDir = ROOT, hooks = {}, managerOptions = {}, attributes } = {}) {
+function buildContextManager(kind, { packageDir = PACKAGE_DIR, hooks = {}, managerOptions = {}, attributes } = {}) {
   if (kind === 'stock') return { manager: new AsyncLocalStorageContextManager(), pkg: null, mechanism: 'AsyncLocalStorage' };
   const pkg = require(packageDir);
   if (kind === 'floor' || kind === 'lookup') {
@@ -45,4 +45,4 @@ function buildContextManager(kind, { packageDir = ROOT, hooks = {}, managerOptio
   return { manager, pkg, mechanism: manager.mechanism };
 }
 
-module.exports = { buildContextManager, mechanismOf, ROOT };
+module.exports = { buildContextManager, mechanismOf };

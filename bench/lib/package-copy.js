@@ -1,8 +1,11 @@
 'use strict';
-// Prototype variants of the package for benchmarks, without touching the working tree: a copy of
-// the package's JS layer in a temporary directory with one patch from bench/prototypes/ applied
-// (git apply), the compiled addon and node_modules linked in. A patch that no longer applies
-// (js/ moved on) is reported by name; the benchmark skips that mode and says so.
+// Which package the benchmarks measure, and prototype variants of it, without touching the working
+// tree. The package is the working tree, or, with OTEL_THREAD_CTX_BENCH_REV=REV in the
+// environment, the JS layer of git revision REV (e.g. the commit before a change, to measure it
+// with the same benchmark code): extracted once into the temporary directory, with this tree's
+// compiled addon and node_modules linked in. A prototype is a copy of the package's JS layer with
+// one patch from bench/prototypes/ applied (git apply); a patch that no longer applies (js/ moved
+// on) is reported by name, and the benchmark skips that mode and says so.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -13,6 +16,52 @@ const ROOT = path.join(__dirname, '..', '..');
 const PROTOTYPES = path.join(ROOT, 'bench', 'prototypes');
 const COPIED = ['js', 'package.json', 'index.d.ts'];
 const LINKED = ['otel-thread-ctx.node', 'node_modules'];
+
+function linkBuilt(dir) {
+  for (const entry of LINKED) fs.symlinkSync(path.join(ROOT, entry), path.join(dir, entry));
+}
+
+// The package at git revision `rev` (its js/, package.json, index.d.ts), extracted once per commit.
+function packageAtRevision(rev) {
+  let commit;
+  try {
+    commit = execFileSync('git', ['rev-parse', '--verify', `${rev}^{commit}`], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  } catch {
+    throw new TypeError(`OTEL_THREAD_CTX_BENCH_REV: expected a git revision of this repository, got ${JSON.stringify(rev)}`);
+  }
+  const dir = path.join(os.tmpdir(), `otel-thread-ctx-bench-rev-${commit.slice(0, 12)}`);
+  if (fs.existsSync(path.join(dir, 'package.json'))) return dir;
+  const staging = fs.mkdtempSync(`${dir}.staging-`);
+  const archive = execFileSync('git', ['archive', commit, ...COPIED], { cwd: ROOT, maxBuffer: 1 << 28 });
+  execFileSync('tar', ['-x', '-C', staging], { input: archive });
+  linkBuilt(staging);
+  try {
+    fs.renameSync(staging, dir);
+  } catch (err) {
+    fs.rmSync(staging, { recursive: true, force: true }); // another process extracted it first
+    if (!fs.existsSync(path.join(dir, 'package.json'))) throw err;
+  }
+  return dir;
+}
+
+const REVISION = process.env.OTEL_THREAD_CTX_BENCH_REV || null;
+/** The package directory measured: the working tree, or OTEL_THREAD_CTX_BENCH_REV's copy. */
+const PACKAGE_DIR = REVISION === null ? ROOT : packageAtRevision(REVISION);
+
+function shortCommit(rev) {
+  return execFileSync('git', ['rev-parse', '--short', `${rev}^{commit}`], { cwd: ROOT, encoding: 'utf8' }).trim();
+}
+
+/** How a report writes the command that reproduces it (`line`: the command without the environment). */
+function commandLine(line) {
+  return REVISION === null ? line : `OTEL_THREAD_CTX_BENCH_REV=${shortCommit(REVISION)} ${line}`;
+}
+
+/** What the reports name as the code measured. */
+function measuredRevision(codeRevision) {
+  if (REVISION === null) return codeRevision(ROOT);
+  return `js/ of ${shortCommit(REVISION)} (OTEL_THREAD_CTX_BENCH_REV), addon and benchmarks of ${codeRevision(ROOT)}`;
+}
 
 function patchPath(name) {
   const file = path.join(PROTOTYPES, `${name}.patch`);
@@ -30,8 +79,8 @@ function patchPath(name) {
  */
 function patchedPackage(names, parentDir) {
   const dir = fs.mkdtempSync(path.join(parentDir, `${names.join('+')}-`));
-  for (const entry of COPIED) fs.cpSync(path.join(ROOT, entry), path.join(dir, entry), { recursive: true });
-  for (const entry of LINKED) fs.symlinkSync(path.join(ROOT, entry), path.join(dir, entry));
+  for (const entry of COPIED) fs.cpSync(path.join(PACKAGE_DIR, entry), path.join(dir, entry), { recursive: true });
+  linkBuilt(dir);
   for (const name of names) {
     try {
       execFileSync('git', ['apply', '--whitespace=nowarn', patchPath(name)], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -54,7 +103,7 @@ function packagesFor(modes, patchesOf, parentDir) {
   for (const mode of modes) {
     const patches = patchesOf(mode) ?? [];
     if (patches.length === 0) {
-      dirs.set(mode, ROOT);
+      dirs.set(mode, PACKAGE_DIR);
       continue;
     }
     const { dir, error } = patchedPackage(patches, parentDir);
@@ -77,4 +126,4 @@ function copiesDirectory() {
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
-module.exports = { ROOT, patchedPackage, packagesFor, packagesOrThrow, copiesDirectory };
+module.exports = { ROOT, PACKAGE_DIR, commandLine, measuredRevision, patchedPackage, packagesFor, packagesOrThrow, copiesDirectory };

@@ -24,7 +24,7 @@ const { measureServerRound } = require('../lib/server-round');
 const { alternate } = require('../lib/rounds');
 const { median, spread, pairedRatio, pairedDifference } = require('../lib/stats');
 const { fixed, interval, utcMinute } = require('../lib/format');
-const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
+const { packagesOrThrow, copiesDirectory, commandLine, measuredRevision } = require('../lib/package-copy');
 
 const APP = path.join(__dirname, 'app.js');
 const WARMUP_REQUESTS = 3000;
@@ -141,10 +141,10 @@ async function main() {
       onSample: (s) => log(`round ${s.round} ${s.mode}: ${fixed(s.requestsPerSecond, 0)} req/s, ${fixed(s.cpuUsPerRequest, 1)} µs thread CPU/req, ` +
         `${fixed(s.spansPerRequest, 1)} spans/req, steal ${fixed(s.stealPercent, 1)} %`),
     });
-    const command = ['npm run bench:service --', ...process.argv.slice(2)].join(' ').replace(/ --$/, '');
+    const command = commandLine(['npm run bench:service --', ...process.argv.slice(2)].join(' ').replace(/ --$/, ''));
     const { nodeBin, ...shownConfig } = config;
     const report = {
-      samples, config: shownConfig, machine: describeMachine(), node, revision: codeRevision(ROOT), startedAt,
+      samples, config: shownConfig, machine: describeMachine(), node, revision: measuredRevision(codeRevision), startedAt,
       finishedAt: new Date(), loadBefore, loadAfter: loadAverage(), command,
     };
     process.stdout.write(markdown(report) + '\n');

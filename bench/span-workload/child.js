@@ -16,7 +16,7 @@ const { createWorkload } = require('./workload');
 const { installCountingHooks } = require('../lib/hook-modes');
 const { threadTimes } = require('../lib/thread-cpu');
 const { cpuTimes } = require('../lib/machine');
-const { ROOT } = require('../lib/package-copy');
+const { PACKAGE_DIR } = require('../lib/package-copy');
 
 const SELF_CHECKS = 50;
 
@@ -24,7 +24,7 @@ function parse() {
   const { values } = parseArgs({
     options: {
       mode: { type: 'string' },
-      package: { type: 'string', default: ROOT },
+      package: { type: 'string', default: PACKAGE_DIR },
       requests: { type: 'string', default: '60000' },
       warmup: { type: 'string', default: '10000' },
       'in-flight': { type: 'string', default: '50' },
@@ -85,7 +85,7 @@ async function main() {
   const workload = createWorkload(manager, { inFlight: config.inFlight });
   const mechanism = manager.mechanism ?? 'AsyncLocalStorage';
   if (config.calibrate) {
-    process.stdout.write(JSON.stringify(await calibrate(config, workload, mechanismOf(pkg ?? require(ROOT)))) + '\n');
+    process.stdout.write(JSON.stringify(await calibrate(config, workload, mechanismOf(pkg ?? require(PACKAGE_DIR)))) + '\n');
     return;
   }
   const checked = config.mode.kind === 'manager' && config.mode.selfCheck !== false;

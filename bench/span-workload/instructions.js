@@ -28,7 +28,7 @@ const { alternate } = require('../lib/rounds');
 const { median } = require('../lib/stats');
 const { fixed, signed, utcMinute } = require('../lib/format');
 const { describeMachine, codeRevision } = require('../lib/machine');
-const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
+const { packagesOrThrow, copiesDirectory, commandLine, measuredRevision } = require('../lib/package-copy');
 
 // The span workload (per request), or per-span.js's loop (per span: no I/O, so no ordering
 // nondeterminism; the finer tool for the per-span parts).
@@ -151,7 +151,7 @@ function main() {
       lines.push(`| ${m} | ${fixed(per.get(m), 0)} | ±${fixed((Math.max(...runs) - Math.min(...runs)) / 2, 0)} | ${over('stock')} | ${over('floor')} | ${fixed(gc, 0)} |`);
     }
     lines.push('');
-    lines.push(`Command: \`node bench/span-workload/instructions.js ${process.argv.slice(2).join(' ')}\` at ${codeRevision(ROOT)}.`);
+    lines.push(`Command: \`${commandLine(`node bench/span-workload/instructions.js ${process.argv.slice(2).join(' ')}`)}\` at ${measuredRevision(codeRevision)}.`);
     if (config.diff !== null) {
       const [a, b] = config.diff;
       const fa = selfByFunction(samples.find((s) => s.mode === a).file);

@@ -18,7 +18,7 @@ const { positiveInteger } = require('../lib/args');
 const { alternate } = require('../lib/rounds');
 const { median, pairedDifference } = require('../lib/stats');
 const { fixed, interval, utcMinute } = require('../lib/format');
-const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
+const { packagesOrThrow, copiesDirectory, PACKAGE_DIR } = require('../lib/package-copy');
 const { threadTimes } = require('../lib/thread-cpu');
 
 function child(modeName, packageDir, spans) {
@@ -61,7 +61,7 @@ async function main() {
   const { values } = parseArgs({
     options: {
       node: { type: 'string' }, modes: { type: 'string', default: 'stock,full' }, rounds: { type: 'string', default: '9' },
-      spans: { type: 'string', default: '200000' }, child: { type: 'string' }, package: { type: 'string', default: ROOT },
+      spans: { type: 'string', default: '200000' }, child: { type: 'string' }, package: { type: 'string', default: PACKAGE_DIR },
     },
   });
   const spans = positiveInteger('spans', values.spans);

@@ -10,16 +10,15 @@
 // Modes: see modes.js (also proto:PATCH for bench/prototypes/PATCH.patch applied to a copy of js/).
 
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const { execFile } = require('node:child_process');
 const { DEFAULT_MODES, modeByName } = require('./modes');
 const { resolveNode, nodeVersion } = require('../lib/node-binary');
-const { positiveInteger } = require('../lib/args');
+const { positiveInteger, cpuOrNone } = require('../lib/args');
 const { describeMachine, loadAverage, codeRevision } = require('../lib/machine');
 const { alternate } = require('../lib/rounds');
-const { packagesFor, copiesDirectory, ROOT } = require('../lib/package-copy');
+const { packagesFor, copiesDirectory, commandLine, measuredRevision } = require('../lib/package-copy');
 const { markdown, summaryTable, roundsTable } = require('./report');
 
 const CHILD = path.join(__dirname, 'child.js');
@@ -48,13 +47,7 @@ function parseConfig(argv) {
     throw new TypeError(`--modes: expected stock and floor among the modes (ratios are taken against them), got ${JSON.stringify(values.modes)}`);
   }
   if (new Set(modes).size !== modes.length) throw new TypeError(`--modes: expected each mode once, got ${JSON.stringify(values.modes)}`);
-  let cpu = null;
-  if (values.cpu !== 'none') {
-    cpu = Number(values.cpu);
-    if (!Number.isInteger(cpu) || cpu < 0 || cpu >= os.cpus().length) {
-      throw new TypeError(`--cpu: expected a CPU number 0-${os.cpus().length - 1} or none, got ${JSON.stringify(values.cpu)}`);
-    }
-  }
+  const cpu = cpuOrNone('cpu', values.cpu);
   const nodes = (values.node ?? '').split(',').filter((n) => n !== '');
   return {
     nodeBins: nodes.length === 0 ? [resolveNode(undefined)] : nodes.map(resolveNode),
@@ -117,9 +110,9 @@ async function main() {
     for (const s of skipped) process.stderr.write(`skipping mode ${s.mode}: ${s.error}\n`);
     const runs = [];
     for (const nodeBin of config.nodeBins) runs.push(await runVersion(nodeBin, config, dirs));
-    const command = ['npm run bench:span --', ...process.argv.slice(2)].join(' ').replace(/ --$/, '');
+    const command = commandLine(['npm run bench:span --', ...process.argv.slice(2)].join(' ').replace(/ --$/, ''));
     const { nodeBins, ...shown } = config;
-    const result = { command, config: shown, machine: describeMachine(), revision: codeRevision(ROOT), skipped, runs };
+    const result = { command, config: shown, machine: describeMachine(), revision: measuredRevision(codeRevision), skipped, runs };
     if (config.json !== undefined) fs.writeFileSync(config.json, JSON.stringify(result, null, 2) + '\n');
     print(result, config.roundsTable);
   } finally {

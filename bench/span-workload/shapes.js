@@ -10,7 +10,7 @@
 const { context, trace, ROOT_CONTEXT, createContextKey } = require('@opentelemetry/api');
 const { modeByName, buildManager } = require('./modes');
 const { createWorkload } = require('./workload');
-const { ROOT } = require('../lib/package-copy');
+const { PACKAGE_DIR } = require('../lib/package-copy');
 
 const KEEP = 200;
 
@@ -32,7 +32,7 @@ function clusterMaps(objects, references) {
 }
 
 async function main() {
-  const [modeName, packageDir = ROOT] = process.argv.slice(2);
+  const [modeName, packageDir = PACKAGE_DIR] = process.argv.slice(2);
   const { manager } = buildManager(modeByName(modeName), packageDir);
   const workload = createWorkload(manager, { inFlight: 50 });
   const spans = [];
