@@ -86,14 +86,20 @@ class ThreadContextManager {
     return this._delegate.active();
   }
 
-  with(context, fn, thisArg, ...args) {
+  // No rest parameter and no spread when there are no extra arguments (startActiveSpan, bound
+  // functions called without any): they allocate an array and take V8's slow call path.
+  with(context, fn, thisArg) {
     if (typeof fn !== 'function') throw new TypeError(`fn: expected a function, got ${describe(fn)}`);
-    if (!this._enabled) return (this._superseded ? successor(this) : this._delegate).with(context, fn, thisArg, ...args);
+    if (!this._enabled) {
+      const next = this._superseded ? successor(this) : this._delegate;
+      return arguments.length <= 3 ? next.with(context, fn, thisArg) : next.with.apply(next, arguments);
+    }
     const writer = this._writer;
     const epoch = writer.epoch;
     const previous = writer.switchTo(entryForContext(writer, context));
     try {
-      return this._delegate.with(context, fn, thisArg, ...args);
+      const delegate = this._delegate;
+      return arguments.length <= 3 ? delegate.with(context, fn, thisArg) : delegate.with.apply(delegate, arguments);
     } finally {
       writer.switchBack(previous, epoch);
     }
