@@ -132,7 +132,7 @@ export interface ThreadContextManagerOptions {
 export class ThreadContextManager implements ContextManager {
   constructor(options?: ThreadContextManagerOptions);
   /** The hook mechanism chosen for this runtime by feature detection, or 'none' in cheap mode. */
-  readonly mechanism: 'async_hooks' | 'async_hooks(init)' | 'promiseHooks+async_hooks(init)' | 'none';
+  readonly mechanism: 'async_hooks' | 'async_hooks+scopes' | 'promiseHooks+async_hooks' | 'none';
   readonly enabled: boolean;
   active(): Context;
   /** Publishes the span of `context` while `fn` runs, restores the previous record after. @throws TypeError when fn is not a function. */

@@ -7,6 +7,7 @@ const assert = require('node:assert/strict');
 const { trace, context, ROOT_CONTEXT } = require('@opentelemetry/api');
 const { AsyncLocalStorageContextManager, AsyncHooksContextManager } = require('@opentelemetry/context-async-hooks');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+const { AsyncResource } = require('node:async_hooks');
 const { lib, assertPublished, assertNone, sleep } = require('./context-helpers');
 
 const { ThreadContextManager, register } = lib;
@@ -14,6 +15,7 @@ const provider = new BasicTracerProvider();
 const tracer = provider.getTracer('otel-thread-ctx-api-test');
 const span = tracer.startSpan('api');
 const spanContext = trace.setSpan(ROOT_CONTEXT, span);
+const nodeRunInAsyncScope = AsyncResource.prototype.runInAsyncScope;
 
 test('disable() removes the hooks and clears the record; enable() works again', async () => {
   const manager = new ThreadContextManager().enable();
@@ -45,6 +47,21 @@ test('disable() removes the hooks and clears the record; enable() works again', 
   } finally {
     manager.disable();
   }
+});
+
+test('AsyncResource scopes publish their span while enabled; disable() gives runInAsyncScope back', () => {
+  const manager = new ThreadContextManager().enable();
+  const resource = manager.with(spanContext, () => new AsyncResource('OTEL_THREAD_CTX_TEST'));
+  try {
+    resource.runInAsyncScope(() => assertPublished(span, 'in the scope of a resource made in the span'));
+    assertNone('after the scope');
+  } finally {
+    manager.disable();
+    resource.emitDestroy();
+  }
+  assert.equal(AsyncResource.prototype.runInAsyncScope, nodeRunInAsyncScope,
+    'expected disable() to leave AsyncResource.prototype.runInAsyncScope as Node has it');
+  resource.runInAsyncScope(() => assertNone('in a scope after disable()'));
 });
 
 test('cheap mode (asyncTracking: false) publishes only around with()', async () => {

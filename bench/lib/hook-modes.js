@@ -12,7 +12,18 @@
 const { AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
 const { promiseHooks } = require('node:v8');
 
-const MECHANISMS = ['async_hooks', 'promiseHooks+async_hooks(init)', 'async_hooks(init)'];
+// Each mechanism the package has had (a revision measured through OTEL_THREAD_CTX_BENCH_REV may
+// name an older one): whether promise reactions go through v8.promiseHooks, and whether
+// AsyncResource contexts are captured in an async_hooks `init` hook (the package did until it
+// entered AsyncResource scopes inside runInAsyncScope instead, which this workload does not call).
+const MECHANISM_HOOKS = {
+  async_hooks: { promiseHooks: false, initCapture: false },
+  'promiseHooks+async_hooks': { promiseHooks: true, initCapture: false },
+  'async_hooks+scopes': { promiseHooks: false, initCapture: false },
+  'promiseHooks+async_hooks(init)': { promiseHooks: true, initCapture: true },
+  'async_hooks(init)': { promiseHooks: false, initCapture: true },
+};
+const MECHANISMS = Object.keys(MECHANISM_HOOKS);
 
 function noop() {}
 
@@ -29,15 +40,15 @@ function installHooks(mechanism, { active = null, after = true, init = true } = 
   if (!MECHANISMS.includes(mechanism)) {
     throw new TypeError(`mechanism: expected one of ${MECHANISMS.join(', ')}, got ${JSON.stringify(mechanism)}`);
   }
-  const captureAtInit = mechanism !== 'async_hooks';
-  const viaPromiseHooks = mechanism === 'promiseHooks+async_hooks(init)';
+  const { promiseHooks: viaPromiseHooks, initCapture } = MECHANISM_HOOKS[mechanism];
   const hooks = {};
   let promiseBefore = noop;
   if (active === null) {
     hooks.before = noop;
-    if (captureAtInit && init) hooks.init = noop;
-  } else if (!captureAtInit) {
+    if (initCapture && init) hooks.init = noop;
+  } else if (!initCapture) {
     hooks.before = function before() { sink = active(); };
+    promiseBefore = hooks.before;
   } else {
     const captured = new WeakMap();
     hooks.before = function before() {
@@ -75,11 +86,12 @@ function installCountingHooks(mechanism) {
     before() { counts.asyncHooksBefore++; },
     after: noop,
   };
-  if (mechanism !== 'async_hooks') hooks.init = () => { counts.init++; };
-  if (mechanism === 'promiseHooks+async_hooks(init)') hooks.trackPromises = false;
+  const { promiseHooks: viaPromiseHooks, initCapture } = MECHANISM_HOOKS[mechanism];
+  if (initCapture) hooks.init = () => { counts.init++; };
+  if (viaPromiseHooks) hooks.trackPromises = false;
   const hook = createHook(hooks).enable();
   const stops = [() => hook.disable()];
-  if (mechanism === 'promiseHooks+async_hooks(init)') {
+  if (viaPromiseHooks) {
     stops.push(promiseHooks.onBefore(() => { counts.promiseHooksBefore++; }));
   }
   return { counts, uninstall() { for (const stop of stops) stop(); } };
