@@ -350,6 +350,32 @@ test('an ended span publishes none, also where its context lives on (timers, bou
   assertNone('after the ended-span calls');
 });
 
+test('end() unpublishes for span classes, subclasses calling super.end(), and spans with their own end()', () => {
+  const ids = (n) => ({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: `00f067aa0ba902b${n}`, traceFlags: 1 });
+  class BaseSpan {
+    constructor(n) { this.context = ids(n); this.ends = []; }
+    spanContext() { return this.context; }
+    end() { this.ends.push('base'); }
+  }
+  class DerivedSpan extends BaseSpan {
+    end() { this.ends.push('derived'); super.end(); }
+  }
+  const base = new BaseSpan(1);
+  const derived = new DerivedSpan(2);
+  const own = new BaseSpan(3);
+  own.end = function ownEnd() { this.ends.push('own'); };
+  for (const [span, expected] of [[base, ['base']], [derived, ['derived', 'base']], [own, ['own']]]) {
+    const spanContext = trace.setSpan(ROOT_CONTEXT, span);
+    context.with(spanContext, () => {
+      assertPublished(span, `${span.constructor.name} ${span.context.spanId} before end()`);
+      span.end();
+      assertNone(`${span.constructor.name} ${span.context.spanId} right after end()`);
+    });
+    assert.deepEqual(span.ends, expected, 'expected each original end() to run once');
+    context.with(spanContext, () => assertNone(`${span.context.spanId}: its context after end()`));
+  }
+});
+
 test('an unsampled but valid span is published with its flags; an invalid one is none', () => {
   const unsampled = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: TraceFlags.NONE };
   context.with(trace.setSpanContext(ROOT_CONTEXT, unsampled), () => {
