@@ -27,7 +27,7 @@ function packageAtRevision(rev) {
   try {
     commit = execFileSync('git', ['rev-parse', '--verify', `${rev}^{commit}`], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
   } catch {
-    throw new TypeError(`OTEL_THREAD_CTX_BENCH_REV: expected a git revision of this repository, got ${JSON.stringify(rev)}`);
+    throw new TypeError(`OTEL_THREAD_CTX_BENCH_REV or rev:REV: expected a git revision of this repository, got ${JSON.stringify(rev)}`);
   }
   const dir = path.join(os.tmpdir(), `otel-thread-ctx-bench-rev-${commit.slice(0, 12)}`);
   if (fs.existsSync(path.join(dir, 'package.json'))) return dir;
@@ -93,15 +93,22 @@ function patchedPackage(names, parentDir) {
 }
 
 /**
- * The package directory of each mode: the working tree, or a patched copy in `parentDir`.
- * @param patchesOf (mode) => the mode's patch names ([] or undefined: the working tree)
+ * The package directory of each mode: the working tree, a patched copy in `parentDir`, or the JS
+ * layer of another git revision (a before/after pair measured in one run, alternated).
+ * @param patchesOf (mode) => the mode's patch names ([] or undefined: the working tree), or
+ *   { patches, revision } (revision: a git revision whose js/ the mode measures instead)
  * @returns { dirs: Map(mode -> dir), skipped: [{ mode, error }] } (modes whose patch does not apply)
  */
 function packagesFor(modes, patchesOf, parentDir) {
   const dirs = new Map();
   const skipped = [];
   for (const mode of modes) {
-    const patches = patchesOf(mode) ?? [];
+    const spec = patchesOf(mode);
+    if (spec != null && !Array.isArray(spec) && spec.revision != null) {
+      dirs.set(mode, packageAtRevision(spec.revision));
+      continue;
+    }
+    const patches = (Array.isArray(spec) ? spec : spec?.patches) ?? [];
     if (patches.length === 0) {
       dirs.set(mode, PACKAGE_DIR);
       continue;

@@ -125,7 +125,7 @@ function main() {
   const copies = copiesDirectory();
   const outDir = config.keep ?? fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-callgrind-'));
   fs.mkdirSync(outDir, { recursive: true });
-  const dirs = packagesOrThrow(config.modes, (m) => modeByName(m).patches, copies.dir);
+  const dirs = packagesOrThrow(config.modes, (m) => modeByName(m), copies.dir);
   const startedAt = new Date();
   return alternate({
     rounds: config.rounds,

@@ -2,7 +2,8 @@
 // The span workload's modes: which context manager runs it, and how it is built. None edits the
 // package: `hooks` modes are the stock manager plus bench/lib/hook-modes.js; `manager` modes load
 // the package from the working tree, or from a patched copy (bench/prototypes/NAME.patch, see
-// bench/lib/package-copy.js). `proto:A+B` is the ThreadContextManager with patches A then B.
+// bench/lib/package-copy.js). `proto:A+B` is the ThreadContextManager with patches A then B;
+// `rev:REV` the ThreadContextManager of git revision REV's js/ (before/after in one run).
 
 const { buildContextManager, mechanismOf } = require('../lib/managers');
 
@@ -24,13 +25,18 @@ const MODES = Object.freeze({
 const DEFAULT_MODES = ['stock', 'floor', 'lookup', 'full', 'no-span-work'];
 
 function modeByName(name) {
+  if (typeof name === 'string' && name.startsWith('rev:') && name.length > 'rev:'.length) {
+    // The manager of another git revision's js/ (e.g. the commit before a change), same run.
+    const revision = name.slice('rev:'.length);
+    return { kind: 'manager', patches: [], revision, label: `ThreadContextManager, js/ of git revision ${revision}` };
+  }
   if (typeof name === 'string' && name.startsWith('proto:') && name.length > 'proto:'.length) {
     const patches = name.slice('proto:'.length).split('+');
     return { kind: 'manager', patches, label: `ThreadContextManager + bench/prototypes/${patches.join('.patch + ')}.patch` };
   }
   const mode = MODES[name];
   if (mode === undefined) {
-    throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')} or proto:PATCH[+PATCH], got ${JSON.stringify(name)}`);
+    throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')} or proto:PATCH[+PATCH] or rev:REV, got ${JSON.stringify(name)}`);
   }
   return mode;
 }

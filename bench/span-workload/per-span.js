@@ -72,7 +72,7 @@ async function main() {
   if (!modes.includes('stock')) throw new TypeError('--modes: expected stock among the modes');
   const copies = copiesDirectory();
   try {
-    const dirs = packagesOrThrow(modes, (m) => modeByName(m).patches, copies.dir);
+    const dirs = packagesOrThrow(modes, (m) => modeByName(m), copies.dir);
     const startedAt = new Date();
     const samples = await alternate({
       rounds: positiveInteger('rounds', values.rounds), modes,

@@ -106,7 +106,7 @@ async function main() {
   }
   const copies = copiesDirectory();
   try {
-    const { dirs, skipped } = packagesFor(config.modes, (m) => modeByName(m).patches, copies.dir);
+    const { dirs, skipped } = packagesFor(config.modes, (m) => modeByName(m), copies.dir);
     for (const s of skipped) process.stderr.write(`skipping mode ${s.mode}: ${s.error}\n`);
     const runs = [];
     for (const nodeBin of config.nodeBins) runs.push(await runVersion(nodeBin, config, dirs));
