@@ -67,54 +67,23 @@ function buildSpanEntry(span) {
 // Once a span has ended, its record shows none: code that still runs in its context afterwards
 // (a timer armed during the request, such as Node's Date-header cache refresh, fires up to a
 // second later) is outside the span's window, and a sample there would point at a finished span.
-// So end() turns the span's entry into "none" and rewrites the record if that entry is published.
-// end() is wrapped once per span class, on the prototype that defines it (the SDK's Span): a wrap
-// on each span stored two more properties on it (the wrapper and the original), two more
-// hidden-class transitions per span. A span whose end() is its own property (wrapped per instance
-// by other code), or whose prototype refuses the store, is wrapped itself (a shared function,
-// the original kept on the span).
+// The span's end() is wrapped (a shared function, the original kept on the span) to turn its
+// entry into "none" and rewrite the record if that entry is published.
 const kOriginalEnd = Symbol('otel-thread-ctx span end');
-const kUnpublishes = Symbol('otel-thread-ctx end unpublishes');
 
-function unpublishEnded(span) {
-  const entry = cachedEntry(span);
+function endAndUnpublish(endTime) {
+  const entry = cachedEntry(this);
   if (entry !== undefined && entry !== NONE && entry[CONTROL_WORD] !== 0) {
     entry[CONTROL_WORD] = 0;
     threadWriter().refresh(entry);
   }
-}
-
-// One per wrapped prototype: it knows the end() it wraps (a subclass's end() that calls
-// super.end() reaches its parent class's wrapper, which then finds the entry already none).
-function classEndWrapper(originalEnd) {
-  const wrapper = function end(endTime) {
-    unpublishEnded(this);
-    return Reflect.apply(originalEnd, this, arguments);
-  };
-  wrapper[kUnpublishes] = true;
-  return wrapper;
-}
-
-function endAndUnpublish(endTime) {
-  unpublishEnded(this);
   const end = this[kOriginalEnd];
   return typeof end === 'function' ? end.call(this, endTime) : undefined;
 }
-endAndUnpublish[kUnpublishes] = true;
 
 function unpublishOnEnd(span) {
   const end = span.end;
-  if (typeof end !== 'function' || end[kUnpublishes] === true) return; // its class's end, or its own, is wrapped
-  let owner = Object.getPrototypeOf(span);
-  while (owner !== null && !Object.prototype.hasOwnProperty.call(owner, 'end')) owner = Object.getPrototypeOf(owner);
-  if (owner !== null && !Object.prototype.hasOwnProperty.call(span, 'end')) {
-    try {
-      owner.end = classEndWrapper(end);
-      return;
-    } catch {
-      // a frozen prototype: wrap the span itself
-    }
-  }
+  if (typeof end !== 'function' || end === endAndUnpublish) return;
   try {
     span[kOriginalEnd] = end;
   } catch {
