@@ -60,8 +60,11 @@ function parse() {
   };
   let diff = null;
   if (values.diff !== undefined) {
-    diff = values.diff.split(':');
-    if (diff.length !== 2 || !diff.every((m) => modes.includes(m))) {
+    // Mode names may hold a colon themselves (proto:NAME, rev:REV): the split that names two modes.
+    const text = values.diff;
+    diff = [...text].map((c, i) => (c === ':' ? [text.slice(0, i), text.slice(i + 1)] : null))
+      .find((pair) => pair !== null && pair.every((m) => modes.includes(m))) ?? null;
+    if (diff === null) {
       throw new TypeError(`--diff: expected A:B, two of the measured modes, got ${JSON.stringify(values.diff)}`);
     }
   }

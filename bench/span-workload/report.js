@@ -48,6 +48,11 @@ function markdown(result, run) {
       `${name === 'stock' ? '1 (base)' : interval(vsStock)} | ${name === 'floor' ? '1 (base)' : interval(vsFloor)} | ` +
       `${added === null ? '–' : interval(added, 0, { sign: true })} | ${added === null ? '–' : fixed(added.median / callbacks, 1)} |`);
   }
+  // Before/after in one run: the working tree's manager against each rev:REV mode.
+  for (const name of run.modes.filter((m) => m.startsWith('rev:') && run.modes.includes('full'))) {
+    lines.push('', `full ÷ ${name} (after ÷ before), median [95 % CI]: ${interval(pairedRatio(run.samples, 'full', name, cpu))}; ` +
+      `added ns/req: ${interval(pairedDifference(run.samples, 'full', name, cpu), 0, { sign: true })}.`);
+  }
   lines.push('');
   lines.push(`Command: \`${result.command}\` at ${result.revision}. Thread CPU = the event-loop thread's ` +
     'scheduler run time (/proc/thread-self/schedstat) over the measured requests; ratios are per round (modes of one round ' +
