@@ -125,7 +125,7 @@ impl Symbolizer {
         if self.perf_map_len == Some(len) {
             return;
         }
-        match PerfMap::from_file(&self.perf_map_path) {
+        match PerfMap::from_target_file(self.pid, &self.perf_map_path) {
             Ok(m) => {
                 self.perf_map = Some(m);
                 self.perf_map_len = Some(len);
