@@ -77,6 +77,9 @@ pub struct WriterObject {
 pub const MAX_TLS_RELOCS: usize = 16;
 /// More program headers than any linker writes.
 pub const MAX_PROGRAM_HEADERS: usize = 1024;
+/// Symbols searched one by one in an object without `.gnu.hash` (every
+/// toolchain of the last decade writes one; node's `.dynsym` has ~90 000).
+pub const MAX_UNHASHED_SYMBOLS: usize = 200_000;
 
 /// Opens `open_path` (regular files only, read lazily and within budget:
 /// large binaries such as node are not read whole) and scans it; `display`
@@ -100,7 +103,7 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     let endian = header.endian().map_err(|e| broken("ELF header", e))?;
     let sections = header.sections(endian, data).map_err(|e| broken("section headers", e))?;
     let dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM).map_err(|e| broken(".dynsym", e))?;
-    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym) else {
+    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym).map_err(bad)? else {
         return Ok(None);
     };
     let (kind, size) = (sym.st_type(), sym.st_size(endian));
@@ -157,7 +160,7 @@ fn find_defined<'d, R: ReadCacheOps>(
     endian: Endianness,
     data: &'d ElfData<R>,
     dynsym: &SymbolTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
-) -> Option<(usize, &'d Sym64)> {
+) -> std::result::Result<Option<(usize, &'d Sym64)>, String> {
     let defined = |s: &Sym64| s.st_shndx(endian) != elf::SHN_UNDEF;
     for section in sections.iter().filter(|s| s.sh_type(endian) == elf::SHT_GNU_HASH) {
         if section.sh_link(endian) as usize != dynsym.section().0 {
@@ -171,14 +174,14 @@ fn find_defined<'d, R: ReadCacheOps>(
         let Ok(Some((table, _))) = section.gnu_hash(endian, data) else { continue };
         let hash = elf::gnu_hash(SYMBOL.as_bytes());
         let found = table.find(endian, SYMBOL.as_bytes(), hash, None, dynsym, &VersionTable::default());
-        return found.filter(|(_, s)| defined(s)).map(|(i, s)| (i.0, s));
+        return Ok(found.filter(|(_, s)| defined(s)).map(|(i, s)| (i.0, s)));
+    }
+    let symbols = dynsym.symbols();
+    if symbols.len() > MAX_UNHASHED_SYMBOLS {
+        return Err(format!("{} dynamic symbols and no .gnu.hash to look one up", symbols.len()));
     }
     let strings = dynsym.strings();
-    dynsym
-        .symbols()
-        .iter()
-        .enumerate()
-        .find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(SYMBOL.as_bytes()))
+    Ok(symbols.iter().enumerate().find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(SYMBOL.as_bytes())))
 }
 
 /// Dynamic TLS relocations that reach the symbol: by symbol index (the symbol is
