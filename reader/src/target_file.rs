@@ -15,17 +15,22 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Opens `path`, a file of process `pid`: `/proc/PID/root/...` resolves inside
-/// the target's root; any other path is opened as is (never through a final
-/// symlink). Fails unless it is a regular file owned by the target's uid or root.
+/// the target's root; `/proc/PID/map_files/...` is the very file the process
+/// maps (followed: it is a link to that inode, not to a name); any other path
+/// is opened as is, never through a final symlink. Fails unless it is a
+/// regular file owned by the target's uid or root.
 pub fn open(pid: i32, path: &Path) -> io::Result<File> {
     let root = format!("/proc/{pid}/root");
-    let file = match path.strip_prefix(&root) {
-        Ok(inside) => open_in_root(&root, inside)?,
-        Err(_) => open_nofollow(libc::AT_FDCWD, path)?,
+    let file = if let Ok(inside) = path.strip_prefix(&root) {
+        open_in_root(&root, inside)?
+    } else if path.starts_with(format!("/proc/{pid}/map_files")) {
+        std::fs::OpenOptions::new().read(true).custom_flags(FLAGS & !libc::O_NOFOLLOW).open(path)?
+    } else {
+        open_nofollow(libc::AT_FDCWD, path)?
     };
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -126,6 +131,22 @@ mod tests {
         let e = open(pid, &fifo).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         assert!(open(pid, Path::new("/dev/zero")).unwrap_err().to_string().contains("not a regular file"));
+
+        // A mapped file through map_files (reading map_files needs CAP_SYS_ADMIN).
+        if unsafe { libc::geteuid() } == 0 {
+            let f = File::open(&file).unwrap();
+            let len = 10;
+            use std::os::fd::AsRawFd;
+            let at = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0) };
+            assert_ne!(at, libc::MAP_FAILED);
+            let start = at as usize;
+            let page_end = start + 4096;
+            let via = format!("/proc/{pid}/map_files/{start:x}-{page_end:x}");
+            let mut text = String::new();
+            open(pid, Path::new(&via)).unwrap().read_to_string(&mut text).unwrap();
+            assert_eq!(text, "1000 10 a\n");
+            unsafe { libc::munmap(at, len) };
+        }
 
         // Planted by another user: only root can make one here.
         if unsafe { libc::geteuid() } == 0 {
