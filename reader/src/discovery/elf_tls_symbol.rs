@@ -1,7 +1,7 @@
 //! Static (on-disk) part of discovery: does an ELF object define
 //! `otel_thread_ctx_v1`, and which dynamic relocations reach it?
 //!
-//! Nothing here touches the live process; `resolve.rs` turns the result into a
+//! Nothing here touches the live process; `tls_model.rs` turns the result into a
 //! `TlsAccess` using the process's memory.
 
 use super::elf_reader::{self, ElfData};

@@ -19,6 +19,9 @@ pub const MAX_PAYLOAD: u32 = 64 << 10;
 pub const SCHEMA_VERSION_KEY: &str = "threadlocal.schema_version";
 pub const KEY_MAP_KEY: &str = "threadlocal.attribute_key_map";
 const ATTEMPTS: usize = 200;
+/// Mappings named OTEL_CTX tried per process (the spec says one): each may
+/// cost a reader up to ATTEMPTS waits, and a process can map thousands.
+pub const MAX_CONTEXT_MAPPINGS: usize = 4;
 
 /// Maps names under which writers publish the context (memfd first, then anonymous fallbacks).
 pub fn is_context_mapping(m: &Mapping) -> bool {
@@ -86,7 +89,7 @@ pub fn read_process_context(pid: i32, maps: &[Mapping]) -> Result<Option<Process
     let candidates = maps.iter().filter(|m| {
         is_context_mapping(m) && !m.perms.contains('x') && m.end.saturating_sub(m.start) >= HEADER_SIZE as u64
     });
-    for m in candidates {
+    for m in candidates.take(MAX_CONTEXT_MAPPINGS) {
         match read_at(&mem, m) {
             Ok(info) => return Ok(Some(info)),
             Err(e) => last_err = Some(e),
