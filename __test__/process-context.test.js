@@ -6,8 +6,9 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn, execFileSync } = require('node:child_process');
+const { execFileSync } = require('node:child_process');
 const { ROOT } = require('./helpers/addon');
+const { startChild } = require('./helpers/child');
 const { hasProtoc, readProcessContext, readOnce, findMapping, decodePayload, decodePayloads } = require('./process-context-reader');
 
 const skip = hasProtoc ? false : 'protoc is not installed (apt-get install -y protobuf-compiler)';
@@ -15,42 +16,6 @@ if (skip && process.env.CI) throw new Error(`process-context tests cannot run in
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const SDK_VERSION = require('@opentelemetry/core').SDK_INFO['telemetry.sdk.version'];
-
-// A child that runs `body` (with `lib`, `pc` = js/process-context.js, `say(obj)` = one JSON line
-// to stdout, and `onLine(fn)` for stdin commands), then stays alive until killed.
-function startChild(t, body, env = {}) {
-  const script = `
-    process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
-    const lib = require(${JSON.stringify(ROOT)});
-    const pc = require(${JSON.stringify(path.join(ROOT, 'js', 'process-context'))});
-    const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n');
-    const onLine = (fn) => require('node:readline').createInterface({ input: process.stdin }).on('line', fn);
-    setInterval(() => {}, 1000);
-    ${body}
-  `;
-  const child = spawn(process.execPath, ['-e', script], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-    env: { ...process.env, OTEL_SERVICE_NAME: '', OTEL_RESOURCE_ATTRIBUTES: '', ...env },
-    cwd: ROOT,
-  });
-  t.after(() => child.kill('SIGKILL'));
-  const lines = [];
-  const waiters = [];
-  let buf = '';
-  child.stdout.on('data', (d) => {
-    buf += d;
-    for (let nl; (nl = buf.indexOf('\n')) >= 0; buf = buf.slice(nl + 1)) {
-      const msg = JSON.parse(buf.slice(0, nl));
-      if (waiters.length > 0) waiters.shift().resolve(msg);
-      else lines.push(msg);
-    }
-  });
-  child.once('exit', (code) => { for (const w of waiters.splice(0)) w.reject(new Error(`child exited with ${code}`)); });
-  child.next = () => (lines.length > 0 ? Promise.resolve(lines.shift())
-    : new Promise((resolve, reject) => waiters.push({ resolve, reject })));
-  child.send = (line) => child.stdin.write(`${line}\n`);
-  return child;
-}
 
 test('from OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES: header, every attribute, read from outside', { skip, timeout: 60_000 }, async (t) => {
   const child = startChild(t, `
@@ -194,13 +159,15 @@ test('bad input: clear errors, nothing published', { timeout: 30_000 }, async ()
     [() => pc.registerAttributeKeys('http.route'), TypeError, /^attributes: expected an array of attribute key strings, got string "http.route"/],
     [() => pc.registerAttributeKeys(['a', 'b', 'a']), RangeError, /^attributes\[2\]: duplicate key "a" \(also at index 0\)/],
     [() => pc.registerAttributeKeys(['']), RangeError, /^attributes\[0\]: expected a non-empty key/],
+    [() => pc.registerAttributeKeys(['ok', 'é'.repeat(128)]), RangeError, /^attributes\[1\]: expected a key of at most 255 UTF-8 bytes, got 256$/],
+    [() => pc.registerAttributeKeys(Array.from({ length: 20 }, (_, i) => `${i}`.padEnd(250, 'k'))), RangeError,
+      /^attributes: expected at most 4096 UTF-8 bytes of keys in the attribute key map, got 5010 /],
     [() => pc.publishProcessContext({ resource: 'svc' }), TypeError, /^options\.resource: expected an OpenTelemetry Resource/],
-    [() => pc.publishProcessContext({ resource: { attributes: { 'service.name': { nested: 1 } } } }), TypeError,
-      /^options\.resource\.attributes\["service\.name"\]: expected a string, number, boolean or array, got an object/],
-    [() => pc.publishProcessContext({ resource: { attributes: { tags: ['a', {}] } } }), TypeError, /^options\.resource\.attributes\["tags"\]\[1\]/],
-    [() => pc.publishProcessContext({ resource: { attributes: { n: NaN } } }), RangeError, /expected a finite number, got NaN/],
+    [() => pc.publishProcessContext({ resource: { attributes: 7 } }), TypeError, /^options\.resource\.attributes: expected an object of resource attributes, got number 7/],
+    [() => pc.publishProcessContext({ resourse: {} }), TypeError, /^options\.resourse: unknown option \(expected resource\)/],
     [() => register({ attributes: ['ok', 42] }), TypeError, /^options\.attributes\[1\]: expected a string key/],
     [() => register({ resource: 5 }), TypeError, /^options\.resource: expected/],
+    [() => register({ atributes: ['http.route'] }), TypeError, /^options\.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource\)/],
   ];
   for (const [fn, type, message] of cases) assert.throws(fn, (e) => e instanceof type && message.test(e.message), `expected ${type.name} ${message}`);
   const after = pc.processContextInfo();

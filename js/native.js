@@ -28,7 +28,6 @@ function unavailable() {
   const views = new WeakMap();
   return {
     setSpanContext() {},
-    clearSpanContext() {},
     getSpanContext() { return null; },
     recordView() {
       let v = views.get(globalThis);

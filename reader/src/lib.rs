@@ -26,6 +26,7 @@
 //! 16-byte entries, length at dtv[-1]); no musl, no aarch64; local dynamic is
 //! not supported (OTEP 4947 excludes it).
 
+pub mod agent;
 pub mod ctx_record;
 pub mod discovery;
 pub mod error;

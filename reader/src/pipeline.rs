@@ -117,6 +117,9 @@ impl Pipeline {
             }
             sink(t, &e);
         }
+        for b in self.processes.values_mut().filter_map(|t| t.builder.as_mut()) {
+            b.flush_if_due();
+        }
         Ok(n)
     }
 

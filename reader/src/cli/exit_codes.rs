@@ -9,6 +9,8 @@ pub const EXIT_MALFORMED: u8 = 1;
 pub const EXIT_NO_SYMBOL: u8 = 2;
 /// The reader itself failed (process gone, permission denied, ...).
 pub const EXIT_READER_FAILED: u8 = 3;
+/// A setting cannot be used (as clap's own usage errors).
+pub const EXIT_USAGE: u8 = 2;
 
 /// Discovery of `otel_thread_ctx_v1` in a process that must exist now.
 pub fn discover_live(pid: i32) -> Result<Discovery> {

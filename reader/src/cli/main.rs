@@ -4,6 +4,7 @@
 //! `Command`, its args a struct in its own file; the handler returns the process
 //! exit code (see exit_codes.rs); clap's own usage errors exit 2.
 
+mod agent_cmd;
 mod duration;
 mod exit_codes;
 mod flamegraph_cmd;
@@ -35,6 +36,8 @@ enum Command {
     Record(record_cmd::RecordArgs),
     /// Draw a flame graph of one trace, span or attribute value from a `record --pprof` profile.
     Flamegraph(flamegraph_cmd::FlamegraphArgs),
+    /// Profile every process that publishes span context, continuously, and stream OTLP/Profiles.
+    Agent(agent_cmd::AgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => inspect_cmd::dump(a, true),
         Command::Record(a) => record_cmd::run(a),
         Command::Flamegraph(a) => flamegraph_cmd::run(a),
+        Command::Agent(a) => agent_cmd::run(a),
     };
     match result {
         Ok(code) => code,

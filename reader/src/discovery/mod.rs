@@ -6,6 +6,7 @@
 pub mod build_id;
 pub mod elf_reader;
 pub mod elf_tls_symbol;
+pub mod host_scan;
 pub mod maps;
 pub mod process_context;
 pub mod process_context_proto;

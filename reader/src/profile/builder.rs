@@ -115,6 +115,14 @@ impl ProfileBuilder {
         }
     }
 
+    /// Symbolizes what is pending once it has waited a batch interval: called
+    /// without new events too, so a process that exits has had its samples named.
+    pub fn flush_if_due(&mut self) {
+        if !self.pending.is_empty() && self.last_flush.elapsed() >= BATCH_INTERVAL {
+            self.flush();
+        }
+    }
+
     /// Symbolizes and aggregates what is pending.
     pub fn flush(&mut self) {
         if !self.pending.is_empty() {

@@ -12,6 +12,9 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+/// Named addresses kept (~100 bytes each).
+const MAX_CACHED_ADDRESSES: usize = 500_000;
+
 /// What became of the V8 perf map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PerfMapStatus {
@@ -150,6 +153,10 @@ impl Symbolizer {
     /// Resolves, in one blazesym call per space, every stack address not yet
     /// cached: call once with all samples before naming them one by one.
     pub fn prefetch(&mut self, user_stacks: &[&[u64]], kernel_stacks: &[&[u64]]) {
+        // A long-running agent names addresses forever (JIT code moves): start over past the bound.
+        if self.cache.len() > MAX_CACHED_ADDRESSES {
+            self.cache.clear();
+        }
         let lookups = |stacks: &[&[u64]]| -> Vec<u64> {
             stacks.iter().flat_map(|s| s.iter().enumerate().map(|(d, a)| lookup_addr(*a, d))).collect()
         };

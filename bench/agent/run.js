@@ -1,0 +1,183 @@
+'use strict';
+// Cost of `thread-ctx agent` (as root): its CPU (fraction of one core, from /proc/PID/stat) and
+// peak RSS (VmHWM) while it profiles 1, 5 and 20 busy Node services (bench/agent/service.js) at
+// 19, 49 and 99 Hz, with the samples it takes and exports per second and the BPF program's run
+// time (kernel BPF stats). Exports OTLP to the repository's test Collector when it is built
+// (target/otelcol), else writes pprof files to a temporary directory.
+//   node bench/agent/run.js [--seconds 120] [--services 1,5,20] [--hz 19,49,99]
+// One configuration at a time; on a shared machine, other work competes with the services (not
+// with the measurement of the agent's own CPU time).
+const { spawn, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const net = require('node:net');
+
+const root = path.resolve(__dirname, '../..');
+const bin = path.join(root, 'target/release/thread-ctx');
+const collectorBin = path.join(root, 'target/otelcol/otelcol-thread-ctx');
+
+function option(name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : process.argv[at + 1];
+}
+const SECONDS = Number(option('seconds', '120'));
+const SERVICES = option('services', '1,5,20').split(',').map(Number);
+const RATES = option('hz', '19,49,99').split(',').map(Number);
+if (!(SECONDS >= 10)) throw new RangeError(`--seconds: expected at least 10, got ${SECONDS}`);
+if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
+if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const clk = Number(execFileSync('getconf', ['CLK_TCK']).toString());
+
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / clk;
+}
+function peakRssMiB(pid) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+function waitFor(child, text) {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`no "${text}" within 60 s: ${seen}`)), 60000);
+    const onData = (d) => {
+      seen += d;
+      if (seen.includes(text)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+  });
+}
+
+// The CPU programs loaded now (bpftool), by id: the agent's is the one that appears after it starts
+// (bpftool's owner pids are not always available).
+function samplerProgs() {
+  try {
+    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === 'sample_thread_ctx');
+  } catch {
+    return [];
+  }
+}
+// BPF run time of program `id`, from kernel BPF stats.
+function bpfStats(id) {
+  const p = samplerProgs().find((x) => x.id === id);
+  return p ? { runTimeNs: p.run_time_ns || 0, runs: p.run_cnt || 0 } : null;
+}
+
+async function measure(services, hz, endpoint) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-agent-'));
+  const children = [];
+  for (let i = 0; i < services; i++) {
+    const c = spawn(process.execPath, ['--perf-basic-prof-only-functions', path.join(__dirname, 'service.js')], {
+      env: { ...process.env, OTEL_SERVICE_NAME: `bench-service-${i}` },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.push(c);
+    await waitFor(c, 'ready');
+  }
+  const pids = children.map((c) => c.pid);
+  const out = endpoint ? ['--endpoint', endpoint, '--protocol', 'grpc'] : ['--pprof-dir', tmp];
+  const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
+  const before = new Set(samplerProgs().map((p) => p.id));
+  const agent = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  agent.stderr.on('data', (d) => (stderr += d));
+  await waitFor(agent, ': window ');
+  const progId = Math.max(-1, ...samplerProgs().map((p) => p.id).filter((id) => !before.has(id)));
+  // From the end of the first window (start-up and discovery excluded) to the end.
+  const t0 = process.hrtime.bigint();
+  const cpu0 = cpuSeconds(agent.pid);
+  const bpf0 = bpfStats(progId);
+  const windows0 = stderr.split('\n').filter((l) => l.includes(': window ')).length;
+  await sleep((SECONDS - 15) * 1000);
+  const cpu1 = cpuSeconds(agent.pid);
+  const bpf1 = bpfStats(progId);
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const rss = peakRssMiB(agent.pid);
+  await new Promise((resolve) => {
+    agent.on('exit', resolve);
+    agent.kill('SIGTERM');
+  });
+  for (const c of children) c.kill('SIGKILL');
+  fs.rmSync(tmp, { recursive: true, force: true });
+  const windows = stderr.split('\n').filter((l) => l.includes(': window ')).slice(windows0);
+  const num = (l, re) => Number((l.match(re) || [])[1] || 0);
+  const samples = windows.reduce((a, l) => a + num(l, / (\d+) CPU samples/), 0);
+  const span = windows.reduce((a, l) => a + num(l, /\((\d+) with a span\)/), 0);
+  const windowSecs = windows.reduce((a, l) => a + num(l, /window ([\d.]+)s/), 0);
+  const last = stderr.split('\n').filter((l) => l.includes('stopped;')).pop() || '';
+  const exportedOtlp = num(last, /exported \d+ requests \((\d+) samples\)/);
+  const dropped = windows.reduce((a, l) => a + num(l, /(\d+) ring buffer full/), 0);
+  const runs = bpf0 && bpf1 ? bpf1.runs - bpf0.runs : 0;
+  const runNs = bpf0 && bpf1 ? bpf1.runTimeNs - bpf0.runTimeNs : 0;
+  return {
+    services,
+    hz,
+    cpuPct: (100 * (cpu1 - cpu0)) / wall,
+    rss,
+    samplesPerSec: samples / windowSecs,
+    spanPct: samples ? (100 * span) / samples : 0,
+    otlpPerSec: endpoint ? exportedOtlp / SECONDS : NaN,
+    dropped,
+    nsPerRun: runs ? runNs / runs : NaN,
+    nsPerSample: samples && runs ? runNs / ((samples * wall) / windowSecs) : NaN,
+  };
+}
+
+(async () => {
+  let collector = null;
+  let endpoint = null;
+  if (fs.existsSync(collectorBin)) {
+    const [grpc, http] = [await freePort(), await freePort()];
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-otelcol-'));
+    collector = spawn(collectorBin, ['--config', path.join(root, 'collector/config.yaml'), '--feature-gates=+service.profilesSupport'], {
+      env: { ...process.env, OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: '/dev/null' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    await waitFor(collector, 'Everything is ready');
+    endpoint = `http://127.0.0.1:${grpc}`;
+  }
+  let statsWas = null;
+  try {
+    statsWas = fs.readFileSync('/proc/sys/kernel/bpf_stats_enabled', 'utf8').trim();
+    fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', '1');
+  } catch {}
+  const rows = [];
+  try {
+    for (const services of SERVICES) {
+      for (const hz of RATES) {
+        const r = await measure(services, hz, endpoint);
+        rows.push(r);
+        process.stderr.write(`done: ${services} services at ${hz} Hz\n`);
+      }
+    }
+  } finally {
+    if (statsWas !== null) fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', statsWas);
+    collector?.kill('SIGTERM');
+  }
+  const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+  console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}`);
+  console.log('| services | Hz | agent CPU (% of a core) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} |`);
+  }
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

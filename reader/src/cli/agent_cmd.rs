@@ -1,0 +1,233 @@
+//! `thread-ctx agent`: continuous profiling of every process on the host that
+//! publishes span context (or of `--pid`s), one window every `--interval`,
+//! streamed as OTLP/Profiles to a Collector and/or written as pprof files.
+//! One status line per window on stderr; SIGTERM/SIGINT send the last window
+//! and exit 0.
+
+use crate::duration::parse_duration;
+use crate::exit_codes::EXIT_USAGE;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use thread_ctx::agent::{Agent, AgentOptions, Window};
+use thread_ctx::otlp::{ConfigError, Exporter, ExporterConfig, ExporterStats, Overrides};
+use thread_ctx::output::otlp::{export_request, ProcessWindow};
+use thread_ctx::output::pprof;
+use thread_ctx::sampler::SamplerOptions;
+
+/// How long the last window may take to reach the endpoint after SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Host-wide discovery looks for new processes at least this often.
+const MAX_SCAN_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// Profile only this process (repeatable). Without it: every process on the host that
+    /// publishes an OTEP 4719 process context or maps an object defining otel_thread_ctx_v1.
+    #[arg(long = "pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Vec<u32>,
+    /// Samples per second on each CPU. The default, 19, is a prime: sampling does not fall into
+    /// step with timers and periodic work (which run at round rates such as 10, 50 or 100 Hz)
+    /// and so neither over- nor under-counts them; it is also the cheapest rate that still
+    /// gives a few hundred samples per busy core per window.
+    #[arg(long, default_value_t = 19, value_parser = clap::value_parser!(u32).range(1..=999))]
+    pub hz: u32,
+    /// Length of one window: one profile per process per window (at least 1s; 10s or more in production).
+    #[arg(long, default_value = "10s", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Also trace off-CPU time (sched_switch), as a second profile per process.
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// Also capture kernel stacks.
+    #[arg(long)]
+    pub kernel: bool,
+    /// OTLP endpoint (over OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT),
+    /// e.g. http://localhost:4317 for gRPC or http://localhost:4318 for HTTP.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// OTLP protocol, `grpc` or `http/protobuf` (over OTEL_EXPORTER_OTLP_{PROFILES_,}PROTOCOL).
+    #[arg(long, value_name = "PROTOCOL")]
+    pub protocol: Option<String>,
+    /// Also write one gzipped pprof per process per window into DIR. Given alone (no
+    /// --endpoint and no OTEL_EXPORTER_OTLP_*ENDPOINT), nothing is sent over OTLP.
+    #[arg(long, value_name = "DIR")]
+    pub pprof_dir: Option<PathBuf>,
+    /// Stop after this long (default: run until SIGTERM or SIGINT).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("{s:?}: the interval is at least 1s"));
+    }
+    Ok(d)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+pub fn run(args: AgentArgs) -> Result<ExitCode> {
+    if let Some(dir) = &args.pprof_dir {
+        if !dir.is_dir() {
+            eprintln!("thread-ctx: error: --pprof-dir: {} is not a directory", dir.display());
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    }
+    let exporter = match exporter_for(&args) {
+        Ok(e) => e,
+        Err(message) => {
+            eprintln!("thread-ctx: error: {message}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let opts = AgentOptions {
+        sampler: SamplerOptions { hz: args.hz, user_stacks: true, kernel_stacks: args.kernel, off_cpu: args.off_cpu },
+        interval: args.interval,
+        scan_interval: args.interval.min(MAX_SCAN_INTERVAL),
+        pids: args.pids.clone(),
+    };
+    let mut agent = Agent::start(opts).context("starting the agent")?;
+    // SAFETY: installing async-signal-safe handlers that only store an atomic.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_stop_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_stop_signal as *const () as libc::sighandler_t);
+    }
+    let target = if args.pids.is_empty() { "every process that publishes span context".to_string() } else { format!("pids {:?}", args.pids) };
+    let sink = match &exporter {
+        Some(e) => format!("OTLP {}", e.description()),
+        None => "no OTLP export".into(),
+    };
+    let files = args.pprof_dir.as_ref().map(|d| format!(", pprof files in {}", d.display())).unwrap_or_default();
+    eprintln!("thread-ctx agent: sampling {target} at {} Hz, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
+    let end = args.duration.map(|d| Instant::now() + d);
+    let stop = || STOP.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
+    let mut last_error = None;
+    loop {
+        let until = end.map_or(agent.window_end(), |e| e.min(agent.window_end()));
+        agent.run_until(until, &stop)?;
+        let window = agent.take_window()?;
+        for note in agent.take_notes() {
+            eprintln!("thread-ctx agent: {note}");
+        }
+        let written = write_outputs(&window, exporter.as_ref(), args.pprof_dir.as_deref());
+        status_line(&window, exporter.as_ref().map(Exporter::stats), written, &mut last_error);
+        if stop() || agent.all_given_exited() {
+            break;
+        }
+    }
+    if let Some(e) = exporter {
+        let stats = e.shutdown(SHUTDOWN_GRACE);
+        eprintln!("thread-ctx agent: stopped; {}", export_text(&stats));
+    } else {
+        eprintln!("thread-ctx agent: stopped");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The exporter, None when only pprof files were asked for; Err: a message naming the bad setting.
+fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
+    let env_endpoint = ["OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
+    if args.pprof_dir.is_some() && args.endpoint.is_none() && !env_endpoint {
+        return Ok(None);
+    }
+    let overrides = Overrides { endpoint: args.endpoint.clone(), protocol: args.protocol.clone(), ..Default::default() };
+    let config = ExporterConfig::from_env(&overrides).map_err(|e| {
+        // Name our flag where the transport says "override".
+        let flag = match &e {
+            ConfigError::Endpoint { .. } => "--endpoint",
+            ConfigError::Protocol { .. } => "--protocol",
+            _ => "override",
+        };
+        e.to_string().replacen("override", flag, 1)
+    })?;
+    Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
+}
+
+/// Hands the window to the exporter and writes its pprof files; returns the files written.
+fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Path>) -> usize {
+    if let Some(e) = exporter.filter(|_| !w.processes.is_empty()) {
+        let windows: Vec<ProcessWindow> = w
+            .processes
+            .iter()
+            .map(|p| ProcessWindow { resource: p.resource.clone(), profile: &p.profile, start_unix_ns: w.start_unix_ns, duration_ns: w.duration_ns })
+            .collect();
+        e.export(export_request(&windows));
+    }
+    let Some(dir) = pprof_dir else { return 0 };
+    let mut written = 0;
+    for p in &w.processes {
+        let name = format!("{}-{}-{}.pb.gz", file_safe(&p.service_name), p.pid, w.start_unix_ns / 1_000_000_000);
+        let meta = pprof::Meta {
+            service_name: Some(p.service_name.clone()),
+            start_unix_ns: w.start_unix_ns as i64,
+            duration_ns: w.duration_ns as i64,
+            comments: vec![format!("thread-ctx agent, pid {}", p.pid)],
+        };
+        match pprof::write_file(&dir.join(&name), &p.profile, &meta) {
+            Ok(()) => written += 1,
+            Err(e) => eprintln!("thread-ctx agent: --pprof-dir: {e:#}"),
+        }
+    }
+    written
+}
+
+fn file_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
+}
+
+fn status_line(w: &Window, export: Option<ExporterStats>, files: usize, last_error: &mut Option<String>) {
+    let s = &w.stats;
+    let with_span: u64 = w.processes.iter().flat_map(|p| &p.profile.entries).filter(|e| e.span_id.is_some() && !e.kind.is_off_cpu()).map(|e| e.count).sum();
+    let mut line = format!(
+        "thread-ctx agent: window {:.1}s: {} processes ({} new, {} exited, {} skipped), {} CPU samples ({} with a span)",
+        w.duration_ns as f64 / 1e9,
+        s.processes,
+        s.new,
+        s.exited,
+        s.skipped,
+        s.cpu_samples,
+        with_span
+    );
+    if s.off_cpu_intervals > 0 {
+        line += &format!(", {} off-CPU intervals", s.off_cpu_intervals);
+    }
+    line += &format!("; dropped: {} ring buffer full, {} over the distinct-stack cap", s.dropped_ring_full, s.dropped_entry_cap);
+    if let Some(stats) = &export {
+        line += &format!("; {}", export_text(stats));
+        if stats.last_error != *last_error {
+            if let Some(e) = &stats.last_error {
+                line += &format!("; export error: {e}");
+            }
+            last_error.clone_from(&stats.last_error);
+        }
+    }
+    if files > 0 {
+        line += &format!("; {files} pprof files");
+    }
+    eprintln!("{line}");
+}
+
+fn export_text(s: &ExporterStats) -> String {
+    let d = s.dropped();
+    format!(
+        "exported {} requests ({} samples), {} queued, {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}",
+        s.sent.requests,
+        s.sent.samples,
+        s.queued.requests + s.in_flight.requests,
+        s.retries,
+        d.requests,
+        s.dropped_queue_full.requests,
+        s.dropped_retries_exhausted.requests,
+        s.dropped_shutdown.requests,
+        s.failed.requests
+    )
+}
