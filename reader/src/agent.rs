@@ -6,6 +6,7 @@
 //! outputs (OTLP, pprof files).
 
 use crate::discovery::host_scan::{HostScanner, ProcessKey};
+use crate::output::printable::printable;
 use crate::discovery::{discover, process_context::read_process_context, maps::read_maps};
 use crate::output::otlp::{host_name, resource_of};
 use crate::pipeline::{Pipeline, Tracked};
@@ -221,19 +222,27 @@ impl Agent {
             if let Err(e) = self.track(key) {
                 self.stats.skipped += 1;
                 self.refused.insert(key.pid, key);
-                self.notes.push(format!("process {}: not sampled: {e:#}", key.pid));
+                self.notes.push(format!("process {}: not sampled: {}", key.pid, printable(&format!("{e:#}"))));
             }
         }
     }
 
     fn track(&mut self, key: ProcessKey) -> anyhow::Result<()> {
         let d = discover(key.pid as i32)?;
-        let what = match d.sampled_writer() {
+        let mut what = match d.sampled_writer() {
             Ok(Some(w)) => format!("{} ({})", w.path, w.access.as_ref().map(|a| a.to_string()).unwrap_or_default()),
             Ok(None) => "no otel_thread_ctx_v1: stacks only".into(),
             Err(e) => format!("{e}: stacks only"),
         };
-        let service = d.service_name().map(str::to_string);
+        // What the process got wrong goes on the same line: one line per process.
+        if let Some(first) = d.skipped_objects.first() {
+            what += &format!("; {} mapped object(s) skipped, first: {first}", d.skipped_objects.len());
+        }
+        let service = match &d.process_context {
+            None => "no process context".to_string(),
+            Some(Ok(_)) => d.service_name().unwrap_or("no service.name").to_string(),
+            Some(Err(e)) => format!("process context unreadable: {e}"),
+        };
         let mut d = d;
         if d.sampled_writer().is_err() {
             // Writers that do not resolve still leave the process's stacks worth sampling.
@@ -244,7 +253,7 @@ impl Agent {
         self.keys.insert(key.pid, key);
         self.resources.insert(key.pid, resource);
         self.stats.new += 1;
-        self.notes.push(format!("tracking process {} ({}): {what}", key.pid, service.as_deref().unwrap_or("no process context")));
+        self.notes.push(format!("tracking process {} ({}): {}", key.pid, printable(&service), printable(&what)));
         Ok(())
     }
 

@@ -4,18 +4,8 @@ use serde_json::{json, Value};
 use std::fmt::Write;
 use thread_ctx::discovery::{Discovery, Writer};
 use thread_ctx::ptrace::{State, ThreadRecord};
+use thread_ctx::output::printable::printable;
 use thread_ctx::TlsAccess;
-
-/// Text the target chose (paths, names, keys, messages quoting them), safe
-/// for a terminal: control characters, escape sequences included, are shown
-/// escaped rather than sent to the operator's terminal.
-fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.chars().any(char::is_control) {
-        s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect::<String>().into()
-    } else {
-        s.into()
-    }
-}
 
 fn access_json(a: &TlsAccess) -> Value {
     match *a {
@@ -121,13 +111,4 @@ pub fn threads_text(threads: &[ThreadRecord]) -> String {
         }
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn terminal_escapes_from_the_target_are_shown_escaped() {
-        assert_eq!(super::printable("svc\u{1b}]0;pwned\u{7}"), "svc\\u{1b}]0;pwned\\u{7}");
-        assert_eq!(super::printable("/a b/caf\u{e9}"), "/a b/caf\u{e9}");
-    }
 }
