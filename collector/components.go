@@ -5,16 +5,14 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/collector/processor/batchprocessor"
 	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
-// components lists the factories of this distribution. batch is there for the traces and
-// metrics a demo may also route through it; in this release it does not take profiles (the
-// profiles pipeline uses memory_limiter only).
+// components lists the factories of this distribution. There is no batch processor: in this
+// release it does not take profiles (a profiles pipeline that lists it fails to build).
 func components() (otelcol.Factories, error) {
 	var err error
 	factories := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
@@ -24,7 +22,6 @@ func components() (otelcol.Factories, error) {
 		return otelcol.Factories{}, err
 	}
 	if factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
-		batchprocessor.NewFactory(),
 		memorylimiterprocessor.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err

@@ -1,6 +1,6 @@
 // Command otelcol-thread-ctx is the OpenTelemetry Collector distribution this repository's tests
-// and demo stream profiles into: the OTLP receiver, the memory_limiter and batch processors and
-// the file exporter, from one Collector release (see go.mod). It is what the Collector Builder
+// and demo stream profiles into: the OTLP receiver, the memory_limiter processor and the file
+// exporter, from one Collector release (see go.mod). It is what the Collector Builder
 // (ocb) would generate from a manifest with those components, written out so that a build needs
 // only `go build` and the checked-in go.sum.
 package main

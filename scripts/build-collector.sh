@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the OpenTelemetry Collector that the OTLP tests and the demo stream profiles into
-# (collector/: OTLP receiver, memory_limiter and batch processors, file exporter, one Collector
+# (collector/: OTLP receiver, memory_limiter processor, file exporter, one Collector
 # release pinned in collector/go.mod and go.sum) into target/otelcol/otelcol-thread-ctx.
 # Builds once: it rebuilds only when a file in collector/ changed since the last build.
 set -euo pipefail

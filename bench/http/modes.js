@@ -7,7 +7,7 @@ const MODES = Object.freeze({
   b: { name: 'tcm', label: '(b) ThreadContextManager (async tracking)' },
   c: { name: 'tcm-cheap', label: '(c) ThreadContextManager({ asyncTracking: false })' },
   d: { name: 'none', label: '(d) no OpenTelemetry' },
-  // Diagnostics (not in the default run): (a) plus the hooks of (b) with empty bodies, then plus
+  // (e) is in the default run (the floor); (f) is a diagnostic. (a) plus the hooks of (b) with empty bodies, then plus
   // the active-context lookup each hook of (b) does. (b) − (f) is then the publishing itself,
   // (f) − (e) the lookup, (e) − (a) what the runtime charges for dispatching the hooks.
   e: { name: 'als+hooks', label: '(e) (a) + the hooks of (b), empty' },

@@ -3,77 +3,37 @@
 // each in its own server process, alternated round after round under the same autocannon load;
 // prints a markdown table (and the per-round samples with --rounds-table).
 //
-//   node bench/http/run.js [--node 24|PATH] [--rounds 9] [--duration 5] [--warmup 2]
-//     [--connections 50] [--modes abcd] [--server-cpu 0] [--client-cpu 1] [--json FILE]
+//   node bench/http/run.js [--node 24|PATH] [--rounds 15] [--duration 5] [--warmup 2] [--fast]
+//     [--connections 50] [--modes abcde] [--server-cpu 0] [--client-cpu 1] [--json FILE]
 //     [--rounds-table] [--node-arg ARG]...
+// --fast: 2 s measured after 1 s warm-up per round (same 15 rounds, half the time, wider intervals).
 //   node bench/http/run.js --report FILE.json [--rounds-table]   (the report of an earlier --json run)
 
 const fs = require('node:fs');
 const os = require('node:os');
-const { parseArgs } = require('node:util');
 const { execFileSync } = require('node:child_process');
 const { MODES } = require('./modes');
-const { resolveNode, nodeVersion } = require('./node-binary');
+const { nodeVersion } = require('../lib/node-binary');
+const { parseServiceArgs } = require('../lib/args');
 const path = require('node:path');
-const { describeMachine, loadAverage, cpuTimes, codeRevision } = require('./machine');
-const { startServer, runLoad } = require('./processes');
+const { describeMachine, loadAverage, codeRevision } = require('../lib/machine');
+const { measureServerRound } = require('../lib/server-round');
+const { alternate } = require('../lib/rounds');
 const { summarise, markdown, roundsTable } = require('./report');
 
-function positive(name, text, { integer = true } = {}) {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`--${name}: expected a positive ${integer ? 'integer' : 'number'}, got ${JSON.stringify(text)}`);
-  }
-  return value;
-}
+const SERVER = path.join(__dirname, 'server.js');
 
 function parseConfig(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      node: { type: 'string' },
-      'node-arg': { type: 'string', multiple: true, default: [] },
-      rounds: { type: 'string', default: '9' },
-      duration: { type: 'string', default: '5' },
-      warmup: { type: 'string', default: '2' },
-      connections: { type: 'string', default: '50' },
-      modes: { type: 'string', default: 'abcd' },
-      'server-cpu': { type: 'string', default: '0' },
-      'client-cpu': { type: 'string', default: '1' },
-      json: { type: 'string' },
-      'rounds-table': { type: 'boolean', default: false },
-      report: { type: 'string' },
-    },
-  });
-  if (values.report !== undefined) return { report: values.report, roundsTable: values['rounds-table'] };
-  const modes = [...values.modes];
+  const config = parseServiceArgs(argv, { connections: 50, modes: 'abcde' });
+  if (config.report !== undefined) return config;
+  const modes = [...config.modes];
   for (const key of modes) {
     if (MODES[key] === undefined) {
-      throw new TypeError(`--modes: expected letters from ${Object.keys(MODES).join('')}, got ${JSON.stringify(values.modes)}`);
+      throw new TypeError(`--modes: expected letters from ${Object.keys(MODES).join('')}, got ${JSON.stringify(config.modes)}`);
     }
   }
-  if (new Set(modes).size !== modes.length) throw new TypeError(`--modes: expected each mode once, got ${JSON.stringify(values.modes)}`);
-  const config = {
-    nodeBin: resolveNode(values.node),
-    nodeArgs: values['node-arg'],
-    rounds: positive('rounds', values.rounds),
-    duration: positive('duration', values.duration),
-    warmup: positive('warmup', values.warmup),
-    connections: positive('connections', values.connections),
-    modes,
-    serverCpu: Number(values['server-cpu']),
-    clientCpu: Number(values['client-cpu']),
-    json: values.json,
-    roundsTable: values['rounds-table'],
-  };
-  const cpus = os.cpus().length;
-  for (const name of ['serverCpu', 'clientCpu']) {
-    if (!Number.isInteger(config[name]) || config[name] < 0 || config[name] >= cpus) {
-      throw new TypeError(`--${name === 'serverCpu' ? 'server' : 'client'}-cpu: expected a CPU number 0-${cpus - 1}, got ${config[name]}`);
-    }
-  }
-  if (config.serverCpu === config.clientCpu) throw new TypeError('--server-cpu and --client-cpu: expected two different CPUs');
-  return config;
+  if (new Set(modes).size !== modes.length) throw new TypeError(`--modes: expected each mode once, got ${JSON.stringify(config.modes)}`);
+  return { ...config, modes };
 }
 
 function checkTaskset() {
@@ -90,48 +50,23 @@ function checkServerState(ready, modeName) {
   }
 }
 
-function checkLoad(load, modeKey) {
-  if (load.errors > 0 || load.timeouts > 0 || load.non2xx > 0) {
-    throw new Error(`mode ${modeKey}: expected no errors, timeouts or non-2xx responses, got ` +
-      `${load.errors} errors, ${load.timeouts} timeouts, ${load.non2xx} non-2xx`);
-  }
-}
-
 // One measured round of one mode in a fresh server process.
-async function measure(config, modeKey, round, clientNode) {
-  const server = await startServer({ nodeBin: config.nodeBin, nodeArgs: config.nodeArgs, modeKey, cpu: config.serverCpu });
-  try {
-    checkServerState(server.ready, modeKey);
-    const loadOptions = { nodeBin: clientNode, port: server.ready.port, connections: config.connections, cpu: config.clientCpu };
-    checkLoad(await runLoad({ ...loadOptions, seconds: config.warmup }), modeKey);
-    const cpuBefore = cpuTimes(config.serverCpu);
-    await server.request('start', 'started');
-    const load = await runLoad({ ...loadOptions, seconds: config.duration });
-    const stopped = await server.request('stop', 'stopped');
-    const cpuAfter = cpuTimes(config.serverCpu);
-    checkLoad(load, modeKey);
-    if (stopped.requests === 0) throw new Error(`mode ${modeKey}: expected requests in the measured window, got 0`);
-    const serverUs = stopped.userUs + stopped.systemUs;
-    const windowUs = stopped.elapsedNs / 1000;
-    const spansPerRequest = stopped.spansExported / stopped.totalRequests;
-    const wantSpans = MODES[modeKey].name === 'none' ? 0 : 2;
-    if (Math.abs(spansPerRequest - wantSpans) > 0.1) {
-      throw new Error(`mode ${modeKey}: expected ${wantSpans} exported spans per request, got ${spansPerRequest.toFixed(2)}`);
-    }
-    return {
-      round, modeKey, mechanism: server.ready.mechanism,
-      requestsPerSecond: load.requestsPerSecond,
-      latencyP99Ms: load.latencyP99Ms,
-      requests: stopped.requests,
-      cpuUsPerRequest: serverUs / stopped.requests,
-      // /proc/stat ticks are 10 ms: over a 5 s window this is good to about ±0.5 %.
-      foreignPercent: Math.max(0, (cpuAfter.busyUs - cpuBefore.busyUs - serverUs) / windowUs * 100),
-      stealPercent: (cpuAfter.stealUs - cpuBefore.stealUs) / windowUs * 100,
-      spansPerRequest,
-    };
-  } finally {
-    await server.stop();
-  }
+function measure(config, modeKey, clientNode) {
+  return measureServerRound({
+    server: { nodeBin: config.nodeBin, nodeArgs: config.nodeArgs, script: SERVER, modeKey, cpu: config.serverCpu },
+    load: { nodeBin: clientNode, connections: config.connections, cpu: config.clientCpu },
+    warmup: config.warmup,
+    duration: config.duration,
+    checkReady: (ready) => checkServerState(ready, modeKey),
+    afterStop: (stopped) => {
+      const spansPerRequest = stopped.spansExported / stopped.totalRequests;
+      const wantSpans = MODES[modeKey].name === 'none' ? 0 : 2;
+      if (Math.abs(spansPerRequest - wantSpans) > 0.1) {
+        throw new Error(`mode ${modeKey}: expected ${wantSpans} exported spans per request, got ${spansPerRequest.toFixed(2)}`);
+      }
+      return { spansPerRequest };
+    },
+  });
 }
 
 async function main() {
@@ -152,16 +87,14 @@ async function main() {
   const perRound = config.modes.length * (config.duration + config.warmup + 1.5);
   process.stderr.write(`bench:http on Node ${node}: ${config.rounds} rounds × modes ${config.modes.join(' ')}, ` +
     `about ${Math.ceil(config.rounds * perRound / 60)} min; load average ${loadBefore.join(' ')}\n`);
-  const samples = [];
-  for (let round = 1; round <= config.rounds; round++) {
-    for (const modeKey of config.modes) {
-      const sample = await measure(config, modeKey, round, process.execPath);
-      samples.push(sample);
-      process.stderr.write(`  round ${round} ${modeKey}: ${sample.requestsPerSecond.toFixed(0)} req/s, ` +
-        `${sample.cpuUsPerRequest.toFixed(1)} µs CPU/req, p99 ${sample.latencyP99Ms} ms, ` +
-        `foreign ${sample.foreignPercent.toFixed(1)} %\n`);
-    }
-  }
+  const samples = await alternate({
+    rounds: config.rounds,
+    modes: config.modes,
+    measure: (modeKey) => measure(config, modeKey, process.execPath),
+    onSample: (sample) => process.stderr.write(`  round ${sample.round} ${sample.modeKey}: ${sample.requestsPerSecond.toFixed(0)} req/s, ` +
+      `${sample.cpuUsPerRequest.toFixed(1)} µs CPU/req, p99 ${sample.latencyP99Ms} ms, ` +
+      `foreign ${sample.foreignPercent.toFixed(1)} %, steal ${sample.stealPercent.toFixed(1)} %\n`),
+  });
   const finishedAt = new Date();
   const loadAfter = loadAverage();
   const summary = summarise(samples, config.modes);

@@ -2,14 +2,13 @@
 // The benchmark service, one mode per process: node bench/http/server.js <a|b|c|d>.
 // Run by run.js as an IPC child: it reports { type: 'ready', port } once listening on
 // 127.0.0.1 (after a self-check of the record), then answers 'start' and 'stop' with its
-// process.cpuUsage() and request count over the measured window.
+// main thread's CPU time, process.cpuUsage() and request count over the measured window.
 
 const { modeByKey } = require('./modes');
+const { requireIpc, answerMeasurements, announceReady } = require('../lib/server-protocol');
 
 const mode = modeByKey(process.argv[2]);
-if (typeof process.send !== 'function') {
-  throw new Error('server.js: expected to run as an IPC child of bench/http/run.js (no process.send)');
-}
+requireIpc('bench/http/server.js');
 
 // OpenTelemetry must be set up before node:http is loaded, so the instrumentation patches it.
 const telemetry = mode.name === 'none' ? null : require('./telemetry').setupTelemetry(mode.name);
@@ -32,42 +31,18 @@ const server = http.createServer((req, res) => {
   });
 });
 
-let window = null;
-
 function spansExported() {
   return telemetry === null ? 0 : telemetry.exporter.spans;
 }
 
-async function onMessage(message) {
-  if (message.type === 'start') {
-    window = { cpu: process.cpuUsage(), requests, at: process.hrtime.bigint() };
-    process.send({ type: 'started' });
-  } else if (message.type === 'stop') {
-    if (window === null) throw new Error("server.js: got 'stop' before 'start'");
-    const cpu = process.cpuUsage(window.cpu);
-    const elapsedNs = Number(process.hrtime.bigint() - window.at);
-    const measured = requests - window.requests;
-    window = null;
-    // Flushing after the window: the exporter count shows spans were made (2 per request).
+answerMeasurements({
+  requests: () => requests,
+  // Flushing after the window: the exporter count shows spans were made (2 per request).
+  afterWindow: async () => {
     if (telemetry !== null) await telemetry.provider.forceFlush();
-    process.send({
-      type: 'stopped', userUs: cpu.user, systemUs: cpu.system, requests: measured, elapsedNs,
-      totalRequests: requests, spansExported: spansExported(),
-    });
-  } else {
-    throw new Error(`server.js: unknown message type ${JSON.stringify(message.type)}`);
-  }
-}
-
-process.on('message', (message) => {
-  onMessage(message).catch((err) => {
-    process.send({ type: 'error', message: err.stack });
-  });
+    return { spansExported: spansExported() };
+  },
 });
-// The parent going away ends the benchmark. Exiting through process.exit() (also on SIGTERM)
-// lets --cpu-prof write its profile.
-process.on('disconnect', () => process.exit(0));
-process.on('SIGTERM', () => process.exit(0));
 
 server.listen(0, '127.0.0.1', async () => {
   const { port } = server.address();
@@ -77,8 +52,8 @@ server.listen(0, '127.0.0.1', async () => {
     selfCheck = checker.result;
     handle = benchHandler;
   }
-  process.send({
-    type: 'ready', port, pid: process.pid, node: process.version, mode: mode.name,
+  announceReady({
+    port, mode: mode.name,
     mechanism: telemetry === null ? null : (telemetry.contextManager.mechanism ?? 'AsyncLocalStorage'),
     selfCheck,
   });

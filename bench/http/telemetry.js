@@ -4,57 +4,18 @@
 // mode), the http instrumentation, and the mode's context manager. Must run before node:http
 // is required, so the instrumentation can patch it.
 
-const path = require('node:path');
+const { DroppingExporter } = require('../lib/dropping-exporter');
+const { buildContextManager } = require('../lib/managers');
 
-const PACKAGE_ROOT = path.join(__dirname, '..', '..');
-
-// Counts and drops: the batching, span conversion and queueing cost is paid, the network is not.
-class DroppingExporter {
-  constructor() {
-    this.spans = 0;
-  }
-
-  export(spans, resultCallback) {
-    this.spans += spans.length;
-    resultCallback({ code: 0 });
-  }
-
-  shutdown() {
-    return Promise.resolve();
-  }
-
-  forceFlush() {
-    return Promise.resolve();
-  }
-}
-
-function noop() {}
-
-// The stock manager with the ThreadContextManager's own hook mechanism installed beside it,
-// doing nothing (floor) or only the context lookup: splits (b)'s cost into its parts.
-function withDiagnosticHooks(manager, lookup) {
-  const { trackAsyncCallbacks, detectMechanism } = require(path.join(PACKAGE_ROOT, 'js', 'hooks'));
-  const active = lookup ? () => manager.active() : noop;
-  const enable = manager.enable.bind(manager);
-  manager.enable = () => {
-    enable();
-    trackAsyncCallbacks(active, noop, noop);
-    return manager;
-  };
-  manager.mechanism = detectMechanism().name;
-  return manager;
-}
+// Modes (e) and (f) are the stock manager with the ThreadContextManager's hook points beside it,
+// empty (the floor) or doing only the context lookup (bench/lib/managers.js): they split (b)'s
+// cost into its parts.
+const KINDS = { als: ['stock'], 'als+hooks': ['floor'], 'als+hooks+lookup': ['lookup'], tcm: ['manager'], 'tcm-cheap': ['manager', { asyncTracking: false }] };
 
 function createContextManager(modeName) {
-  if (modeName === 'als' || modeName === 'als+hooks' || modeName === 'als+hooks+lookup') {
-    const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
-    const manager = new AsyncLocalStorageContextManager();
-    return modeName === 'als' ? manager : withDiagnosticHooks(manager, modeName === 'als+hooks+lookup');
-  }
-  const { ThreadContextManager } = require(PACKAGE_ROOT);
-  if (modeName === 'tcm') return new ThreadContextManager();
-  if (modeName === 'tcm-cheap') return new ThreadContextManager({ asyncTracking: false });
-  throw new TypeError(`modeName: expected als, als+hooks, als+hooks+lookup, tcm or tcm-cheap, got ${JSON.stringify(modeName)}`);
+  const kind = KINDS[modeName];
+  if (kind === undefined) throw new TypeError(`modeName: expected one of ${Object.keys(KINDS).join(', ')}, got ${JSON.stringify(modeName)}`);
+  return buildContextManager(kind[0], { managerOptions: kind[1] }).manager;
 }
 
 // Returns { inChildSpan, exporter, provider, contextManager } for an OpenTelemetry mode.
@@ -88,4 +49,4 @@ function setupTelemetry(modeName) {
   return { inChildSpan, exporter, provider, contextManager };
 }
 
-module.exports = { setupTelemetry, DroppingExporter };
+module.exports = { setupTelemetry };

@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -80,9 +81,18 @@ impl Exporter {
         let worker = std::thread::Builder::new()
             .name("otlp-exporter".into())
             .spawn(move || {
-                runtime.block_on(run(&worker_shared, transport, retry));
+                let run = AssertUnwindSafe(|| runtime.block_on(run(&worker_shared, transport, retry)));
+                let panicked = std::panic::catch_unwind(run).is_err();
                 let mut state = worker_shared.lock();
                 state.worker_done = true;
+                if panicked {
+                    // A bug, not a network problem: say so, and let export() drop from now on.
+                    state.stats.last_error = Some("the exporter thread failed (a bug): nothing more is sent".into());
+                    if state.stats.in_flight.requests > 0 {
+                        let lost = std::mem::take(&mut state.stats.in_flight);
+                        state.stats.dropped_shutdown.add(lost);
+                    }
+                }
                 // Whatever is left missed the deadline.
                 while let Some((_, count)) = state.queue.pop_front() {
                     state.stats.dropped_shutdown.add(count);
@@ -101,7 +111,7 @@ impl Exporter {
     pub fn export(&self, request: ExportProfilesServiceRequest) {
         let count = Count::of(&request);
         let mut state = self.shared.lock();
-        if state.closing {
+        if state.closing || state.worker_done {
             state.stats.dropped_shutdown.add(count);
             return;
         }

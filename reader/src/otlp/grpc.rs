@@ -31,8 +31,8 @@ impl GrpcTransport {
             .map_err(|e| format!("endpoint {}: {e}", config.endpoint))?
             .user_agent(USER_AGENT)
             .map_err(|e| e.to_string())?
-            .connect_timeout(config.timeout)
-            .timeout(config.timeout);
+            // The whole attempt is bounded in send(), so one timeout error says what happened.
+            .connect_timeout(config.timeout);
         // Lazy: connects on the first request and reconnects after the server went away.
         let mut client = ProfilesServiceClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(MAX_RESPONSE_BYTES)
@@ -52,7 +52,6 @@ impl GrpcTransport {
     pub async fn send(&mut self, message: &ExportProfilesServiceRequest) -> Result<Delivered, SendError> {
         let mut request = tonic::Request::new(message.clone());
         *request.metadata_mut() = self.metadata.clone();
-        request.set_timeout(self.timeout); // tells the server too (grpc-timeout)
         match tokio::time::timeout(self.timeout, self.client.export(request)).await {
             Err(_) => Err(SendError::Retryable {
                 reason: format!("no answer within {} ms", self.timeout.as_millis()),
@@ -98,7 +97,7 @@ fn describe(status: &Status) -> String {
     let mut source = status.source();
     while let Some(e) = source {
         let s = e.to_string();
-        if !text.contains(&s) {
+        if !text.contains(&s) && s != "transport error" {
             text.push_str(": ");
             text.push_str(&s);
         }

@@ -33,8 +33,8 @@ impl HttpTransport {
     pub fn new(config: &ExporterConfig) -> Result<HttpTransport, String> {
         let client = Client::builder()
             .user_agent(USER_AGENT)
+            // The whole attempt is bounded in send(), so one timeout error says what happened.
             .connect_timeout(config.timeout)
-            .timeout(config.timeout)
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
         let mut headers = HeaderMap::new();

@@ -42,7 +42,8 @@ pub struct ExporterStats {
     pub dropped_queue_full: Count,
     /// Given up after [`RetryPolicy::max_elapsed`](super::RetryPolicy) of transient failures.
     pub dropped_retries_exhausted: Count,
-    /// Still queued or being sent when the shutdown deadline passed, or exported after it.
+    /// Still queued or being sent when the shutdown deadline passed, or exported after shutdown
+    /// began (or after the exporter thread failed).
     pub dropped_shutdown: Count,
     /// Profiles inside sent requests that the endpoint reported it rejected (OTLP partial
     /// success).

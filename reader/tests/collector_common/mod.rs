@@ -8,6 +8,7 @@
 //! Also [`SilentListener`], an endpoint that accepts connections and never answers.
 #![allow(dead_code)]
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -24,6 +25,8 @@ use thread_ctx::otlp::profiles::{ProfilesData, ProfilesDictionary};
 
 /// How long a Collector may take to start on a busy machine.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long to retry a start whose port is taken.
+const PORT_RETRY: Duration = Duration::from_secs(20);
 /// The line the Collector logs once every component has started.
 const READY_LINE: &str = "Everything is ready";
 
@@ -47,7 +50,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// A free loopback port (bound and released: another process could take it in between, which
-/// [`Collector::start`] survives by retrying with new ports).
+/// [`Collector::start`] survives).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -63,6 +66,8 @@ pub struct Collector {
     child: Option<Child>,
     /// Incarnations so far: each writes its own output and log file.
     generation: u32,
+    /// An endpoint was handed out: the ports must not move any more.
+    pinned: Cell<bool>,
 }
 
 impl Collector {
@@ -96,17 +101,20 @@ impl Collector {
             http_port: free_port(),
             child: None,
             generation: 0,
+            pinned: Cell::new(false),
         }
     }
 
     /// `http://127.0.0.1:PORT` of the gRPC receiver.
     pub fn grpc_endpoint(&self) -> String {
+        self.pinned.set(true);
         format!("http://127.0.0.1:{}", self.grpc_port)
     }
 
     /// `http://127.0.0.1:PORT` of the HTTP receiver: a base URL (the exporter adds
     /// `/v1development/profiles`).
     pub fn http_endpoint(&self) -> String {
+        self.pinned.set(true);
         format!("http://127.0.0.1:{}", self.http_port)
     }
 
@@ -114,12 +122,13 @@ impl Collector {
         self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
-    /// Starts a new incarnation (on the same ports) and waits until it is ready. If a port was
-    /// taken meanwhile by someone else, it moves to new ports, up to three times; so read the
-    /// endpoints after `start` when the first start may have to move.
+    /// Starts a new incarnation and waits until it is ready. If a port was taken meanwhile by
+    /// someone else: before any endpoint was handed out it moves to new ports; after, it tries
+    /// the same ports again for a while (an exporter is configured with them).
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "the Collector is already running");
-        for attempt in 0..3 {
+        let start = Instant::now();
+        loop {
             self.generation += 1;
             let log_path = self.log_path(self.generation);
             let log = std::fs::File::create(&log_path).unwrap();
@@ -138,10 +147,14 @@ impl Collector {
             self.child = Some(child);
             match self.wait_ready() {
                 Ok(()) => return,
-                Err(log) if log.contains("address already in use") && attempt < 2 => {
+                Err(log) if log.contains("address already in use") && start.elapsed() < PORT_RETRY => {
                     self.kill();
-                    self.grpc_port = free_port();
-                    self.http_port = free_port();
+                    if self.pinned.get() {
+                        std::thread::sleep(Duration::from_millis(500));
+                    } else {
+                        self.grpc_port = free_port();
+                        self.http_port = free_port();
+                    }
                 }
                 Err(log) => panic!("the Collector did not start:\n{log}"),
             }

@@ -1,18 +1,18 @@
 'use strict';
-// The benchmark's child processes, each pinned to its CPU with taskset: a server (IPC child
-// speaking server.js's start/stop protocol) and one autocannon run (load.js).
+// A benchmark's child processes, each pinned to its CPU with taskset: a server (an IPC child
+// speaking server-protocol.js's ready/start/stop messages) and one autocannon run (load.js).
 
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 
-const SERVER = path.join(__dirname, 'server.js');
 const LOAD = path.join(__dirname, 'load.js');
 const READY_TIMEOUT_MS = 30_000;
 
-function startServer({ nodeBin, nodeArgs = [], modeKey, cpu }) {
-  const child = spawn('taskset', ['-c', String(cpu), nodeBin, ...nodeArgs, SERVER, modeKey], {
+// `script` is run as `node [nodeArgs] script modeKey [args]`; `env` adds to the environment.
+function startServer({ nodeBin, nodeArgs = [], script, modeKey, args = [], env = {}, cpu }) {
+  const child = spawn('taskset', ['-c', String(cpu), nodeBin, ...nodeArgs, script, modeKey, ...args], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    env: { ...process.env, OTEL_THREAD_CTX_REQUIRE_NATIVE: '1' },
+    env: { ...process.env, OTEL_THREAD_CTX_REQUIRE_NATIVE: '1', ...env },
   });
   const waiting = new Map(); // reply type -> { resolve, reject }
   let exited = null;
@@ -62,9 +62,12 @@ function startServer({ nodeBin, nodeArgs = [], modeKey, cpu }) {
   return expect('ready', READY_TIMEOUT_MS).then((ready) => ({ ready, request, stop }));
 }
 
-function runLoad({ nodeBin, port, seconds, connections, cpu }) {
+// `paths`: the request paths each connection cycles through (default: bench:http's one path).
+// `requests` instead of `seconds`: exactly that many requests.
+function runLoad({ nodeBin, port, seconds, requests, connections, cpu, paths = ['/api/users?id=42'] }) {
+  const length = requests === undefined ? String(seconds) : `${requests}req`;
   return new Promise((resolve, reject) => {
-    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), String(seconds), String(connections)], {
+    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), length, String(connections), paths.join(',')], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';

@@ -2,7 +2,7 @@
 // Where does mode (b)'s extra CPU go? Compares two V8 CPU profiles (server.js run with
 // --node-arg=--cpu-prof) by function: self and inclusive share of the busy samples, converted to
 // ns per request with each mode's measured CPU µs/request.
-//   node bench/http/profile-diff.js A.cpuprofile A_US_PER_REQ B.cpuprofile B_US_PER_REQ [TOP]
+//   node bench/lib/profile-diff.js A.cpuprofile A_US_PER_REQ B.cpuprofile B_US_PER_REQ [TOP]
 
 const fs = require('node:fs');
 const path = require('node:path');

@@ -1,7 +1,9 @@
 'use strict';
-// The load generator: one bounded autocannon run against the benchmark server, printed as one
-// JSON line on stdout. run.js starts it pinned to the client CPU.
-//   node bench/http/load.js <port> <seconds> <connections>
+// The load generator: one bounded autocannon run against a benchmark server on 127.0.0.1, printed
+// as one JSON line on stdout. processes.js starts it pinned to the client CPU. Each connection
+// cycles through the comma-separated paths.
+//   node bench/lib/load.js <port> <seconds | Nreq> <connections> <path[,path...]>
+// (a duration in seconds, or e.g. 3000req: exactly that many requests, for a warm-up by count).
 
 const autocannon = require('autocannon');
 
@@ -14,14 +16,16 @@ function positiveInteger(name, text) {
 }
 
 async function main() {
-  const [portText, secondsText, connectionsText] = process.argv.slice(2);
+  const [portText, secondsText, connectionsText, pathsText = '/'] = process.argv.slice(2);
   const port = positiveInteger('port', portText);
-  const duration = positiveInteger('seconds', secondsText);
+  const byCount = /^\d+req$/.test(secondsText);
+  const length = byCount ? { amount: positiveInteger('requests', secondsText.slice(0, -3)) } : { duration: positiveInteger('seconds', secondsText) };
   const connections = positiveInteger('connections', connectionsText);
   const result = await autocannon({
-    url: `http://127.0.0.1:${port}/api/users?id=42`,
+    url: `http://127.0.0.1:${port}`,
+    requests: pathsText.split(',').map((path) => ({ method: 'GET', path })),
     connections,
-    duration,
+    ...length,
     pipelining: 1,
   });
   process.stdout.write(JSON.stringify({

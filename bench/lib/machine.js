@@ -23,11 +23,13 @@ function loadAverage() {
   return os.loadavg().map((value) => Number(value.toFixed(2)));
 }
 
-// Busy and steal time of one CPU so far, in microseconds (/proc/stat counts USER_HZ = 100 ticks).
+// Busy and steal time of one CPU (or, with cpu null, of all CPUs together) so far, in
+// microseconds (/proc/stat counts USER_HZ = 100 ticks).
 const TICK_US = 10_000;
 function cpuTimes(cpu) {
-  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith(`cpu${cpu} `));
-  if (line === undefined) throw new Error(`/proc/stat: expected a line for cpu${cpu}, found none`);
+  const prefix = cpu === null ? 'cpu ' : `cpu${cpu} `;
+  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith(prefix));
+  if (line === undefined) throw new Error(`/proc/stat: expected a line for ${prefix.trim()}, found none`);
   const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
   return { busyUs: (user + nice + system + irq + softirq) * TICK_US, stealUs: steal * TICK_US };
 }

@@ -1,0 +1,175 @@
+'use strict';
+// Instructions per request of the event-loop thread, per mode, under valgrind's callgrind: a
+// count the machine's noise does not move (other processes, steal, caches), to rank what the
+// manager adds where CPU-time ratios cannot resolve a few percent. Not time: a cache miss or a
+// mispredicted branch costs more than an instruction, so confirm with bench:span.
+//
+//   node bench/span-workload/instructions.js [--node 20] [--modes stock,floor,lookup,full]
+//     [--rounds 1] [--requests 1500] [--warmup 2000] [--top 25 --diff full:lookup] [--keep DIR]
+//     [--workload span|per-span]   (per-span: per-span.js's loop, --requests spans)
+//
+// Node runs with V8's --predictable (single-threaded: GC and compilation on the event-loop thread,
+// scheduled deterministically) and a full GC just before the window: without them the same mode
+// moved by ±5 % between processes here, as a major GC or an optimisation fell in or out of the
+// window.
+// The child marks its measured window by calling os.getPriority() (uv_os_getpriority), which
+// callgrind is told to dump its counters before; the window's counts are dump 2 of thread 1.
+// --diff A:B prints the functions whose self instructions per request differ most between two
+// modes (V8's builtins and runtime functions are named; JIT-compiled JS shows as '???').
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+const { execFile, execFileSync } = require('node:child_process');
+const { modeByName } = require('./modes');
+const { resolveNode, nodeVersion } = require('../lib/node-binary');
+const { alternate } = require('../lib/rounds');
+const { median } = require('../lib/stats');
+const { fixed, signed, utcMinute } = require('../lib/format');
+const { describeMachine, codeRevision } = require('../lib/machine');
+const { packagesOrThrow, copiesDirectory, ROOT } = require('../lib/package-copy');
+
+// The span workload (per request), or per-span.js's loop (per span: no I/O, so no ordering
+// nondeterminism; the finer tool for the per-span parts).
+const WORKLOADS = {
+  span: { script: path.join(__dirname, 'child.js'), args: (c, mode, dir) => ['--mode', mode, '--package', dir, '--requests', String(c.requests), '--warmup', String(c.warmup), '--gc-before-window'], unit: 'request' },
+  'per-span': { script: path.join(__dirname, 'per-span.js'), args: (c, mode, dir) => ['--child', mode, '--package', dir, '--spans', String(c.requests)], unit: 'span' },
+};
+
+function parse() {
+  const { values } = parseArgs({
+    options: {
+      node: { type: 'string' },
+      modes: { type: 'string', default: 'stock,floor,lookup,full' },
+      rounds: { type: 'string', default: '1' },
+      requests: { type: 'string', default: '1500' },
+      warmup: { type: 'string', default: '2000' },
+      top: { type: 'string', default: '25' },
+      diff: { type: 'string' },
+      keep: { type: 'string' },
+      workload: { type: 'string', default: 'span' },
+    },
+  });
+  const modes = values.modes.split(',').filter(Boolean);
+  for (const m of modes) modeByName(m);
+  const int = (name) => {
+    const v = Number(values[name]);
+    if (!Number.isInteger(v) || v <= 0) throw new TypeError(`--${name}: expected a positive integer, got ${JSON.stringify(values[name])}`);
+    return v;
+  };
+  let diff = null;
+  if (values.diff !== undefined) {
+    diff = values.diff.split(':');
+    if (diff.length !== 2 || !diff.every((m) => modes.includes(m))) {
+      throw new TypeError(`--diff: expected A:B, two of the measured modes, got ${JSON.stringify(values.diff)}`);
+    }
+  }
+  const workload = WORKLOADS[values.workload];
+  if (workload === undefined) throw new TypeError(`--workload: expected span or per-span, got ${JSON.stringify(values.workload)}`);
+  return {
+    workload, nodeBin: resolveNode(values.node), modes, rounds: int('rounds'), requests: int('requests'),
+    warmup: int('warmup'), top: int('top'), diff, keep: values.keep,
+  };
+}
+
+function callgrind(config, mode, packageDir, outDir) {
+  const prefix = path.join(outDir, `${mode.replace(/[^\w+-]/g, '_')}.%p`);
+  const args = ['--tool=callgrind', '--separate-threads=yes', '--dump-before=uv_os_getpriority',
+    `--callgrind-out-file=${prefix}`, config.nodeBin, '--predictable', '--expose-gc', config.workload.script,
+    ...config.workload.args(config, mode, packageDir)];
+  return new Promise((resolve, reject) => {
+    execFile('valgrind', args, { encoding: 'utf8', maxBuffer: 1 << 26 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`valgrind ${mode}: ${stderr.trim().split('\n').slice(-5).join(' | ') || err.message}`));
+      const pid = /==(\d+)==/.exec(stderr)?.[1];
+      const file = prefix.replace('%p', pid) + '.2-01';
+      if (pid === undefined || !fs.existsSync(file)) return reject(new Error(`valgrind ${mode}: expected the window's dump ${file}, it is missing`));
+      const total = Number(/^totals: (\d+)/m.exec(fs.readFileSync(file, 'utf8'))?.[1]);
+      const majorGc = majorGcInstructions(file) / config.requests;
+      resolve({ instructionsPerRequest: total / config.requests - majorGc, majorGcPerRequest: majorGc, file });
+    });
+  });
+}
+
+// Self instructions per function of one dump (callgrind_annotate's flat profile).
+function selfByFunction(file) {
+  const out = execFileSync('callgrind_annotate', ['--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  const map = new Map();
+  for (const line of out.split('\n')) {
+    const m = /^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.+?)\s*$/.exec(line);
+    if (m === null || m[2].includes('PROGRAM TOTALS')) continue;
+    const fn = m[2].replace(/^\?\?\?:/, '').replace(/ \[[^\]]*\]$/, '');
+    map.set(fn, (map.get(fn) ?? 0) + Number(m[1].replace(/,/g, '')));
+  }
+  return map;
+}
+
+// A major GC (mark-compact: marking, sweeping, the marking write barrier) lands in a window of a
+// few thousand requests or not, depending on when the heap reached its limit: its instructions are
+// counted apart, so that the modes compare on the mutator and the scavenges.
+const MAJOR_GC = /MarkCompact|MarkingVisitor|MarkingBarrier|MarkingWorklist|WriteBarrier::Marking|Sweeper|IncrementalMarking|ConcurrentMarking|MarkingHelper|MainMarkingVisitor/;
+
+function majorGcInstructions(file) {
+  let total = 0;
+  for (const [fn, n] of selfByFunction(file)) if (MAJOR_GC.test(fn)) total += n;
+  return total;
+}
+
+function main() {
+  const config = parse();
+  try {
+    execFileSync('valgrind', ['--version']);
+  } catch {
+    throw new Error('valgrind: expected it on PATH (apt-get install valgrind)');
+  }
+  const copies = copiesDirectory();
+  const outDir = config.keep ?? fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-callgrind-'));
+  fs.mkdirSync(outDir, { recursive: true });
+  const dirs = packagesOrThrow(config.modes, (m) => modeByName(m).patches, copies.dir);
+  const startedAt = new Date();
+  return alternate({
+    rounds: config.rounds,
+    modes: config.modes,
+    measure: (mode) => callgrind(config, mode, dirs.get(mode), outDir),
+    onSample: (s) => process.stderr.write(`  round ${s.round} ${s.mode}: ${fixed(s.instructionsPerRequest, 0)} instructions/${config.workload.unit} ` +
+      `+ ${fixed(s.majorGcPerRequest, 0)} in a major GC\n`),
+  }).then((samples) => {
+    const per = new Map(config.modes.map((m) => [m, median(samples.filter((s) => s.mode === m).map((s) => s.instructionsPerRequest))]));
+    const machine = describeMachine();
+    const lines = [`### Span workload, instructions — Node ${nodeVersion(config.nodeBin)}, ${utcMinute(startedAt)}`, ''];
+    lines.push(`valgrind callgrind, node --predictable, full GC before the window, event-loop thread only, ${config.requests} ${config.workload.unit}s` +
+      `${config.workload.unit === 'request' ? ` after ${config.warmup} warm-up` : ' (after as many)'}, ` +
+      `median of ${config.rounds} process(es) per mode, alternated; ${machine.cpuModel}, ${machine.kernel}.`);
+    lines.push('');
+    const unit = config.workload.unit;
+    lines.push(`| mode | instructions/${unit}, without major GC | spread of runs | over stock | over floor | major GC in the window, per ${unit} |`);
+    lines.push('|---|---:|---:|---:|---:|---:|');
+    for (const m of config.modes) {
+      const runs = samples.filter((s) => s.mode === m).map((s) => s.instructionsPerRequest);
+      const over = (base) => (per.has(base) && m !== base ? signed(per.get(m) - per.get(base), 0) : '–');
+      const gc = median(samples.filter((s) => s.mode === m).map((s) => s.majorGcPerRequest));
+      lines.push(`| ${m} | ${fixed(per.get(m), 0)} | ±${fixed((Math.max(...runs) - Math.min(...runs)) / 2, 0)} | ${over('stock')} | ${over('floor')} | ${fixed(gc, 0)} |`);
+    }
+    lines.push('');
+    lines.push(`Command: \`node bench/span-workload/instructions.js ${process.argv.slice(2).join(' ')}\` at ${codeRevision(ROOT)}.`);
+    if (config.diff !== null) {
+      const [a, b] = config.diff;
+      const fa = selfByFunction(samples.find((s) => s.mode === a).file);
+      const fb = selfByFunction(samples.find((s) => s.mode === b).file);
+      const rows = [...new Set([...fa.keys(), ...fb.keys()])]
+        .map((fn) => ({ fn, d: ((fa.get(fn) ?? 0) - (fb.get(fn) ?? 0)) / config.requests }))
+        .sort((x, y) => Math.abs(y.d) - Math.abs(x.d)).slice(0, config.top);
+      lines.push('', `Self instructions per ${config.workload.unit}, ${a} − ${b} (first process of each), largest differences:`, '');
+      lines.push(`| function | Δ instructions/${config.workload.unit} |`, '|---|---:|');
+      for (const r of rows) lines.push(`| \`${r.fn.replace(/\|/g, '\\|').slice(0, 120)}\` | ${signed(r.d, 0)} |`);
+    }
+    process.stdout.write(lines.join('\n') + '\n');
+    copies.remove();
+    if (config.keep === undefined) fs.rmSync(outDir, { recursive: true, force: true });
+  });
+}
+
+Promise.resolve().then(main).catch((err) => {
+  process.stderr.write(`instructions: ${err.message}\n`);
+  process.exit(1);
+});

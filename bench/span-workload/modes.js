@@ -1,0 +1,49 @@
+'use strict';
+// The span workload's modes: which context manager runs it, and how it is built. None edits the
+// package: `hooks` modes are the stock manager plus bench/lib/hook-modes.js; `manager` modes load
+// the package from the working tree, or from a patched copy (bench/prototypes/NAME.patch, see
+// bench/lib/package-copy.js). `proto:A+B` is the ThreadContextManager with patches A then B.
+
+const { buildContextManager, mechanismOf } = require('../lib/managers');
+
+const MODES = Object.freeze({
+  stock: { kind: 'stock', label: 'stock AsyncLocalStorageContextManager' },
+  floor: { kind: 'hooks', hooks: {}, label: 'stock + the manager\'s hooks, empty bodies (the floor)' },
+  lookup: { kind: 'hooks', hooks: { lookup: true }, label: 'floor + the context lookup in every hook' },
+  full: { kind: 'manager', patches: [], label: 'ThreadContextManager' },
+  'no-span-work': {
+    // It publishes one shared entry with made-up ids: the record self-check cannot pass.
+    kind: 'manager', patches: ['no-per-span-work'], selfCheck: false,
+    label: 'ThreadContextManager without per-span work (no end() wrap, no entry allocation, no cache stores, no attribute watch)',
+  },
+  'full+attrs': { kind: 'manager', patches: [], attributes: ['http.route'], label: 'ThreadContextManager, record attribute http.route registered' },
+  'floor-no-after': { kind: 'hooks', hooks: { after: false }, label: 'floor without `after` hooks (lazy restore)' },
+  'floor-no-init': { kind: 'hooks', hooks: { init: false }, label: 'floor without the `init` hook (where the manager has one)' },
+});
+
+const DEFAULT_MODES = ['stock', 'floor', 'lookup', 'full', 'no-span-work'];
+
+function modeByName(name) {
+  if (typeof name === 'string' && name.startsWith('proto:') && name.length > 'proto:'.length) {
+    const patches = name.slice('proto:'.length).split('+');
+    return { kind: 'manager', patches, label: `ThreadContextManager + bench/prototypes/${patches.join('.patch + ')}.patch` };
+  }
+  const mode = MODES[name];
+  if (mode === undefined) {
+    throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')} or proto:PATCH[+PATCH], got ${JSON.stringify(name)}`);
+  }
+  return mode;
+}
+
+/** The context manager of a mode (not enabled), and the package it came from (null for stock). */
+function buildManager(mode, packageDir) {
+  const kind = mode.kind === 'hooks' ? (mode.hooks.lookup ? 'lookup' : 'floor') : mode.kind;
+  const { manager, pkg } = buildContextManager(kind, {
+    packageDir,
+    hooks: { after: mode.hooks?.after !== false, init: mode.hooks?.init !== false },
+    attributes: mode.attributes,
+  });
+  return { manager, pkg };
+}
+
+module.exports = { MODES, DEFAULT_MODES, modeByName, buildManager, mechanismOf };
