@@ -9,7 +9,7 @@ mod common;
 mod sampler_common;
 
 use common::*;
-use sampler_common::*;
+use sampler_common::spinners;
 use std::process::{Command, Stdio};
 
 /// Runs thread-ctx as uid/gid 65534 (nobody): a reader without rights.
@@ -153,7 +153,7 @@ fn record_of_a_thread_id_records_that_thread_only() {
         return;
     }
     let _serial = one_at_a_time();
-    let w = common::c_writer(&spinners().spinner_le, &[], &[]);
+    let w = c_writer(&spinners().spinner_le, &[], &[]);
     let thread = w.published.iter().find(|p| p.tid != w.pid as i64).expect("a spinning thread other than main").tid;
     // Loop until the thread was sampled (it spins, but the machine may be busy), at most 5 recordings.
     for attempt in 1..=5 {

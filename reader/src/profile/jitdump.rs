@@ -288,12 +288,15 @@ pub struct JitDumpFile {
     path: PathBuf,
     /// Bytes of the file consumed so far.
     offset: u64,
+    /// Bytes the next record needs past `offset`, once its header was seen: the file is
+    /// not read again before it has them (a record that never completes costs one read).
+    awaiting: u64,
     pub dump: JitDump,
 }
 
 impl JitDumpFile {
     pub fn new(path: PathBuf) -> JitDumpFile {
-        JitDumpFile { path, offset: 0, dump: JitDump::default() }
+        JitDumpFile { path, offset: 0, awaiting: 0, dump: JitDump::default() }
     }
 
     pub fn path(&self) -> &Path {
@@ -306,15 +309,22 @@ impl JitDumpFile {
         let mut f = std::fs::File::open(&self.path)?;
         let len = f.metadata()?.len();
         if len < self.offset {
-            (self.offset, self.dump) = (0, JitDump::default());
+            (self.offset, self.awaiting, self.dump) = (0, 0, JitDump::default());
         }
-        if len == self.offset || self.dump.stopped.is_some() {
+        if len - self.offset <= self.awaiting || self.dump.stopped.is_some() {
             return Ok(());
         }
         f.seek(SeekFrom::Start(self.offset))?;
         let mut buf = Vec::new();
         f.take((len - self.offset).min(MAX_READ_BYTES)).read_to_end(&mut buf)?;
-        self.offset += self.dump.feed(&buf) as u64;
+        let used = self.dump.feed(&buf);
+        self.offset += used as u64;
+        // An incomplete record at the end: wait until the file holds all of it.
+        let rest = &buf[used..];
+        self.awaiting = match (self.dump.header_seen, u32_at(rest, 4)) {
+            (true, Some(size)) => (size as u64).saturating_sub(1),
+            _ => 0,
+        };
         Ok(())
     }
 }
@@ -441,6 +451,31 @@ mod tests {
         }
         assert_eq!(consumed, bytes.len());
         assert_eq!(d.lookup(0x1005).map(|(f, p)| (f.name.clone(), p)), Some(("f".into(), pos(3, 1))));
+    }
+
+    #[test]
+    fn the_file_is_read_as_it_grows_and_again_when_rewritten() {
+        use std::io::Write;
+        let mut w = Writer::new();
+        w.debug(0x1000, &[(0, 3, 1, b"/a.js")]);
+        w.load(0x1000, 0x10, "JS:*f /a.js:3:1");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jit-1.dump");
+        let mut file = JitDumpFile::new(path.clone());
+        assert!(file.refresh().is_err(), "no file yet");
+        let cut = w.0.len() - 5; // the load record is incomplete
+        std::fs::write(&path, &w.0[..cut]).unwrap();
+        file.refresh().unwrap();
+        assert!(file.dump.lookup(0x1005).is_none() && file.awaiting > 0, "waits for the rest of the record");
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&w.0[cut..]).unwrap();
+        file.refresh().unwrap();
+        assert_eq!(file.dump.lookup(0x1005).map(|(f, p)| (f.name.clone(), p)), Some(("f".into(), pos(3, 1))));
+        // Rewritten shorter (a new process with the same pid): read from the start.
+        let mut w2 = Writer::new();
+        w2.load(0x5000, 0x10, "JS:*g /b.js:1:1");
+        std::fs::write(&path, &w2.0).unwrap();
+        file.refresh().unwrap();
+        assert_eq!((file.dump.lookup(0x1005).is_none(), file.dump.lookup(0x5001).map(|(f, _)| f.name.clone())), (true, Some("g".into())));
     }
 
     #[test]

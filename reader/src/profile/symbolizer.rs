@@ -125,11 +125,12 @@ impl Symbolizer {
         match self.perf_map_status() {
             PerfMapStatus::Loaded { .. } => None,
             PerfMapStatus::Missing { path } => Some(format!(
-                "no V8 jitdump or perf map at {} for process {}: JS frames stay unnamed ([anon:jit]); start node with \
-                 --perf-prof (JS frames down to the line) or --perf-basic-prof-only-functions (functions), \
-                 and --interpreted-frames-native-stack to name interpreted frames too",
-                path.display(),
-                self.pid
+                "no V8 jitdump or perf map for process {} (no jit-*.dump mapped, no {}): JS frames stay unnamed ([anon:jit]); \
+                 start node with --perf-prof --perf-basic-prof-only-functions (JS frames down to the line), \
+                 or --perf-basic-prof-only-functions alone (functions), and --interpreted-frames-native-stack \
+                 to name interpreted frames too",
+                self.pid,
+                path.display()
             )),
             PerfMapStatus::Unreadable { path, error } => Some(format!(
                 "V8 perf map {} of process {} is unreadable ({error}): JS frames stay unnamed",
