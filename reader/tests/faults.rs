@@ -3,7 +3,6 @@
 
 mod common;
 use common::*;
-use std::os::unix::process::CommandExt;
 
 #[test]
 fn threads_exiting_mid_read_are_reported_not_fatal() {
@@ -56,21 +55,13 @@ fn unprivileged_reader_gets_a_clear_permission_error() {
     let w = c_writer(&fixtures().writer_le, &[], &[]);
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_thread-ctx"));
     cmd.args(["dump", &w.pid.to_string()]);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    as_nobody(&mut cmd);
     let out = match cmd.output() {
         Ok(o) => o,
         Err(e) => panic!("could not run thread-ctx as uid 65534 (this test needs root to drop privileges): {e}"),
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(5), "exit 5: no permission; stderr: {stderr}");
     assert!(stderr.contains("Permission denied") && stderr.contains(&format!("/proc/{}/", w.pid)), "stderr: {stderr}");
 }
 

@@ -44,7 +44,7 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
     assert_eq!(r.code, 0, "a missing perf map is not fatal: {}", r.stderr);
     let warning = r.stderr.lines().next().unwrap_or("");
     assert!(
-        warning.starts_with("thread-ctx: warning: no V8 perf map") && warning.contains("--perf-basic-prof-only-functions"),
+        warning.starts_with("thread-ctx: warning: no V8 jitdump or perf map") && warning.contains("--perf-prof") && warning.contains("--perf-basic-prof-only-functions"),
         "expected the first stderr line to warn about the missing perf map, got:\n{}",
         r.stderr
     );

@@ -21,6 +21,8 @@ use std::time::Duration;
 /// One CPU recording shared by the pprof and flame graph tests.
 struct CpuRun {
     pid: i32,
+    /// Wall-clock ns just before and after the recording.
+    wall: (i64, i64),
     alpha: SpanLine,
     beta: SpanLine,
     pprof: PathBuf,
@@ -42,16 +44,14 @@ fn cpu_run() -> &'static CpuRun {
         let p = |p: &PathBuf| p.to_str().unwrap().to_string();
         let pid = w.pid.to_string();
         let args = ["record", &pid, "--hz", "199", "--duration", "3s", "--pprof", &p(&pprof), "--flamegraph", &p(&svg_alpha)];
+        let unix_ns = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+        let before = unix_ns();
         let r = thread_ctx(&[&args[..], &["--folded", &p(&folded_alpha), "--trace", &alpha.trace_id]].concat());
+        let wall = (before, unix_ns());
         assert_eq!(r.code, 0, "expected `thread-ctx {}` to succeed\nstdout:\n{}\nstderr:\n{}", args.join(" "), r.stdout, r.stderr);
         let _ = writeln_stderr(&format!("cpu recording summary:\n{}{}", r.stdout, r.stderr));
-        CpuRun { pid: w.pid, alpha, beta, pprof, svg_alpha, folded_alpha, stderr: r.stderr }
+        CpuRun { pid: w.pid, wall, alpha, beta, pprof, svg_alpha, folded_alpha, stderr: r.stderr }
     })
-}
-
-fn writeln_stderr(s: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    writeln!(std::io::stderr(), "{s}")
 }
 
 /// 1-based line of `function NAME(` in the workload source.
@@ -99,6 +99,39 @@ fn pprof_attributes_each_js_function_to_its_own_span() {
 }
 
 #[test]
+fn pprof_mappings_carry_build_ids_and_sample_times_are_wall_clock() {
+    if !ebpf_or_skip("pprof_mappings_carry_build_ids_and_sample_times_are_wall_clock") {
+        return;
+    }
+    let run = cpu_run();
+    let view = decode_pprof(&run.pprof);
+    // The node executable's GNU build id, as readelf reads it from the file.
+    let node = view.build_ids.keys().find(|f| f.rsplit('/').next() == Some("node")).unwrap_or_else(|| panic!("no node mapping: {:?}", view.build_ids)).clone();
+    let notes = std::process::Command::new("readelf").args(["-n", &node]).output().expect("running readelf (binutils)");
+    let notes = String::from_utf8_lossy(&notes.stdout);
+    let expected = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_else(|| panic!("readelf -n {node} shows no build id:\n{notes}"));
+    assert_eq!(view.build_ids.get(&node).map(String::as_str), Some(expected), "pprof mapping of {node}: {:?}", view.build_ids);
+    assert!(view.build_ids.iter().any(|(f, id)| f.contains("libc") && !id.is_empty()), "libc's mapping has its build id too: {:?}", view.build_ids);
+
+    // time_nanos is the wall-clock start; each sample's ticks fall inside the recording.
+    let (before, after) = run.wall;
+    assert!(view.time_nanos >= before && view.time_nanos <= after, "time_nanos {} outside the recording's wall-clock [{before}, {after}]", view.time_nanos);
+    assert!(view.duration_nanos > 2_000_000_000 && view.time_nanos + view.duration_nanos <= after, "duration_nanos {}", view.duration_nanos);
+    assert_eq!(view.tick_unit, "nanoseconds");
+    let ticks: Vec<i64> = view.samples.iter().filter(|s| s.values["samples"] > 0).flat_map(|s| s.ticks.clone()).collect();
+    let counted: i64 = view.samples.iter().map(|s| s.values["samples"]).sum();
+    assert_eq!(ticks.len() as i64, counted, "one tick per CPU sample");
+    let late = ticks.iter().filter(|t| **t < 0 || **t > after - view.time_nanos).count();
+    assert_eq!(late, 0, "{late} of {} sample times fall outside the recording", ticks.len());
+
+    // Without a jitdump, a JS location carries its function's line (the perf map's).
+    for s in view.samples.iter().filter(|s| s.functions.iter().any(|f| f == "burnAlpha")) {
+        let i = s.functions.iter().position(|f| f == "burnAlpha").unwrap();
+        assert_eq!(s.lines[i], source_line("burnAlpha"), "perf map only: the function's line");
+    }
+}
+
+#[test]
 fn flamegraph_of_one_trace_shows_only_that_traces_function() {
     if !ebpf_or_skip("flamegraph_of_one_trace_shows_only_that_traces_function") {
         return;
@@ -131,7 +164,7 @@ fn flamegraph_of_one_trace_shows_only_that_traces_function() {
     assert!(r.code != 0 && r.stderr.contains("--trace: expected 32 hex digits"), "exit {} stderr {}", r.code, r.stderr);
     let absent = dir.join("absent.svg");
     let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--trace", &"0f".repeat(16), "-o", absent.to_str().unwrap()]);
-    assert!(r.code != 0 && r.stderr.contains("--output: no samples match trace"), "exit {} stderr {}", r.code, r.stderr);
+    assert!(r.code == 2 && r.stderr.contains("error: --trace: no CPU samples of trace 0f0f"), "blames --trace, exit 2: exit {} stderr {}", r.code, r.stderr);
     assert!(!absent.exists());
 }
 

@@ -17,7 +17,7 @@ use thread_ctx::discovery::remote_memory::TargetMemory;
 use thread_ctx::discovery::tls_model::{classify, load_bias, resolve, TlsModel};
 use thread_ctx::discovery::build_id::{build_id_of, MAX_BUILD_ID_BYTES};
 use thread_ctx::error::{Error, Result};
-use thread_ctx::output::summary::{RunInfo, Summary};
+use thread_ctx::output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx::profile::perf_map::{parse_v8_name, PerfMap, MAX_FUNCTIONS};
 use thread_ctx::ptrace::tls_slot::slot_address;
 use thread_ctx::sampler::event::EVENT_SIZE;
@@ -97,9 +97,12 @@ pub fn sample_event(data: &[u8]) {
     let Ok(e) = Event::decode(&raw) else { return };
     let keys = key_map();
     let _ = (e.to_json(Some(&keys)), e.span());
-    let mut summary = Summary::default();
-    summary.add(&e);
-    let _ = summary.render(&RunInfo { pid: 1, hz: 49, cpus: 2, seconds: 1.0, dropped: 0, key_map: Some(&keys) });
+    for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into())] {
+        let mut summary = Summary::new(by, Some(&keys));
+        summary.add(&e);
+        let info = RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 0, service_name: Some("fuzz"), top: 10 };
+        let _ = summary.render(&info, None);
+    }
 }
 
 /// An ELF object as a mapped file: scanned for `otel_thread_ctx_v1`, its

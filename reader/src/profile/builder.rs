@@ -39,6 +39,8 @@ pub struct ProfileBuilder {
     last_flush: Instant,
     key_map: Option<Vec<String>>,
     settings: ProfileSettings,
+    /// Only this thread's samples are kept (`record TID`).
+    only_tid: Option<u32>,
     pub losses: StackLosses,
 }
 
@@ -52,8 +54,14 @@ impl ProfileBuilder {
             last_flush: Instant::now(),
             key_map: key_map.map(<[String]>::to_vec),
             settings,
+            only_tid: None,
             losses: StackLosses::default(),
         }
+    }
+
+    /// Keeps only the samples of thread `tid` from now on.
+    pub fn keep_only_thread(&mut self, tid: u32) {
+        self.only_tid = Some(tid);
     }
 
     fn empty(pid: i32, settings: ProfileSettings) -> Profile {
@@ -82,6 +90,9 @@ impl ProfileBuilder {
     }
 
     pub fn add(&mut self, e: &Event) {
+        if self.only_tid.is_some_and(|t| t != e.tid) {
+            return;
+        }
         let user_stack = if self.settings.user_stacks { Self::stack(&e.user_stack, &mut self.losses.user, false) } else { Vec::new() };
         let kernel_stack = if self.settings.kernel_stacks { Self::stack(&e.kernel_stack, &mut self.losses.kernel, true) } else { Vec::new() };
         let (trace_id, span_id, flags, attrs) = match e.span() {

@@ -139,8 +139,16 @@ pub fn parse_v8_name(raw: &str) -> JsFunction {
         Some((k, r)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric()) => (Some(k.to_string()), r),
         _ => (None, raw),
     };
-    let tier = rest.chars().next().filter(|c| matches!(c, '~' | '^' | '+' | '*'));
+    // Newer V8 marks on-stack-replacement code `o` before the tier and
+    // context-specialized code `'` after it (`JS:o*f`, `JS:+'f`).
+    let is_tier = |c: Option<char>| matches!(c, Some('~' | '^' | '+' | '*'));
+    let rest = match rest.strip_prefix('o') {
+        Some(r) if is_tier(r.chars().next()) => r,
+        _ => rest,
+    };
+    let tier = rest.chars().next().filter(|&c| is_tier(Some(c)));
     let rest = if tier.is_some() { &rest[1..] } else { rest };
+    let rest = if tier.is_some() { rest.strip_prefix('\'').unwrap_or(rest) } else { rest };
     // The location, when present, is the last word: `path:line[:column]`.
     let (name, location) = match rest.rsplit_once(' ') {
         Some((n, loc)) if parse_location(loc).is_some() => (n.trim(), Some(loc)),
@@ -187,6 +195,11 @@ mod tests {
         assert_eq!((old.name.as_str(), old.script.as_deref(), old.line, old.column), ("handler", Some("file:///srv/app.mjs"), Some(12), None));
         let getter = parse_v8_name("JS:^get size /a.js:4:7");
         assert_eq!(getter.name, "get size");
+        for marked in ["JS:o*work /a.js:1:14", "JS:+'work /a.js:1:14", "JS:o+work /a.js:1:14", "JS:*'work /a.js:1:14"] {
+            let f = parse_v8_name(marked);
+            assert_eq!((f.name.as_str(), f.line), ("work", Some(1)), "{marked}");
+        }
+        assert_eq!(parse_v8_name("JS:~onData /a.js:2:3").name, "onData", "an o that starts a name stays");
         let builtin = parse_v8_name("Builtin:ArrayPrototypePush");
         assert_eq!((builtin.name.as_str(), builtin.script), ("ArrayPrototypePush", None));
     }

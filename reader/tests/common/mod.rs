@@ -278,6 +278,25 @@ pub fn ebpf_or_skip(test: &str) -> bool {
     false
 }
 
+/// Makes `cmd` run as uid/gid 65534 (nobody): a reader without rights. Needs root.
+pub fn as_nobody(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A line on the test process's stderr, shown even for passing tests (libtest hides eprintln!).
+pub fn writeln_stderr(s: &str) -> std::io::Result<()> {
+    writeln!(std::io::stderr(), "{s}")
+}
+
 /// eBPF recordings run one at a time: they compete for the same two CPUs.
 pub fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());

@@ -12,6 +12,7 @@ use thread_ctx::pipeline::process_alive;
 use thread_ctx::sampler::{Counters, Event, Sampler, SamplerOptions};
 use thread_ctx::TlsAccess;
 
+#[allow(unused_imports)] // not every test that includes this module uses them
 pub use crate::common::{ebpf_or_skip, one_at_a_time};
 
 /// A file under reader/tests, as a string for command lines.
