@@ -241,7 +241,7 @@ pub fn assert_dump_matches(v: &Value, published: &[Published]) {
 /// The repository root, where `npm run build` puts the addon; fails clearly when it is not built.
 pub fn package_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let addon = root.join("otel-thread-ctx.node");
+    let addon = root.join("otel-thread-ctx.linux-x64-gnu.node");
     assert!(
         addon.exists(),
         "expected the addon at {}: run `npm run build` in {} first (it is built before cargo test in CI)",

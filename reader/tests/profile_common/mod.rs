@@ -31,7 +31,7 @@ pub fn workload(mode: &str) -> WriterProcess {
 
 pub fn workload_with(mode: &str, perf_map: bool) -> WriterProcess {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    assert!(root.join("otel-thread-ctx.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
+    assert!(root.join("otel-thread-ctx.linux-x64-gnu.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
     let mut cmd = Command::new("node");
     if perf_map {
         cmd.arg("--perf-basic-prof-only-functions");
