@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use crate::common::cc;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -78,15 +79,22 @@ pub struct Recording {
 
 /// Samples `pid` for `duration` at `hz`, collecting every event.
 pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recording {
+    record_until(pid, access, hz, duration, |_| false)
+}
+
+/// Samples `pid` at `hz` until `enough(samples so far)` holds, or for `cap` at most. Tests that
+/// need N samples of a thread ask for them this way: on a busy machine the thread gets less CPU
+/// and the recording runs longer, instead of coming up short.
+pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, enough: impl Fn(&[Sample]) -> bool) -> Recording {
     let sampler = Sampler::start(SamplerOptions { pid: pid as u32, access, hz, user_stacks: true })
         .unwrap_or_else(|e| panic!("starting the sampler on pid {pid} ({access}) failed: {e}"));
-    let mut samples = Vec::new();
+    let samples = RefCell::new(Vec::new());
     let outcome = sampler
-        .run(Instant::now() + duration, &|| false, &mut |s| samples.push(s))
+        .run(Instant::now() + cap, &|| enough(&samples.borrow()), &mut |s| samples.borrow_mut().push(s))
         .unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
     assert_eq!(outcome.undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
     let counters = sampler.counters().expect("reading the sampler's counters");
-    Recording { samples, counters, end: outcome.end, sampler }
+    Recording { samples: samples.into_inner(), counters, end: outcome.end, sampler }
 }
 
 pub fn hex(b: &[u8]) -> String {
@@ -123,5 +131,23 @@ pub fn record_jsonl(pid: i32, hz: u32, duration: &str) -> JsonlRun {
         .enumerate()
         .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {}: invalid JSON ({e}): {l}", i + 1)))
         .collect();
+    JsonlRun { samples, stderr: r.stderr }
+}
+
+/// `thread-ctx record PID --format jsonl` until `enough(samples so far)` holds (then stopped with
+/// SIGINT, as Ctrl-C would), or for `cap` at most: on a busy machine it records longer instead of
+/// coming up short.
+pub fn record_jsonl_until(pid: i32, hz: u32, cap: Duration, mut enough: impl FnMut(&[serde_json::Value]) -> bool) -> JsonlRun {
+    let cap = format!("{}s", cap.as_secs());
+    let args = ["record", &pid.to_string(), "--hz", &hz.to_string(), "--duration", &cap, "--format", "jsonl"];
+    let mut samples = Vec::new();
+    let r = crate::common::thread_ctx_until(&args, |line| {
+        if let Some(l) = line {
+            let n = samples.len() + 1;
+            samples.push(serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {n}: invalid JSON ({e}): {l}")));
+        }
+        enough(&samples)
+    });
+    assert_eq!(r.code, 0, "expected `thread-ctx {}` to exit 0, it exited {}; stderr:\n{}", args.join(" "), r.code, r.stderr);
     JsonlRun { samples, stderr: r.stderr }
 }
