@@ -30,3 +30,7 @@ fi
 
 npm run build --silent
 cargo build --release --workspace
+
+# The OpenTelemetry Collector the OTLP tests and the demo stream profiles into (Go modules; built
+# once into target/otelcol/, rebuilt only when collector/ changes).
+bash scripts/build-collector.sh

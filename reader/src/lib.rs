@@ -27,6 +27,7 @@ pub mod discovery;
 pub mod elf_writer;
 pub mod error;
 pub mod maps;
+pub mod otlp;
 pub mod process_context;
 pub mod profile;
 pub mod proto;
