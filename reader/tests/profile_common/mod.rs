@@ -36,7 +36,7 @@ pub fn workload_with(mode: &str, perf_map: bool) -> WriterProcess {
 /// The workload under `node FLAGS`, in `cwd` when given (`--perf-prof` writes its jitdump there).
 pub fn workload_flags(mode: &str, node_flags: &[&str], cwd: Option<&Path>) -> WriterProcess {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    assert!(root.join("otel-thread-ctx.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
+    assert!(root.join("otel-thread-ctx.linux-x64-gnu.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
     let mut cmd = Command::new("node");
     cmd.args(node_flags).arg(fixture("profile_workload.js")).arg(root).arg(mode);
     if let Some(dir) = cwd {
