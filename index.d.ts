@@ -17,23 +17,30 @@ export interface PublishedSpanContext {
 
 /**
  * Publishes a span context for the calling thread (valid = 0, write ids and flags, valid = 1).
- * Attributes in the record are dropped.
+ * Attributes in the record are dropped. While a ThreadContextManager is enabled on the thread,
+ * the write lasts until its next switch (callback entry or exit, with() entry or exit), which
+ * publishes what the manager says again: no later callback can publish a stale span.
  *
  * @param traceId 32 hex characters (any case) or a 16-byte Uint8Array/Buffer; not all zero.
  * @param spanId 16 hex characters (any case) or an 8-byte Uint8Array/Buffer; not all zero.
  * @param traceFlags integer 0-255; defaults to 1 (sampled).
  * @throws TypeError (code ERR_INVALID_ARG_TYPE) for a wrong argument type or more than 3 arguments;
  *   RangeError (ERR_INVALID_ARG_VALUE / ERR_OUT_OF_RANGE) for a wrong length, a non-hex character,
- *   an all-zero id or flags out of range. A rejected call leaves the record exactly as it was.
+ *   an all-zero id or flags out of range; messages read "<argument>: expected <what>, got <what>".
+ *   A rejected call leaves the record exactly as it was.
  */
 export function setSpanContext(traceId: string | Uint8Array, spanId: string | Uint8Array, traceFlags?: number): void;
 
-/** Detaches: valid = 0, then ids, flags and attrs size zeroed. */
+/**
+ * Publishes none, the one "none" of the package: valid, flags and attrs size zero (the ids stay;
+ * readers ignore them). Same lifetime as setSpanContext under an enabled manager.
+ */
 export function clearSpanContext(): void;
 
 /** The published span context read back from the record (what a reader sees), or null. */
 export function getSpanContext(): PublishedSpanContext | null;
 
+/** threadInfo(): JSON.stringify writes recordAddress as a hex string. */
 export interface ThreadInfo {
   /** False when the native addon could not load here (unsupported platform): calls are no-ops. */
   supported: boolean;
@@ -60,10 +67,10 @@ export interface ThreadInfo {
 export function threadInfo(): ThreadInfo;
 
 /**
- * The JS fast path: a 640-byte Uint8Array aliasing the calling thread's record (its `.buffer` is the
- * whole page; the record starts at byteOffset 0). Stores land in the pinned page directly. Only
- * the owning thread may write, in this order: byte 24 (valid) = 0 first, then ids, flags, attrs
- * size and attrs, then valid = 1 last. Layout: see `layout`.
+ * A 640-byte Uint8Array aliasing the calling thread's record (its `.buffer` is the whole page; the
+ * record starts at byteOffset 0), to look at it. Write with setSpanContext / clearSpanContext:
+ * the thread's writer (what the context manager publishes through) does not see stores made
+ * through this view. Layout: see `layout`.
  */
 export function recordView(): Uint8Array;
 
@@ -92,6 +99,19 @@ export interface ThreadContextManagerOptions {
   /** Where contexts are stored; default: a new AsyncLocalStorageContextManager. */
   contextManager?: ContextManager;
   /**
+   * Attribute keys whose values the records carry (threadlocal.attribute_key_map), appended to
+   * the process-wide key map at enable(): at most 256 keys of at most 255 UTF-8 bytes, 4096 bytes
+   * together; known keys keep their index.
+   */
+  attributes?: string[];
+  /**
+   * The process context's resource, given explicitly: it is published at enable() and never
+   * replaced by the SDK's. Without it, the environment's (OTEL_SERVICE_NAME /
+   * OTEL_RESOURCE_ATTRIBUTES) is published at enable() and the SDK's own resource as soon as a
+   * span carries it.
+   */
+  resource?: ResourceLike;
+  /**
    * Default true: publish on every async callback entry and exit (promise reactions, timers,
    * immediates, nextTick, I/O, AsyncResource scopes), so that after an `await` the record shows the
    * resumed span and between callbacks none. false ("cheap mode"): publish only around with();
@@ -104,8 +124,10 @@ export interface ThreadContextManagerOptions {
  * An @opentelemetry/api ContextManager that delegates storage to another manager and publishes the
  * span of the active context in this thread's record (invalid or missing span: none; an unsampled
  * but valid span is published with its flags; a span that has ended: none, also where its context
- * lives on in timers or bound functions). One enabled manager per JS thread.
- * @throws TypeError naming the option for bad options.
+ * lives on in timers or bound functions). With NodeSDK or provider.register(), passing it as
+ * `contextManager` is the whole setup: it also publishes the process context, with the SDK's
+ * resource once a span carries it.
+ * @throws TypeError naming the option for bad or unknown options.
  */
 export class ThreadContextManager implements ContextManager {
   constructor(options?: ThreadContextManagerOptions);
@@ -117,7 +139,12 @@ export class ThreadContextManager implements ContextManager {
   with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;
   /** Functions and EventEmitter listeners bound here run through this manager's with(). */
   bind<T>(context: Context, target: T): T;
-  /** Installs the hooks and clears the record. @throws Error when another ThreadContextManager is enabled on this thread. */
+  /**
+   * Installs the hooks, publishes none, and takes the thread's record over: a manager enabled
+   * before on this thread is disabled and forwards active/with/bind/attach to this one (so an API
+   * that still holds it keeps working). Publishes the process context and registers `attributes`;
+   * a failure there is a process warning.
+   */
   enable(): this;
   /** Removes every hook, clears the record and disables the delegate. */
   disable(): this;
@@ -125,14 +152,6 @@ export class ThreadContextManager implements ContextManager {
   attach?(context: Context): { dispose(): void };
 }
 
-/**
- * Installs a ThreadContextManager as the global context manager, delegating to the manager already
- * installed (or a new AsyncLocalStorageContextManager), enables it and returns it. Returns the
- * installed one when it is already a ThreadContextManager. With NodeSDK / NodeTracerProvider pass
- * `contextManager: new ThreadContextManager()` instead.
- * @throws TypeError for bad options; Error when another ThreadContextManager is enabled on this thread.
- */
-export function register(options?: ThreadContextManagerOptions): ThreadContextManager;
 
 /**
  * For apps that keep another context manager: tracer.startActiveSpan(name, [options, [context]], fn)
@@ -156,26 +175,21 @@ export interface ResourceLike {
   waitForAsyncAttributes?(): Promise<void>;
 }
 
-export interface RegisterOptions extends ThreadContextManagerOptions {
-  /**
-   * Resource attributes for the process context (default: OTEL_SERVICE_NAME /
-   * OTEL_RESOURCE_ATTRIBUTES). service.name, telemetry.sdk.*, process.pid and service.instance.id
-   * (a UUID generated once per process) are added when absent. A worker's register() without
-   * `resource` keeps what the process already published.
-   */
-  resource?: ResourceLike;
-  /**
-   * Attribute keys whose values the records carry (threadlocal.attribute_key_map). Appended to
-   * the process-wide key map (append-only, at most 256 keys; known keys keep their index),
-   * which republishes the process context.
-   */
-  attributes?: string[];
-}
+/**
+ * register()'s options: the ThreadContextManager's. service.name, telemetry.sdk.*, process.pid and
+ * service.instance.id (a UUID generated once per process) are added to a resource when absent. A
+ * worker's register() without `resource` keeps what the process already published.
+ */
+export type RegisterOptions = ThreadContextManagerOptions;
 
 /**
- * register() also publishes the process context (always when `resource` is given, else only if the
- * process has none yet) and appends `attributes` to the key map. Options are validated before
- * anything changes: TypeError / RangeError naming `options.resource…` or `options.attributes[i]`.
+ * For apps that do not pass a context manager to NodeSDK / provider.register(): installs a
+ * ThreadContextManager as the global context manager, delegating to the manager already installed
+ * (or a new AsyncLocalStorageContextManager), enables it and returns it; returns the installed one
+ * when it is already an enabled ThreadContextManager. Also publishes the process context (always
+ * when `resource` is given, else only if the process has none yet) and appends `attributes` to the
+ * key map. Options are validated before anything changes: TypeError / RangeError naming
+ * `options.<key>…`, also for an unknown key.
  */
 export function register(options?: RegisterOptions): ThreadContextManager;
 
@@ -196,14 +210,21 @@ export interface ProcessContextInfo {
   serviceInstanceId: string;
   /** Keys in threadlocal.attribute_key_map. */
   keyCount: number;
-  /** threadlocal.schema_version: 'tlsdesc_v1_dev' (one constant, src/process_ctx/mod.rs SCHEMA_VERSION). */
+  /** Where the published resource came from: the environment, the SDK's spans, or given explicitly. */
+  origin: 'environment' | 'sdk' | 'explicit' | null;
+  /** Resource attributes left out of the payload (unpublishable, or over the limits); each publish warns. */
+  droppedAttributeCount: number;
+  /** threadlocal.schema_version: 'tlsdesc_v1_dev'. */
   schemaVersion: string;
 }
 
 /**
- * (Re)publishes the process context with `options.resource` (or the environment's attributes).
- * Returns null when the native addon is unavailable.
- * @throws TypeError / RangeError naming `options.resource…` for a bad resource; nothing is published.
+ * (Re)publishes the process context with `options.resource` (or the environment's attributes). A
+ * resource given here is explicit: the SDK's is no longer followed. Attribute values that cannot be
+ * published (NaN, objects, over 4096 bytes, past 128 attributes or the 16,383-byte payload) are
+ * left out with a process warning. Returns null when the native addon is unavailable.
+ * @throws TypeError naming `options.resource…` when it is not a Resource (or an unknown option);
+ *   nothing is published.
  */
 export function publishProcessContext(options?: { resource?: ResourceLike }): ProcessContextInfo | null;
 
@@ -213,8 +234,8 @@ export function processContextInfo(): ProcessContextInfo | null;
 /**
  * Appends keys to the process-wide attribute key map and republishes; returns each key's index
  * (the key byte in record attrs-data). All or nothing.
- * @throws TypeError (not an array, a non-string key) / RangeError (empty or duplicate key, more
- *   than 256 keys in all) naming `attributes[i]`.
+ * @throws TypeError (not an array, a non-string key) / RangeError (empty or duplicate key, a key
+ *   over 255 UTF-8 bytes, more than 256 keys or 4096 bytes of keys in all) naming `attributes[i]`.
  */
 export function registerAttributeKeys(keys: string[]): number[];
 
@@ -223,8 +244,8 @@ export function attributeKeyMap(): string[];
 
 /**
  * Sets a record attribute of the active span: only its thread-context record changes, not the
- * span's own attributes (span.setAttribute() of a registered key updates both). `undefined`
- * removes it. Values are UTF-8, cut at 255 bytes on a character boundary; a record's attrs-data
+ * span's own attributes (span.setAttribute() of a registered key updates both; the latest write of
+ * a key wins). `undefined` removes it. Values are UTF-8, cut at 255 bytes on a character boundary; a record's attrs-data
  * holds at most 612 bytes: registered keys in index order, an entry that does not fit is dropped
  * whole and counted by droppedAttributeCount(). Local child spans start with their parent's values.
  * @returns false when there is no active span (or its record was built before any key was registered).
@@ -233,7 +254,7 @@ export function attributeKeyMap(): string[];
 export function setAttribute(key: string, value: string | undefined): boolean;
 
 /**
- * Attribute entries dropped whole from this thread's records because 612 bytes were full,
- * counted at each encoding (a span's first activation, then each change of its values).
+ * Attribute entries dropped whole from this thread's records because 612 bytes were full, each
+ * span and key counted once (however often its record is re-encoded).
  */
 export function droppedAttributeCount(): number;

@@ -39,26 +39,28 @@ test('the record bytes are exactly OTEP 4947', () => {
   assert.equal(api.recordView(), v, 'recordView returns the same view every time');
 });
 
-test('clearSpanContext sets valid 0 and zeroes ids and flags', () => {
+test('clearSpanContext is detach: valid 0, so readers see none', () => {
   api.setSpanContext(IDS.traceA, IDS.spanA, 1);
+  const before = Buffer.from(api.recordView().subarray(0, 28));
   api.clearSpanContext();
   assert.equal(api.getSpanContext(), null);
-  assert.ok(api.recordView().subarray(0, 28).every((b) => b === 0));
+  const after = api.recordView().subarray(0, 28);
+  // "None" is the same everywhere (the context manager's none too): valid, flags and attrs size
+  // zero; the ids are left as they were, and every reader ignores them.
+  assert.deepEqual([...after.subarray(24, 28)], [0, 0, 0, 0], 'expected valid, flags and attrs size 0');
+  assert.deepEqual([...after.subarray(0, 24)], [...before.subarray(0, 24)], 'expected the ids left in place');
   api.clearSpanContext(); // idempotent
   assert.equal(api.getSpanContext(), null);
 });
 
-test('JS stores through recordView are what getSpanContext (and a reader) sees', () => {
+test('the record view aliases the page: what getSpanContext (and a reader) sees', () => {
+  api.setSpanContext(IDS.traceB, IDS.spanB, 1);
   const v = api.recordView();
-  v[24] = 0;
-  v.set(Buffer.from(IDS.traceB, 'hex'), 0);
-  v.set(Buffer.from(IDS.spanB, 'hex'), 16);
-  v[25] = 1;
-  v[24] = 1;
-  assert.deepEqual(api.getSpanContext(), { traceId: IDS.traceB.toLowerCase(), spanId: IDS.spanB.toLowerCase(), traceFlags: 1 });
-  v[24] = 2; // any value other than 1 means "ignore"
-  assert.equal(api.getSpanContext(), null);
+  assert.equal(Buffer.from(v.subarray(0, 16)).toString('hex'), IDS.traceB.toLowerCase());
+  assert.equal(Buffer.from(v.subarray(16, 24)).toString('hex'), IDS.spanB.toLowerCase());
+  assert.deepEqual([...v.subarray(24, 28)], [1, 1, 0, 0]);
   api.clearSpanContext();
+  assert.equal(v[24], 0);
 });
 
 test('threadInfo describes the page and the TLS placement', () => {
@@ -72,6 +74,9 @@ test('threadInfo describes the page and the TLS placement', () => {
   assert.equal(info.wipeOnFork, true);
   assert.equal(info.pageBacking, 'mmap');
   assert.equal(info.error, null);
+  const json = JSON.parse(JSON.stringify(info));
+  assert.equal(json.recordAddress, `0x${info.recordAddress.toString(16)}`, 'JSON.stringify writes the address as hex');
+  assert.equal(json.tid, info.tid);
   if (info.tlsModel === 'static') {
     assert.ok(Number.isInteger(info.tlsOffset) && info.tlsOffset < 0, `static offset ${info.tlsOffset}`);
   } else {

@@ -3,6 +3,8 @@
 // resolves otel_thread_ctx_v1 per thread in a live Node process and reads the record it points to.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
 const { ROOT, isRoot } = require('./helpers/addon');
 
@@ -54,6 +56,16 @@ function parseGdb(out) {
   return byTid;
 }
 
+// gdb's view of every thread: its otel_thread_ctx_v1 pointer and the record's 28-byte header.
+function gdbRecords(pid) {
+  const out = execFileSync('gdb', ['-p', String(pid), '-batch', '-nx',
+    '-ex', 'set print thread-events off',
+    '-ex', 'thread apply all -s p/x *(void**)&otel_thread_ctx_v1',
+    '-ex', 'thread apply all -s x/28xb *(void**)&otel_thread_ctx_v1',
+  ], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 90_000 });
+  return { out, seen: parseGdb(out) };
+}
+
 test('gdb reads each thread record from outside the process', { skip, timeout: 120_000 }, async (t) => {
   const child = spawn(process.execPath, ['-e', CHILD], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.after(() => child.kill('SIGKILL'));
@@ -62,12 +74,7 @@ test('gdb reads each thread record from outside the process', { skip, timeout: 1
     child.stdout.on('data', (d) => { buf += d; if (buf.includes('\n')) resolve(JSON.parse(buf)); });
     child.once('exit', (c) => reject(new Error(`child exited early with ${c}`)));
   });
-  const out = execFileSync('gdb', ['-p', String(child.pid), '-batch', '-nx',
-    '-ex', 'set print thread-events off',
-    '-ex', 'thread apply all -s p/x *(void**)&otel_thread_ctx_v1',
-    '-ex', 'thread apply all -s x/28xb *(void**)&otel_thread_ctx_v1',
-  ], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 90_000 });
-  const seen = parseGdb(out);
+  const { out, seen } = gdbRecords(child.pid);
   for (const th of threads) {
     const s = seen.get(th.tid);
     assert.ok(s, `gdb did not list thread ${th.tid}:\n${out}`);
@@ -78,4 +85,61 @@ test('gdb reads each thread record from outside the process', { skip, timeout: 1
   // Threads that never loaded the addon in JS (libuv pool, V8 platform) have no record.
   const others = [...seen].filter(([tid]) => !threads.some((th) => th.tid === tid));
   for (const [tid, s] of others) assert.equal(s.ptr, 0n, `thread ${tid} has a record pointer but set no context`);
+});
+
+// "None" is one thing whichever way it is written: the manager between callbacks and a direct
+// clearSpanContext() both leave valid, flags and attrs size zero (the ids stay, ignored by
+// readers). Seen from outside by gdb, and judged by thread-ctx dump when the reader is built.
+const NONE_CHILD = `
+  process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
+  const { Worker } = require('node:worker_threads');
+  const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+  const api = require(${JSON.stringify(ROOT)});
+  api.register();
+  const tracer = new BasicTracerProvider().getTracer('none');
+  const w = new Worker(\`
+    const api = require(${JSON.stringify(ROOT)});
+    const { parentPort } = require('node:worker_threads');
+    api.setSpanContext('${'b'.repeat(32)}', '${'c'.repeat(16)}', 1);
+    api.clearSpanContext();
+    parentPort.postMessage(api.threadInfo().tid);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+  \`, { eval: true });
+  w.once('message', (workerTid) => tracer.startActiveSpan('A', async (span) => {
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    const { traceId, spanId } = span.spanContext();
+    span.end();
+    // Back in the event loop: between callbacks the manager publishes none.
+    setTimeout(() => console.log(JSON.stringify({ main: { tid: api.threadInfo().tid, ids: traceId + spanId },
+      worker: { tid: workerTid, ids: '${'b'.repeat(32)}${'c'.repeat(16)}' } })), 10);
+  }));
+  setInterval(() => {}, 1000);
+`;
+
+test('none is the same from outside: between callbacks (manager) and after clearSpanContext (direct)', { skip, timeout: 120_000 }, async (t) => {
+  const child = spawn(process.execPath, ['-e', NONE_CHILD], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+  t.after(() => child.kill('SIGKILL'));
+  const threads = await new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdout.on('data', (d) => { buf += d; if (buf.includes('\n')) resolve(JSON.parse(buf)); });
+    child.once('exit', (c) => reject(new Error(`child exited early with ${c}`)));
+  });
+  await new Promise((resolve) => setTimeout(resolve, 200)); // the main thread idle in the event loop
+  const { out, seen } = gdbRecords(child.pid);
+  for (const [who, th] of Object.entries(threads)) {
+    const s = seen.get(th.tid);
+    assert.ok(s && s.bytes.length >= 28, `gdb did not read the ${who} thread's record:\n${out}`);
+    assert.deepEqual(s.bytes.slice(24, 28), [0, 0, 0, 0], `${who}: expected valid, flags and attrs size 0`);
+    assert.equal(Buffer.from(s.bytes.slice(0, 24)).toString('hex'), th.ids, `${who}: expected the last ids left in place`);
+  }
+  const reader = path.join(ROOT, 'target', 'release', 'thread-ctx');
+  if (!fs.existsSync(reader)) {
+    t.diagnostic(`${reader} is not built: checked with gdb only`);
+    return;
+  }
+  const dump = JSON.parse(execFileSync(reader, ['dump', String(child.pid), '--json'], { encoding: 'utf8' }));
+  for (const [who, th] of Object.entries(threads)) {
+    const row = dump.threads.find((r) => r.tid === th.tid);
+    assert.equal(row && row.state, 'no_context', `${who}: thread-ctx dump should say no context: ${JSON.stringify(row)}`);
+  }
 });

@@ -37,13 +37,12 @@ const CHILD = `
     const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
     const { parentPort } = require('node:worker_threads');
     const lib = require(${JSON.stringify(ROOT)});
-    const { droppedAttributeCount } = require(${JSON.stringify(`${ROOT}/js/span-attributes`)});
     lib.register();
     trace.setGlobalTracerProvider(new BasicTracerProvider());
     const big = ${JSON.stringify(BIG)};
     const attributes = { 'http.route': big, 'http.request.method': big, 'long.value': big, 'big.a': big, 'big.b': 'z' };
     trace.getTracer('w').startActiveSpan('overflow', { attributes }, (span) => {
-      parentPort.postMessage({ tid: lib.threadInfo().tid, ...span.spanContext(), dropped: droppedAttributeCount() });
+      parentPort.postMessage({ tid: lib.threadInfo().tid, ...span.spanContext(), dropped: lib.droppedAttributeCount() });
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
     });
   \`, { eval: true });

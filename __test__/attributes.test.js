@@ -7,7 +7,7 @@ const { trace, context } = require('@opentelemetry/api');
 const { BasicTracerProvider, AlwaysOffSampler } = require('@opentelemetry/sdk-trace-base');
 const { lib } = require('./context-helpers');
 const { encodeAttributes, decodeAttributes } = require('../js/attributes');
-const { setAttribute, droppedAttributeCount } = require('../js/span-attributes');
+const { setAttribute, droppedAttributeCount } = lib;
 
 const KEYS = ['http.route', 'http.request.method', 'k2', 'k3', 'k4'];
 lib.register({ attributes: KEYS });
@@ -34,13 +34,13 @@ function truncatedUtf8(s, max = 255) {
 }
 
 test('attrs-data layout: [key][len][UTF-8 bytes], in the given order', () => {
-  const { bytes, dropped, truncated } = encodeAttributes([[0, '/users/:id'], [3, 'GET'], [1, 'ü€😀'], [2, '']]);
+  const { bytes, droppedKeys, truncated } = encodeAttributes([[0, '/users/:id'], [3, 'GET'], [1, 'ü€😀'], [2, '']]);
   const expected = Buffer.concat([
     Buffer.from([0, 10]), Buffer.from('/users/:id'), Buffer.from([3, 3]), Buffer.from('GET'),
     Buffer.from([1, 9]), Buffer.from('ü€😀'), Buffer.from([2, 0]),
   ]);
   assert.deepEqual(Buffer.from(bytes), expected);
-  assert.deepEqual([dropped, truncated], [0, 0]);
+  assert.deepEqual([droppedKeys, truncated], [null, 0]);
 });
 
 test('values over 255 bytes are cut on a character boundary', () => {
@@ -62,12 +62,12 @@ test('612 bytes at most: entries that do not fit are dropped whole and counted, 
   // 606 + 8 > 612: "sevenb" is dropped whole (not cut to fit); "ab" (4 bytes) still fits.
   assert.equal(r.bytes.length, 606 + 4);
   assert.deepEqual(decodeAttributes(r.bytes), [[0, v200], [1, v200], [2, v200], [4, 'ab']]);
-  assert.equal(r.dropped, 1);
+  assert.deepEqual(r.droppedKeys, [3]);
   // Exactly 612 fits.
   const exact = encodeAttributes([[0, v200], [1, v200], [2, 'y'.repeat(206)]]);
-  assert.deepEqual([exact.bytes.length, exact.dropped], [612, 0]);
+  assert.deepEqual([exact.bytes.length, exact.droppedKeys], [612, null]);
   const over = encodeAttributes([[0, v200], [1, v200], [2, 'y'.repeat(207)]]);
-  assert.deepEqual([over.bytes.length, over.dropped], [404, 1]);
+  assert.deepEqual([over.bytes.length, over.droppedKeys], [404, [2]]);
 });
 
 test('bad entries throw before anything is encoded', () => {
@@ -107,7 +107,7 @@ test('setAttribute(key, value): the active span only, record only; errors name t
   span.end();
   assert.throws(() => setAttribute(1, 'x'), { name: 'TypeError', message: /^key: expected a string, got number 1/ });
   assert.throws(() => setAttribute('http.route', 2), { name: 'TypeError', message: /^value: expected a string/ });
-  assert.throws(() => setAttribute('nope', 'x'), { name: 'RangeError', message: /^key: "nope" is not in the attribute key map/ });
+  assert.throws(() => setAttribute('nope', 'x'), { name: 'RangeError', message: /^key: expected a key of the attribute key map, got "nope"/ });
 });
 
 test('unsampled (non-recording) spans carry their route too', () => {
@@ -119,13 +119,38 @@ test('unsampled (non-recording) spans carry their route too', () => {
   });
 });
 
-test('an overflowing record drops whole entries and counts them', () => {
+test('an overflowing record drops whole entries and counts each span and key once', () => {
   const before = droppedAttributeCount();
   const big = Object.fromEntries(KEYS.map((k, i) => [k, String(i).repeat(200)]));
   tracer.startActiveSpan('big', { attributes: big }, (span) => {
     assert.deepEqual(recordAttrs().map(([k]) => k), KEYS.slice(0, 3), 'three 202-byte entries fit in 612 bytes');
     assert.equal(view[26] | (view[27] << 8), 606);
+    assert.equal(droppedAttributeCount() - before, 2, 'expected the two entries that did not fit to be counted');
+    // Every change re-encodes the record; k3 and k4 stay dropped, and are not counted again.
+    span.setAttribute('http.request.method', 'M'.repeat(200));
+    span.setAttributes({ k2: 'K'.repeat(200) });
+    setAttribute('http.route', 'r'.repeat(200));
+    assert.deepEqual(recordAttrs().map(([k]) => k), KEYS.slice(0, 3));
+    assert.equal(droppedAttributeCount() - before, 2, 'expected no second count for the same drops');
     span.end();
   });
-  assert.equal(droppedAttributeCount() - before, 2, 'expected the two entries that did not fit to be counted');
+  tracer.startActiveSpan('big again', { attributes: big }, (span) => {
+    assert.equal(droppedAttributeCount() - before, 4, 'another span\'s drops count');
+    span.end();
+  });
+});
+
+test('the latest write of a key wins: span.setAttribute after a record-only setAttribute updates the record', () => {
+  tracer.startActiveSpan('latest', (span) => {
+    span.setAttribute('http.route', '/from-span');
+    assert.equal(setAttribute('http.route', '/record-only'), true);
+    assert.deepEqual(recordAttrs(), [['http.route', '/record-only']]);
+    assert.equal(span.attributes['http.route'], '/from-span', 'setAttribute() leaves the span attributes alone');
+    span.setAttribute('http.route', '/from-span');
+    assert.deepEqual(recordAttrs(), [['http.route', '/from-span']], 'span.setAttribute() updates the record again');
+    setAttribute('http.route', '/record-only');
+    span.setAttributes({ 'http.route': '/batch' });
+    assert.deepEqual(recordAttrs(), [['http.route', '/batch']], 'span.setAttributes() too');
+    span.end();
+  });
 });

@@ -1,6 +1,6 @@
 'use strict';
-// ThreadContextManager's lifecycle and options: disable/enable, cheap mode, register() wrapping an
-// installed manager, attach(), one writer per thread, and clear errors for bad arguments.
+// ThreadContextManager's lifecycle and options: disable/enable, cheap mode, takeover by a newer
+// manager, register() wrapping an installed manager, attach(), and clear errors for bad arguments.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -64,27 +64,59 @@ test('cheap mode (asyncTracking: false) publishes only around with()', async () 
   }
 });
 
-test('only one manager may be enabled per thread', () => {
+test('the newest enable() takes the record over; the previous manager forwards its calls to it', async () => {
   const first = new ThreadContextManager().enable();
+  const second = new ThreadContextManager().enable(); // no throw: a restarted SDK enables a new manager
   try {
-    assert.throws(() => new ThreadContextManager().enable(), /another ThreadContextManager is already enabled/);
+    assert.deepEqual([first.enabled, second.enabled], [false, true]);
+    assertNone('right after the takeover');
+    // What an API that still holds the first manager does (NodeSDK cannot unregister it).
+    await first.with(spanContext, async () => {
+      assertPublished(span, "the first manager's with()");
+      assert.equal(trace.getSpan(first.active()), span);
+      assert.equal(trace.getSpan(second.active()), span, 'the context lives in the second manager');
+      await sleep(1);
+      assertPublished(span, "after await, through the second manager's hooks");
+    });
+    assertNone('after the forwarded with()');
+    const bound = first.bind(spanContext, () => lib.getSpanContext());
+    assert.equal(bound().spanId, span.spanContext().spanId, 'a function bound through the first manager');
+    first.disable(); // already disabled: the second keeps the record
+    assert.equal(second.enabled, true);
+    await second.with(spanContext, async () => {
+      await sleep(1);
+      assertPublished(span, 'the second manager after the first one was disabled');
+    });
+    first.enable(); // and back
+    assert.deepEqual([first.enabled, second.enabled], [true, false]);
+    await first.with(spanContext, async () => {
+      await sleep(1);
+      assertPublished(span, 'the first manager after taking the record back');
+    });
   } finally {
     first.disable();
+    second.disable();
   }
-  new ThreadContextManager().enable().disable();
+  assertNone('after both are disabled');
 });
 
 test('bad arguments throw TypeErrors naming the argument', () => {
   assert.throws(() => new ThreadContextManager(5), { name: 'TypeError', message: /^options: expected an object, got number 5/ });
   assert.throws(() => new ThreadContextManager(null), { name: 'TypeError', message: /^options: expected an object, got null/ });
   assert.throws(() => new ThreadContextManager({ asyncTracking: 'yes' }),
-    { name: 'TypeError', message: /^options.asyncTracking: expected a boolean, got string yes/ });
+    { name: 'TypeError', message: /^options.asyncTracking: expected a boolean, got string "yes"/ });
   assert.throws(() => new ThreadContextManager({ contextManager: 3 }),
     { name: 'TypeError', message: /^options.contextManager: expected a ContextManager object/ });
   assert.throws(() => new ThreadContextManager({ contextManager: { active() {} } }),
     { name: 'TypeError', message: /^options.contextManager: expected a ContextManager, missing method\(s\) with, bind, enable, disable/ });
   assert.throws(() => new ThreadContextManager({ contextManager: new ThreadContextManager() }),
     { name: 'TypeError', message: /^options.contextManager: .*got a ThreadContextManager/ });
+  assert.throws(() => new ThreadContextManager({ atributes: ['http.route'] }),
+    { name: 'TypeError', message: /^options.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource\)$/ });
+  assert.throws(() => new ThreadContextManager({ attributes: 'http.route' }),
+    { name: 'TypeError', message: /^options.attributes: expected an array of attribute key strings/ });
+  assert.throws(() => new ThreadContextManager({ resource: 'shop' }),
+    { name: 'TypeError', message: /^options.resource: expected an OpenTelemetry Resource/ });
   const manager = new ThreadContextManager();
   assert.throws(() => manager.with(ROOT_CONTEXT, 'not a function'), { name: 'TypeError', message: /^fn: expected a function/ });
   assert.throws(() => register('x'), { name: 'TypeError', message: /^options: expected an object, got string/ });

@@ -64,5 +64,5 @@ test('traceActive rejects bad arguments', () => {
   assert.throws(() => traceActive(tracer, 5, () => {}), { name: 'TypeError', message: /^name: expected a string, got number/ });
   assert.throws(() => traceActive(tracer, 'x'), { name: 'RangeError', message: /expected \(tracer, name, \[options, \[context\]\], fn\), got 2 arguments/ });
   assert.throws(() => traceActive(tracer, 'x', {}, {}, {}, () => {}), { name: 'RangeError' });
-  assert.throws(() => traceActive(tracer, 'x', {}), { name: 'TypeError', message: /^fn: expected a function as the last argument, got object/ });
+  assert.throws(() => traceActive(tracer, 'x', {}), { name: 'TypeError', message: /^fn: expected a function as the last argument, got an object/ });
 });

@@ -34,7 +34,7 @@ const spanContext = trace.setSpan(ROOT_CONTEXT, span);
 
 // CPU time of this thread (the addon reads CLOCK_THREAD_CPUTIME_ID): on this shared VM wall time
 // includes what the hypervisor steals, and process.cpuUsage() adds V8's helper threads.
-const { threadCpuTimeNs } = require('../otel-thread-ctx.node');
+const { __benchThreadCpuTimeNs: threadCpuTimeNs } = require('../otel-thread-ctx.linux-x64-gnu.node');
 
 async function awaitLoop(n) {
   for (let i = 0; i < n; i++) await null;

@@ -2,16 +2,15 @@
 // Encodes attribute values into OTEP 4947 attrs-data: [key index u8][length u8][UTF-8 bytes] ...
 // Values are cut at 255 bytes on a character boundary; the attrs-data of a record holds at most
 // 612 bytes (640-byte record minus its 28-byte header). An entry that does not fit is dropped
-// whole (never cut to fit) and counted; the ones after it may still fit.
+// whole (never cut to fit) and reported; the ones after it may still fit.
 
-const MAX_VALUE_BYTES = 255;
-const MAX_ATTRS_BYTES = 612;
-const MAX_KEY_INDEX = 255;
+const { MAX_ATTRS_SIZE, MAX_KEYS, MAX_VALUE_BYTES } = require('./layout');
 
+const MAX_KEY_INDEX = MAX_KEYS - 1;
 const encoder = new TextEncoder();
 // encodeInto() writes whole characters only, so a 255-byte target truncates on a boundary.
 const valueScratch = new Uint8Array(MAX_VALUE_BYTES);
-const attrsScratch = new Uint8Array(MAX_ATTRS_BYTES);
+const attrsScratch = new Uint8Array(MAX_ATTRS_SIZE);
 
 // The common case without a native call: a string of ASCII characters copied at `at`. Returns
 // the bytes written (cut at 255), DOES_NOT_FIT, or NOT_ASCII (the caller then uses TextEncoder).
@@ -20,18 +19,20 @@ const DOES_NOT_FIT = -2;
 function asciiInto(value, at) {
   const n = value.length < MAX_VALUE_BYTES ? value.length : MAX_VALUE_BYTES;
   for (let i = 0; i < n; i++) if (value.charCodeAt(i) > 0x7f) return NOT_ASCII;
-  if (at + n > MAX_ATTRS_BYTES) return DOES_NOT_FIT;
+  if (at + n > MAX_ATTRS_SIZE) return DOES_NOT_FIT;
   for (let i = 0; i < n; i++) attrsScratch[at + i] = value.charCodeAt(i);
   return n;
 }
 
 /**
  * @param {Array<[number, string]>} entries key index and value, in priority order
- * @returns {{ bytes: Uint8Array, dropped: number, truncated: number }} a fresh copy of the attrs-data
+ * @returns {{ bytes: Uint8Array, droppedKeys: number[] | null, truncated: number }} a fresh copy
+ *   of the attrs-data, the key indices of the entries dropped (null when none), and how many
+ *   values were cut at 255 bytes
  */
 function encodeAttributes(entries) {
   let size = 0;
-  let dropped = 0;
+  let droppedKeys = null;
   let truncated = 0;
   for (let i = 0; i < entries.length; i++) {
     const [key, value] = entries[i];
@@ -45,14 +46,14 @@ function encodeAttributes(entries) {
     if (written === NOT_ASCII) {
       const r = encoder.encodeInto(value, valueScratch);
       written = r.written;
-      if (size + 2 + written > MAX_ATTRS_BYTES) {
-        dropped++;
+      if (size + 2 + written > MAX_ATTRS_SIZE) {
+        (droppedKeys ??= []).push(key);
         continue;
       }
       if (r.read < value.length) truncated++;
       attrsScratch.set(valueScratch.subarray(0, written), size + 2);
     } else if (written === DOES_NOT_FIT) {
-      dropped++; // ASCII that does not fit where it would go
+      (droppedKeys ??= []).push(key); // ASCII that does not fit where it would go
       continue;
     } else if (written < value.length) {
       truncated++;
@@ -61,7 +62,7 @@ function encodeAttributes(entries) {
     attrsScratch[size + 1] = written;
     size += 2 + written;
   }
-  return { bytes: attrsScratch.slice(0, size), dropped, truncated };
+  return { bytes: attrsScratch.slice(0, size), droppedKeys, truncated };
 }
 
 /** Decodes attrs-data back into [key index, value] pairs (tests, debugging). */
@@ -78,4 +79,4 @@ function decodeAttributes(bytes) {
   return out;
 }
 
-module.exports = { encodeAttributes, decodeAttributes, MAX_VALUE_BYTES, MAX_ATTRS_BYTES };
+module.exports = { encodeAttributes, decodeAttributes };

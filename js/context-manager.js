@@ -3,36 +3,32 @@
 // another manager (AsyncLocalStorageContextManager by default) and keeps this thread's OTEP 4947
 // record equal to the span of the active context: around with(), and (asyncTracking, the
 // default) around every async callback, so that between callbacks the record shows none.
+// The record itself belongs to the thread's writer (js/thread-writer.js); the enabled manager is
+// its owner, and the newest enable() takes ownership from the previous one.
 
 const { EventEmitter } = require('events');
-const { NONE, entryForContext, getThreadPublisher } = require('./publisher');
+const { threadWriter } = require('./thread-writer');
+const { entryForContext } = require('./span-entries');
 const { detectMechanism, trackAsyncCallbacks } = require('./hooks');
 const { bindEventEmitter } = require('./bind-emitter');
+const { prepareProcessContext } = require('./process-context');
+const { describe } = require('./describe');
 
+const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource'];
 const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
-
-// Per-thread state (this module is loaded once per JS thread): the record has one writer, so at
-// most one enabled manager; the stack holds what was published before each entered callback.
-let enabledManager = null;
-const stack = [];
-let depth = 0;
-// Bumped by enable() and disable(): a with() that spans either must not restore its old entry.
-let epoch = 0;
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
-}
 
 function defaultDelegate() {
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
   return new AsyncLocalStorageContextManager();
 }
 
-function checkOptions(options) {
+/** Validates the options of the constructor and of register() (`allowed`: the keys they take). */
+function checkOptions(options, allowed = OPTIONS) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new TypeError(`options: expected an object, got ${describe(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!allowed.includes(key)) throw new TypeError(`options.${key}: unknown option (expected ${allowed.join(', ')})`);
   }
   const { contextManager, asyncTracking } = options;
   if (asyncTracking !== undefined && typeof asyncTracking !== 'boolean') {
@@ -55,17 +51,24 @@ function checkOptions(options) {
 
 class ThreadContextManager {
   /**
-   * @param {{ contextManager?: ContextManager, asyncTracking?: boolean }} [options]
+   * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, attributes?: string[],
+   *   resource?: Resource }} [options]
    *   contextManager: where contexts are stored (default: a new AsyncLocalStorageContextManager).
    *   asyncTracking: false publishes only around with(): never a wrong span, none after an await.
+   *   attributes: attribute keys whose values records carry, registered at enable().
+   *   resource: the process context's resource (default: the SDK's, from its spans).
    */
   constructor(options = {}) {
     checkOptions(options);
+    this._commitProcessContext = prepareProcessContext(options);
     this._delegate = options.contextManager === undefined ? defaultDelegate() : options.contextManager;
     this._asyncTracking = options.asyncTracking !== false;
     this._enabled = false;
+    // Taken over by a newer manager: calls are forwarded to the thread's enabled manager, so an
+    // API that still holds this one (NodeSDK cannot unregister it) keeps working.
+    this._superseded = false;
     this._untrack = null;
-    this._publisher = null;
+    this._writer = null;
     if (typeof this._delegate.attach === 'function') this.attach = attach;
   }
 
@@ -79,74 +82,89 @@ class ThreadContextManager {
   }
 
   active() {
+    if (this._superseded) return successor(this).active();
     return this._delegate.active();
   }
 
   with(context, fn, thisArg, ...args) {
     if (typeof fn !== 'function') throw new TypeError(`fn: expected a function, got ${describe(fn)}`);
-    if (!this._enabled) return this._delegate.with(context, fn, thisArg, ...args);
-    const publisher = this._publisher;
-    const previous = publisher.current;
-    const started = epoch;
-    publisher.publish(entryForContext(context));
+    if (!this._enabled) return (this._superseded ? successor(this) : this._delegate).with(context, fn, thisArg, ...args);
+    const writer = this._writer;
+    const epoch = writer.epoch;
+    const previous = writer.switchTo(entryForContext(writer, context));
     try {
       return this._delegate.with(context, fn, thisArg, ...args);
     } finally {
-      if (epoch === started) publisher.publish(previous);
+      writer.switchBack(previous, epoch);
     }
   }
 
   // Implemented here, not forwarded: the delegate's bind() would call the delegate's with().
   bind(context, target) {
+    if (this._superseded) return successor(this).bind(context, target);
     if (target instanceof EventEmitter) return bindEventEmitter(this, context, target);
     if (typeof target !== 'function') return target;
     return boundFunction(this, context, target);
   }
 
+  /**
+   * Enables the delegate and the hooks, and takes the thread's record over: the manager enabled
+   * before it on this thread, if any, is disabled and forwards its calls here from then on. Also
+   * publishes the process context (the environment's until the SDK's resource is seen, or
+   * options.resource) and registers options.attributes; a failure there is a warning.
+   */
   enable() {
     if (this._enabled) return this;
-    if (enabledManager !== null) {
-      throw new Error('ThreadContextManager.enable(): another ThreadContextManager is already ' +
-        'enabled on this thread (the record has one writer); disable it first');
-    }
-    const publisher = getThreadPublisher();
+    const writer = threadWriter();
+    if (writer.owner !== null) writer.owner._supersede();
     this._delegate.enable();
-    publisher.clear();
-    depth = 0;
-    epoch++;
+    writer.reset();
     if (this._asyncTracking) {
       const delegate = this._delegate;
       this._untrack = trackAsyncCallbacks(
         function active() { return delegate.active(); },
-        function enter(context) {
-          stack[depth++] = publisher.current;
-          publisher.publish(entryForContext(context));
-        },
-        function exit() {
-          // A callback that started before enable() has no entry: it ends in "none".
-          publisher.publish(depth > 0 ? stack[--depth] : NONE);
-        },
+        function enter(context) { writer.enter(entryForContext(writer, context)); },
+        function exit() { writer.exit(); },
       );
     }
-    this._publisher = publisher;
+    writer.owner = this;
+    this._writer = writer;
+    this._superseded = false;
     this._enabled = true;
-    enabledManager = this;
+    this._commitProcessContext();
     return this;
   }
 
+  /** Removes the hooks, publishes none and disables the delegate. */
   disable() {
+    this._superseded = false;
     if (!this._enabled) return this;
-    if (this._untrack !== null) this._untrack();
-    this._untrack = null;
-    this._enabled = false;
-    enabledManager = null;
-    depth = 0;
-    epoch++;
-    stack.length = 0;
-    this._publisher.clear();
+    this._stop();
+    this._writer.owner = null;
+    this._writer.reset();
     this._delegate.disable();
     return this;
   }
+
+  // A newer manager takes the record over (it resets the writer itself).
+  _supersede() {
+    this._stop();
+    this._superseded = true;
+    this._delegate.disable();
+  }
+
+  _stop() {
+    if (this._untrack !== null) this._untrack();
+    this._untrack = null;
+    this._enabled = false;
+  }
+}
+
+// Where a superseded manager's calls go: the thread's enabled manager, or its own (disabled)
+// delegate when there is none.
+function successor(manager) {
+  const owner = threadWriter().owner;
+  return owner !== null && owner !== manager ? owner : manager._delegate;
 }
 
 // A function that runs `target` through manager.with(context, ...). It keeps target.length
@@ -170,23 +188,29 @@ function boundFunction(manager, context, target) {
 // attach(context) (experimental in @opentelemetry/api): switches the current execution to
 // `context` until the returned token is disposed; installed when the delegate has it.
 function attach(context) {
+  if (this._superseded) {
+    const next = successor(this);
+    if (typeof next.attach === 'function') return next.attach(context);
+  }
   const token = this._delegate.attach(context);
   if (!this._enabled) return token;
   const manager = this;
-  manager._publisher.publish(entryForContext(context));
+  const writer = this._writer;
+  writer.switchTo(entryForContext(writer, context));
   let disposed = false;
   return {
     dispose() {
       if (disposed) return;
       disposed = true;
       token.dispose();
-      if (manager._enabled) manager._publisher.publish(entryForContext(manager._delegate.active()));
+      if (manager._enabled) writer.switchTo(entryForContext(writer, manager._delegate.active()));
     },
   };
 }
 
+/** The ThreadContextManager enabled on this thread (the owner of its record), or null. */
 function enabledThreadContextManager() {
-  return enabledManager;
+  return threadWriter().owner;
 }
 
-module.exports = { ThreadContextManager, enabledThreadContextManager };
+module.exports = { ThreadContextManager, enabledThreadContextManager, checkOptions };

@@ -2,7 +2,7 @@
 // Async callback tracking: calls enter(context) when any callback starts (promise reaction,
 // timer, immediate, nextTick, I/O, AsyncResource scope) with the context it runs in, and exit()
 // when it ends. The mechanism is the cheapest correct one of this runtime, chosen by probing
-// behaviour (never by version string). See docs/reference.md "Node.js hook semantics".
+// behaviour (never by version string).
 
 const { AsyncLocalStorage, AsyncResource, createHook, executionAsyncResource } = require('async_hooks');
 const { promiseHooks } = require('v8');

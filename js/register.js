@@ -1,6 +1,7 @@
 'use strict';
-// register(): one call for apps. Installs a ThreadContextManager as the global OpenTelemetry
-// context manager, delegating to the manager already installed (if any) or to a new
+// register(): one call for apps that do not pass a context manager to NodeSDK or to
+// provider.register(). Installs a ThreadContextManager as the global OpenTelemetry context
+// manager, delegating to the manager already installed (if any) or to a new
 // AsyncLocalStorageContextManager, enables it and returns it.
 //
 // With NodeSDK or NodeTracerProvider, pass a manager instead of calling register():
@@ -9,7 +10,7 @@
 // (both call enable() and install it globally).
 
 const { context, ROOT_CONTEXT, createContextKey } = require('@opentelemetry/api');
-const { ThreadContextManager, enabledThreadContextManager } = require('./context-manager');
+const { ThreadContextManager, checkOptions } = require('./context-manager');
 const { prepareProcessContext } = require('./process-context');
 
 const PROBE_KEY = createContextKey('otel-thread-ctx register probe');
@@ -24,12 +25,6 @@ function holdsContexts(manager) {
   }
 }
 
-function checkRegisterOptions(options) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError(`options: expected an object, got ${options === null ? 'null' : typeof options}`);
-  }
-}
-
 /**
  * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, resource?: Resource,
  *   attributes?: string[] }} [options] resource / attributes: the OTEP 4719 process context's
@@ -37,30 +32,26 @@ function checkRegisterOptions(options) {
  * @returns {ThreadContextManager} the enabled, globally installed manager
  */
 function register(options = {}) {
-  checkRegisterOptions(options);
-  const commitProcessContext = prepareProcessContext(options);
+  checkOptions(options);
   const installed = typeof context._getContextManager === 'function' ? context._getContextManager() : undefined;
   if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined) {
-    commitProcessContext();
+    prepareProcessContext(options)();
     return installed;
-  }
-  if (enabledThreadContextManager() !== null) {
-    throw new Error('register(): a ThreadContextManager is already enabled on this thread; disable it first');
   }
   let delegate = options.contextManager;
   const wrapsInstalled = delegate === undefined && installed !== undefined &&
     !(installed instanceof ThreadContextManager) && holdsContexts(installed);
   if (wrapsInstalled) delegate = installed;
-  // Validates the options before anything global changes.
-  const manager = new ThreadContextManager({ contextManager: delegate, asyncTracking: options.asyncTracking });
-  // Unregisters the installed manager (the API allows one registration); it lives on as our delegate.
+  // Validates every option before anything global changes.
+  const manager = new ThreadContextManager({ ...options, contextManager: delegate });
+  // Unregisters the installed manager (the API allows one registration); it lives on as our
+  // delegate, or (a ThreadContextManager) is taken over by enable().
   context.disable();
   manager.enable();
   if (!context.setGlobalContextManager(manager)) {
     manager.disable();
     throw new Error('register(): @opentelemetry/api refused to install the global context manager');
   }
-  commitProcessContext();
   return manager;
 }
 

@@ -2,28 +2,21 @@
 // Record attributes of spans: the values of the registered keys (the attribute key map) that a
 // span's record carries. Taken from the span's attributes when its entry is first built (once per
 // span), kept current by watching the span's setAttribute/setAttributes (so unsampled,
-// non-recording spans carry them too), and overridable per span with setAttribute(). A child
-// span created in the same thread starts with its parent's values.
+// non-recording spans carry them too), and settable in the record only with setAttribute(). The
+// latest write of a key wins, whichever way it came. A child span created in the same thread
+// starts with its parent's values.
 // Such an entry is allocated at the full record size and rewritten in place when a value
-// changes: the context manager's caches and stacks hold entries by identity.
+// changes: the writer's caches and stacks hold entries by identity.
 
 const { trace } = require('@opentelemetry/api');
 const { encodeAttributes } = require('./attributes');
-const { registeredKeys, cachedKeyIndex, keyIndex } = require('./process-context');
-
-const CONTROL_WORD = 6;
-const HEADER_BYTES = 28;
+const { NONE, encodeEntry } = require('./entry');
+const { CONTROL_WORD, HEADER_SIZE } = require('./layout');
+const { registeredKeys, cachedKeyIndex } = require('./process-context');
+const { threadWriter } = require('./thread-writer');
 
 // A span's record state lives on the span under this symbol (cheaper for the GC than a WeakMap).
 const STATE = Symbol('otel-thread-ctx record attributes');
-let droppedAttributes = 0;
-
-// publisher.js requires this module: resolved on first use (require() itself costs microseconds).
-let publisherModule = null;
-function publisher() {
-  if (publisherModule === null) publisherModule = require('./publisher');
-  return publisherModule;
-}
 
 // Record values are strings; other attribute values are shown as text.
 function recordValue(value) {
@@ -33,25 +26,16 @@ function recordValue(value) {
   return undefined;
 }
 
-function describe(value) {
-  if (value === null) return 'null';
-  return typeof value === 'object' ? (Array.isArray(value) ? 'an array' : 'an object') : `${typeof value} ${String(value)}`;
-}
-
 class RecordState {
-  constructor(keys, setAttribute, setAttributes) {
+  constructor(keyCount, setAttribute, setAttributes) {
     this.entry = null;
-    // By key index: the span's own values, and values set with setAttribute() (they win).
-    this.values = new Array(keys.length).fill(undefined);
-    this.overrides = null;
+    // By key index: the value the record carries (undefined: none).
+    this.values = new Array(keyCount).fill(undefined);
+    // By key index: whether a drop of this key was counted already (each span and key once).
+    this.dropCounted = null;
     this.batch = false;
     this.setAttribute = setAttribute;
     this.setAttributes = setAttributes;
-  }
-
-  value(i) {
-    const o = this.overrides;
-    return o !== null && o[i] !== undefined ? o[i] : this.values[i];
   }
 }
 
@@ -61,20 +45,29 @@ function encodeState(state) {
   const n = Math.min(registeredKeys().length, state.values.length);
   pairs.length = 0;
   for (let i = 0; i < n; i++) {
-    const v = state.value(i);
+    const v = state.values[i];
     if (v !== undefined) pairs.push([i, v]);
   }
-  const { bytes, dropped } = encodeAttributes(pairs);
-  droppedAttributes += dropped;
+  const { bytes, droppedKeys } = encodeAttributes(pairs);
+  if (droppedKeys !== null) countDrops(state, droppedKeys);
   return bytes;
+}
+
+function countDrops(state, droppedKeys) {
+  if (state.dropCounted === null) state.dropCounted = new Array(state.values.length).fill(false);
+  for (const i of droppedKeys) {
+    if (state.dropCounted[i]) continue;
+    state.dropCounted[i] = true;
+    threadWriter().droppedAttributes++;
+  }
 }
 
 function rewrite(state) {
   const bytes = encodeState(state);
   const entry = state.entry;
-  new Uint8Array(entry.buffer, entry.byteOffset + HEADER_BYTES, bytes.length).set(bytes);
+  new Uint8Array(entry.buffer, entry.byteOffset + HEADER_SIZE, bytes.length).set(bytes);
   entry[CONTROL_WORD] = ((entry[CONTROL_WORD] & 0xffff) | (bytes.length << 16)) >>> 0;
-  publisher().getThreadPublisher().refresh(entry);
+  threadWriter().refresh(entry);
 }
 
 // Returns whether the value of a registered key changed.
@@ -88,11 +81,15 @@ function capture(state, key, value) {
 }
 
 // Installed on watched spans (shared functions, no closure per span): the span's own method,
-// then the record.
+// then the record. The record part never throws into the caller.
 function setAttributeAndRecord(key, value) {
   const state = this[STATE];
   const result = state.setAttribute.call(this, key, value);
-  if (!state.batch && this.ended !== true && capture(state, key, value)) rewrite(state);
+  try {
+    if (!state.batch && this.ended !== true && capture(state, key, value)) rewrite(state);
+  } catch {
+    // a value whose text conversion throws: the record keeps its previous value
+  }
   return result;
 }
 
@@ -105,30 +102,33 @@ function setAttributesAndRecord(attributes) {
   } finally {
     state.batch = false;
   }
-  if (this.ended === true || attributes === null || typeof attributes !== 'object') return result;
-  let changed = false;
-  for (const key of Object.keys(attributes)) changed = capture(state, key, attributes[key]) || changed;
-  if (changed) rewrite(state);
+  try {
+    if (this.ended === true || attributes === null || typeof attributes !== 'object') return result;
+    let changed = false;
+    for (const key of Object.keys(attributes)) changed = capture(state, key, attributes[key]) || changed;
+    if (changed) rewrite(state);
+  } catch {
+    // as in setAttributeAndRecord
+  }
   return result;
 }
 
 /**
- * Builds the publisher entry of a span (once per span). Without registered keys it is the plain
- * entry; with keys, a full-size entry holding the span's attrs-data, rewritten when they change.
- * @param encodeEntry publisher.js's encodeEntry(spanContext, attrs, fullSize)
+ * Builds the entry of a span (once per span). Without registered keys it is the plain entry;
+ * with keys, a full-size entry holding the span's attrs-data, rewritten when they change.
  */
-function encodeSpanEntry(span, spanContext, encodeEntry) {
+function encodeSpanEntry(span, spanContext) {
   const keys = registeredKeys();
-  if (keys.length === 0 || span === null || typeof span !== 'object' ||
-      typeof span.setAttribute !== 'function' || typeof span.setAttributes !== 'function' || Object.isFrozen(span)) {
+  if (keys.length === 0 || typeof span.setAttribute !== 'function' || typeof span.setAttributes !== 'function' ||
+      Object.isFrozen(span)) {
     return encodeEntry(spanContext);
   }
-  const state = new RecordState(keys, span.setAttribute, span.setAttributes);
+  const state = new RecordState(keys.length, span.setAttribute, span.setAttributes);
   // A local child starts with its parent's record values (a sample in a child span keeps the
   // request's route); its own attributes win.
   const parent = parentState(span);
   if (parent !== undefined) {
-    for (let i = 0; i < parent.values.length && i < keys.length; i++) state.values[i] = parent.value(i);
+    for (let i = 0; i < parent.values.length && i < keys.length; i++) state.values[i] = parent.values[i];
   }
   const attrs = span.attributes; // SDK spans; non-recording spans have none
   if (attrs !== null && typeof attrs === 'object') {
@@ -138,12 +138,12 @@ function encodeSpanEntry(span, spanContext, encodeEntry) {
     }
   }
   const entry = encodeEntry(spanContext, encodeState(state), true);
-  if (entry === publisher().NONE) return entry; // invalid span context
+  if (entry === NONE) return entry; // invalid span context
   state.entry = entry;
   span[STATE] = state;
   span.setAttribute = setAttributeAndRecord;
   span.setAttributes = setAttributesAndRecord;
-  return state.entry;
+  return entry;
 }
 
 // The parent's state: a span's entry is normally built on its first activation, while its
@@ -157,34 +157,18 @@ function parentState(span) {
 }
 
 /**
- * Sets a record attribute of the active span (only in the thread-context record: the span's own
- * attributes are unchanged). `value` undefined removes it. Returns false when there is no active
- * span, or its record was built before any key was registered.
+ * Sets `key` (a registered key, by index) to `value` (a string, or undefined to remove it) in the
+ * record of `span` only. Returns false when the span has no record state (its entry was built
+ * before the key was registered, or it is not a span whose record can carry attributes).
  */
-function setAttribute(key, value) {
-  if (typeof key !== 'string') throw new TypeError(`key: expected a string, got ${describe(key)}`);
-  if (value !== undefined && typeof value !== 'string') throw new TypeError(`value: expected a string (or undefined to remove), got ${describe(value)}`);
-  if (keyIndex(key) === undefined) {
-    throw new RangeError(`key: ${JSON.stringify(key)} is not in the attribute key map; add it first with register({ attributes: [...] })`);
-  }
-  const span = trace.getActiveSpan();
-  if (span === undefined) return false;
-  if (span[STATE] === undefined) publisher().entryForSpan(span);
+function setRecordValue(span, index, value) {
   const state = span[STATE];
-  const i = cachedKeyIndex(key);
-  if (state === undefined || i >= state.values.length) return false;
-  if (state.overrides === null) state.overrides = new Array(state.values.length).fill(undefined);
-  state.overrides[i] = value;
-  rewrite(state);
+  if (state === undefined || index >= state.values.length) return false;
+  if (state.values[index] !== value) {
+    state.values[index] = value;
+    if (span.ended !== true) rewrite(state);
+  }
   return true;
 }
 
-/**
- * Attribute entries dropped whole from this thread's records (no room left in 612 bytes), counted
- * at each encoding: a span's first activation, then each change of its values.
- */
-function droppedAttributeCount() {
-  return droppedAttributes;
-}
-
-module.exports = { encodeSpanEntry, setAttribute, droppedAttributeCount };
+module.exports = { encodeSpanEntry, setRecordValue };

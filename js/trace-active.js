@@ -5,9 +5,12 @@
 
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
 const { ThreadContextManager, enabledThreadContextManager } = require('./context-manager');
+const { describe } = require('./describe');
 
 let tracker = null;
 
+// The private manager, enabled only while no other ThreadContextManager owns this thread's record
+// (one enabled later takes the record over from it).
 function publishingManager() {
   const enabled = enabledThreadContextManager();
   if (enabled !== null) return enabled === tracker ? tracker : null;
@@ -22,14 +25,14 @@ function publishingManager() {
  */
 function traceActive(tracer, name, ...rest) {
   if (tracer === null || typeof tracer !== 'object' || typeof tracer.startActiveSpan !== 'function') {
-    throw new TypeError('tracer: expected an @opentelemetry/api Tracer (with startActiveSpan)');
+    throw new TypeError(`tracer: expected an @opentelemetry/api Tracer (with startActiveSpan), got ${describe(tracer)}`);
   }
-  if (typeof name !== 'string') throw new TypeError(`name: expected a string, got ${typeof name}`);
+  if (typeof name !== 'string') throw new TypeError(`name: expected a string, got ${describe(name)}`);
   if (rest.length < 1 || rest.length > 3) {
-    throw new RangeError(`traceActive: expected (tracer, name, [options, [context]], fn), got ${rest.length + 2} arguments`);
+    throw new RangeError(`arguments: expected (tracer, name, [options, [context]], fn), got ${rest.length + 2} arguments`);
   }
   const fn = rest[rest.length - 1];
-  if (typeof fn !== 'function') throw new TypeError(`fn: expected a function as the last argument, got ${typeof fn}`);
+  if (typeof fn !== 'function') throw new TypeError(`fn: expected a function as the last argument, got ${describe(fn)}`);
   const manager = publishingManager();
   if (manager === null) return tracer.startActiveSpan(name, ...rest);
   const startArgs = rest.slice(0, -1);
@@ -37,9 +40,4 @@ function traceActive(tracer, name, ...rest) {
     manager.with(trace.setSpan(ROOT_CONTEXT, span), fn, undefined, span));
 }
 
-// Stops the private tracking (removes its hooks, clears the record), e.g. before register().
-function stopTraceActive() {
-  if (tracker !== null) tracker.disable();
-}
-
-module.exports = { traceActive, stopTraceActive };
+module.exports = { traceActive };

@@ -10,23 +10,25 @@ pub enum ErrorKind {
     Range,
 }
 
+/// A rejected `setSpanContext` argument. Messages follow the package's one form: the argument's
+/// name, what was expected, what was given.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum IdError {
-    #[error("{arg} must be a {hex}-character hex string or a {bytes}-byte Uint8Array, got {got}")]
+    #[error("{arg}: expected a {hex}-character hex string or a {bytes}-byte Uint8Array, got {got}")]
     WrongType { arg: &'static str, hex: usize, bytes: usize, got: &'static str },
-    #[error("{arg} must be {hex} hex characters long, got {len}")]
+    #[error("{arg}: expected {hex} hex characters, got {len}")]
     HexLength { arg: &'static str, hex: usize, len: usize },
-    #[error("{arg} must be {bytes} bytes long, got {len}")]
+    #[error("{arg}: expected {bytes} bytes, got {len}")]
     ByteLength { arg: &'static str, bytes: usize, len: usize },
-    #[error("{arg} must contain only hex digits 0-9a-fA-F, found {found:?} at index {index}")]
+    #[error("{arg}: expected only hex digits 0-9a-fA-F, found {found:?} at index {index}")]
     NonHex { arg: &'static str, index: usize, found: char },
-    #[error("{arg} must not be all zeros (W3C: an all-zero id is invalid)")]
+    #[error("{arg}: expected an id that is not all zeros (W3C: an all-zero id is invalid)")]
     AllZero { arg: &'static str },
-    #[error("traceFlags must be an integer from 0 to 255, got {got}")]
+    #[error("traceFlags: expected an integer from 0 to 255, got {got}")]
     FlagsRange { got: String },
-    #[error("traceFlags must be a number (an integer from 0 to 255), got {got}")]
+    #[error("traceFlags: expected a number (an integer from 0 to 255), got {got}")]
     FlagsType { got: &'static str },
-    #[error("setSpanContext takes at most 3 arguments (traceId, spanId, traceFlags), got {got}")]
+    #[error("arguments: expected at most 3 (traceId, spanId, traceFlags), got {got}")]
     TooManyArgs { got: usize },
 }
 
@@ -109,7 +111,7 @@ fn decode_scalar(units: &[u16], out: &mut [u8]) -> Result<(), (usize, char)> {
 /// `setSpanContext` path this halves the decoding time.
 #[cfg(target_arch = "x86_64")]
 fn decode_fast(units: &[u16], out: &mut [u8]) -> bool {
-    if units.len() % 16 != 0 || out.len() * 2 != units.len() {
+    if !units.len().is_multiple_of(16) || out.len() * 2 != units.len() {
         return false;
     }
     units.chunks_exact(16).zip(out.chunks_exact_mut(8)).all(|(u, o)| {
@@ -124,32 +126,38 @@ fn decode_fast(_: &[u16], _: &mut [u8]) -> bool {
     false
 }
 
+/// # Safety
+/// `units` must point to 16 readable u16s and `out` to 8 writable bytes.
 #[cfg(target_arch = "x86_64")]
 unsafe fn decode16_sse2(units: *const u16, out: *mut u8) -> bool {
     use std::arch::x86_64::*;
-    let a = _mm_loadu_si128(units as *const __m128i);
-    let b = _mm_loadu_si128(units.add(8) as *const __m128i);
-    // Any unit >= 128 cannot be a hex digit (and would not survive the narrowing below).
-    let high = _mm_set1_epi16(0xff80u16 as i16);
-    let wide = _mm_or_si128(_mm_and_si128(a, high), _mm_and_si128(b, high));
-    if _mm_movemask_epi8(_mm_cmpeq_epi8(wide, _mm_setzero_si128())) != 0xffff {
-        return false;
+    // SAFETY: SSE2 is baseline on x86-64 (the intrinsics are unsafe only for that reason), and the
+    // two unaligned 16-byte loads and the 8-byte store stay inside the caller's buffers.
+    unsafe {
+        let a = _mm_loadu_si128(units as *const __m128i);
+        let b = _mm_loadu_si128(units.add(8) as *const __m128i);
+        // Any unit >= 128 cannot be a hex digit (and would not survive the narrowing below).
+        let high = _mm_set1_epi16(0xff80u16 as i16);
+        let wide = _mm_or_si128(_mm_and_si128(a, high), _mm_and_si128(b, high));
+        if _mm_movemask_epi8(_mm_cmpeq_epi8(wide, _mm_setzero_si128())) != 0xffff {
+            return false;
+        }
+        let c = _mm_packus_epi16(a, b); // 16 ASCII bytes, all < 128 so signed compares work
+        let d = _mm_sub_epi8(c, _mm_set1_epi8(b'0' as i8));
+        let is_digit = _mm_and_si128(_mm_cmpgt_epi8(d, _mm_set1_epi8(-1)), _mm_cmplt_epi8(d, _mm_set1_epi8(10)));
+        let l = _mm_sub_epi8(_mm_or_si128(c, _mm_set1_epi8(0x20)), _mm_set1_epi8(b'a' as i8));
+        let is_letter = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8(-1)), _mm_cmplt_epi8(l, _mm_set1_epi8(6)));
+        if _mm_movemask_epi8(_mm_or_si128(is_digit, is_letter)) != 0xffff {
+            return false;
+        }
+        let nibbles = _mm_or_si128(_mm_and_si128(is_digit, d), _mm_andnot_si128(is_digit, _mm_add_epi8(l, _mm_set1_epi8(10))));
+        // Each u16 lane holds (first digit, second digit) as (low, high) byte: combine into one byte.
+        let hi = _mm_slli_epi16(_mm_and_si128(nibbles, _mm_set1_epi16(0x00ff)), 4);
+        let lo = _mm_srli_epi16(nibbles, 8);
+        let bytes = _mm_packus_epi16(_mm_or_si128(hi, lo), _mm_setzero_si128());
+        _mm_storel_epi64(out as *mut __m128i, bytes);
+        true
     }
-    let c = _mm_packus_epi16(a, b); // 16 ASCII bytes, all < 128 so signed compares work
-    let d = _mm_sub_epi8(c, _mm_set1_epi8(b'0' as i8));
-    let is_digit = _mm_and_si128(_mm_cmpgt_epi8(d, _mm_set1_epi8(-1)), _mm_cmplt_epi8(d, _mm_set1_epi8(10)));
-    let l = _mm_sub_epi8(_mm_or_si128(c, _mm_set1_epi8(0x20)), _mm_set1_epi8(b'a' as i8));
-    let is_letter = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8(-1)), _mm_cmplt_epi8(l, _mm_set1_epi8(6)));
-    if _mm_movemask_epi8(_mm_or_si128(is_digit, is_letter)) != 0xffff {
-        return false;
-    }
-    let nibbles = _mm_or_si128(_mm_and_si128(is_digit, d), _mm_andnot_si128(is_digit, _mm_add_epi8(l, _mm_set1_epi8(10))));
-    // Each u16 lane holds (first digit, second digit) as (low, high) byte: combine into one byte.
-    let hi = _mm_slli_epi16(_mm_and_si128(nibbles, _mm_set1_epi16(0x00ff)), 4);
-    let lo = _mm_srli_epi16(nibbles, 8);
-    let bytes = _mm_packus_epi16(_mm_or_si128(hi, lo), _mm_setzero_si128());
-    _mm_storel_epi64(out as *mut __m128i, bytes);
-    true
 }
 
 /// Copies an id given as raw bytes into `out`.

@@ -116,6 +116,7 @@ mod tests {
     #[test]
     fn fork_child_sees_valid_zero() {
         let page = Page::map().unwrap();
+        // SAFETY: the page is page_size() >= MAX_RECORD_LEN bytes, owned by this test.
         let rec = unsafe { Record::from_raw(page.as_ptr()) };
         rec.publish(&SpanContext { trace_id: [7; 16], span_id: [9; 8], flags: 1 });
         assert_eq!(rec.valid(), 1);
@@ -123,11 +124,14 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            // SAFETY: the child's copy of the page is mapped (wiped, not unmapped) and 28 <= its size.
             let bytes = unsafe { std::slice::from_raw_parts(page.as_ptr(), 28) };
             let code = if bytes[OFF_VALID] == 0 && bytes.iter().all(|&b| b == 0) { 0 } else { 1 };
+            // SAFETY: _exit has no preconditions (no destructors run in the forked child).
             unsafe { libc::_exit(code) };
         }
         let mut status = 0;
+        // SAFETY: valid out pointer.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert!(libc::WIFEXITED(status), "child did not exit normally: {status}");
         assert_eq!(libc::WEXITSTATUS(status), 0, "the forked child saw its parent's record (valid != 0)");

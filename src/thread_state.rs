@@ -1,5 +1,11 @@
 //! One record page per OS thread, shared by every Node-API environment on that thread and kept in
 //! the hidden C thread-local, so the addon needs no Rust `thread_local!`.
+//!
+//! The state is a leaked `Box` owned by its thread. It is reached only through [`with_current`],
+//! whose borrow ends with the call, and freed only by [`release`] on the same thread (from the
+//! environment cleanup hook), so no reference to it can outlive it.
+
+use std::cell::Cell;
 
 use crate::page::Page;
 use crate::record::Record;
@@ -8,55 +14,66 @@ use crate::tls;
 pub struct ThreadState {
     pub page: Page,
     /// Node-API environments on this thread using the page (normally 1).
-    refs: usize,
+    refs: Cell<usize>,
 }
 
 impl ThreadState {
     pub fn record(&self) -> Record {
-        // SAFETY: the page is at least MAX_RECORD_LEN bytes and owned by this thread.
+        // SAFETY: the page is at least MAX_RECORD_LEN bytes and written only by this thread.
         unsafe { Record::from_raw(self.page.as_ptr()) }
     }
 }
 
-/// This thread's state, if it has one.
-pub fn current() -> Option<&'static mut ThreadState> {
-    // SAFETY: the slot holds null or a leaked Box<ThreadState> owned by this thread.
-    unsafe { (*tls::state_slot() as *mut ThreadState).as_mut() }
+fn state_ptr() -> *mut ThreadState {
+    // SAFETY: the slot is a thread-local of the calling thread; it holds null or a pointer that
+    // `install` leaked.
+    unsafe { *tls::state_slot() as *mut ThreadState }
+}
+
+/// Runs `f` with this thread's state, if it has one.
+pub fn with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
+    // SAFETY: null or a live leaked Box of this thread; only `release`, which `f` does not call,
+    // frees it, so it outlives the borrow.
+    unsafe { state_ptr().as_ref() }.map(f)
 }
 
 /// Registers `page` as this thread's record page and points `otel_thread_ctx_v1` at it.
 /// Fails (returning the page) when the thread already has one.
-pub fn install(page: Page) -> Result<&'static mut ThreadState, Page> {
-    if current().is_some() {
+pub fn install(page: Page) -> Result<(), Page> {
+    if !state_ptr().is_null() {
         return Err(page);
     }
-    let state = Box::leak(Box::new(ThreadState { page, refs: 1 }));
-    state.record().clear();
-    // SAFETY: both slots belong to the calling thread.
+    let state = Box::new(ThreadState { page, refs: Cell::new(1) });
+    state.record().detach();
+    let record = state.page.as_ptr();
+    // SAFETY: both slots are thread-locals of the calling thread.
     unsafe {
-        *tls::state_slot() = (state as *mut ThreadState).cast();
+        *tls::state_slot() = Box::into_raw(state).cast();
         // Set once; never swapped while the thread lives (OTEP 4947 update style 2).
-        *tls::record_slot() = state.page.as_ptr();
+        *tls::record_slot() = record;
     }
-    Ok(state)
+    Ok(())
 }
 
-/// One more environment on this thread uses the existing page.
-pub fn retain() -> Option<&'static mut ThreadState> {
-    let s = current()?;
-    s.refs += 1;
-    Some(s)
+/// One more environment on this thread uses the existing page; false when there is none.
+pub fn retain() -> bool {
+    with_current(|s| s.refs.set(s.refs.get() + 1)).is_some()
 }
 
 /// Drops one environment's use; the last one tears down: valid = 0, TLS pointer NULL, unmap.
 pub fn release() {
-    let Some(s) = current() else { return };
-    s.refs -= 1;
-    if s.refs > 0 {
+    let last = with_current(|s| {
+        s.refs.set(s.refs.get() - 1);
+        if s.refs.get() == 0 {
+            s.record().detach();
+        }
+        s.refs.get() == 0
+    });
+    if last != Some(true) {
         return;
     }
-    s.record().clear();
-    // SAFETY: slots of the calling thread; the Box was leaked by `install`.
+    // SAFETY: slots of the calling thread; the pointer came from Box::into_raw in `install` and no
+    // borrow of it is live (with_current's has ended).
     unsafe {
         *tls::record_slot() = std::ptr::null_mut();
         let raw = std::mem::replace(&mut *tls::state_slot(), std::ptr::null_mut());
@@ -73,16 +90,18 @@ mod tests {
         std::thread::spawn(|| {
             let page = Page::map().unwrap();
             let addr = page.as_ptr();
-            let s = install(page).ok().expect("fresh thread has no state");
-            assert_eq!(unsafe { *tls::record_slot() }, addr);
+            assert!(install(page).is_ok(), "a fresh thread has no state");
+            // SAFETY: reads this thread's own slot.
+            let slot = || unsafe { *tls::record_slot() };
+            assert_eq!(slot(), addr);
             assert!(install(Page::map().unwrap()).is_err(), "a second page on one thread must be refused");
-            assert!(retain().is_some());
+            assert!(retain());
             release();
-            assert_eq!(unsafe { *tls::record_slot() }, addr, "still one user left");
-            let _ = s;
+            assert_eq!(slot(), addr, "still one user left");
             release();
-            assert!(unsafe { *tls::record_slot() }.is_null());
-            assert!(current().is_none());
+            assert!(slot().is_null());
+            assert!(with_current(|_| ()).is_none());
+            assert!(!retain());
         })
         .join()
         .unwrap();

@@ -43,6 +43,7 @@ pub fn placement() -> Placement {
     if desc.is_null() || tp.is_null() {
         return Placement::Unknown;
     }
+    // SAFETY: a resolved descriptor is two readable words (resolver, argument).
     let arg = unsafe { *desc.add(1) } as usize as i64;
     if arg == i64::from(arg as i32) && (tp as usize).wrapping_add(arg as usize) == slot {
         Placement::Static { tp_offset: arg }

@@ -12,7 +12,7 @@ const { execFileSync } = require('node:child_process');
 const ROOT = path.join(__dirname, '..', '..');
 const PROTOTYPES = path.join(ROOT, 'bench', 'prototypes');
 const COPIED = ['js', 'package.json', 'index.d.ts'];
-const LINKED = ['otel-thread-ctx.node', 'node_modules'];
+const LINKED = ['otel-thread-ctx.linux-x64-gnu.node', 'node_modules'];
 
 function patchPath(name) {
   const file = path.join(PROTOTYPES, `${name}.patch`);

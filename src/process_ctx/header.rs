@@ -25,10 +25,14 @@ pub fn next_timestamp(previous: u64) -> u64 {
 /// # Safety
 /// `base` must point to at least `HEADER_LEN` writable bytes that only the caller writes.
 pub unsafe fn write_first(base: *mut u8, payload: &[u8], published_at: u64) {
-    ptr::write_volatile(base.add(OFF_PUBLISHED_AT).cast::<u64>(), 0);
-    ptr::write_volatile(base.cast::<[u8; 8]>(), *SIGNATURE);
-    ptr::write_volatile(base.add(OFF_VERSION).cast::<u32>(), VERSION);
-    write_payload(base, payload, published_at);
+    // SAFETY: the fields are inside the caller's HEADER_LEN bytes; the mapping is page aligned,
+    // so each field is aligned for its type.
+    unsafe {
+        ptr::write_volatile(base.add(OFF_PUBLISHED_AT).cast::<u64>(), 0);
+        ptr::write_volatile(base.cast::<[u8; 8]>(), *SIGNATURE);
+        ptr::write_volatile(base.add(OFF_VERSION).cast::<u32>(), VERSION);
+        write_payload(base, payload, published_at);
+    }
 }
 
 /// Update: published-at = 0, fence, new size and pointer, fence, new published-at.
@@ -36,16 +40,25 @@ pub unsafe fn write_first(base: *mut u8, payload: &[u8], published_at: u64) {
 /// # Safety
 /// As `write_first`, on a header `write_first` initialised.
 pub unsafe fn write_update(base: *mut u8, payload: &[u8], published_at: u64) {
-    ptr::write_volatile(base.add(OFF_PUBLISHED_AT).cast::<u64>(), 0);
-    write_payload(base, payload, published_at);
+    // SAFETY: as in write_first.
+    unsafe {
+        ptr::write_volatile(base.add(OFF_PUBLISHED_AT).cast::<u64>(), 0);
+        write_payload(base, payload, published_at);
+    }
 }
 
+/// # Safety
+/// As `write_first`.
 unsafe fn write_payload(base: *mut u8, payload: &[u8], published_at: u64) {
     fence(Ordering::SeqCst);
-    ptr::write_volatile(base.add(OFF_PAYLOAD_SIZE).cast::<u32>(), payload.len() as u32);
-    ptr::write_volatile(base.add(OFF_PAYLOAD_PTR).cast::<u64>(), payload.as_ptr() as u64);
+    // SAFETY: aligned fields inside the caller's HEADER_LEN bytes.
+    unsafe {
+        ptr::write_volatile(base.add(OFF_PAYLOAD_SIZE).cast::<u32>(), payload.len() as u32);
+        ptr::write_volatile(base.add(OFF_PAYLOAD_PTR).cast::<u64>(), payload.as_ptr() as u64);
+    }
     fence(Ordering::SeqCst);
-    ptr::write_volatile(base.add(OFF_PUBLISHED_AT).cast::<u64>(), published_at);
+    // SAFETY: as above.
+    unsafe { ptr::write_volatile(base.add(OFF_PUBLISHED_AT).cast::<u64>(), published_at) };
 }
 
 /// What a reader sees: (version, payload size, published-at, payload pointer), signature checked.
@@ -54,13 +67,16 @@ unsafe fn write_payload(base: *mut u8, payload: &[u8], published_at: u64) {
 /// `base` must point to at least `HEADER_LEN` readable bytes.
 #[cfg(test)]
 pub unsafe fn read(base: *const u8) -> Option<(u32, u32, u64, u64)> {
-    if ptr::read_volatile(base.cast::<[u8; 8]>()) != *SIGNATURE {
-        return None;
+    // SAFETY: aligned fields inside the caller's HEADER_LEN bytes.
+    unsafe {
+        if ptr::read_volatile(base.cast::<[u8; 8]>()) != *SIGNATURE {
+            return None;
+        }
+        Some((
+            ptr::read_volatile(base.add(OFF_VERSION).cast()),
+            ptr::read_volatile(base.add(OFF_PAYLOAD_SIZE).cast()),
+            ptr::read_volatile(base.add(OFF_PUBLISHED_AT).cast()),
+            ptr::read_volatile(base.add(OFF_PAYLOAD_PTR).cast()),
+        ))
     }
-    Some((
-        ptr::read_volatile(base.add(OFF_VERSION).cast()),
-        ptr::read_volatile(base.add(OFF_PAYLOAD_SIZE).cast()),
-        ptr::read_volatile(base.add(OFF_PUBLISHED_AT).cast()),
-        ptr::read_volatile(base.add(OFF_PAYLOAD_PTR).cast()),
-    ))
 }

@@ -3,6 +3,7 @@
 //! every change. Process-wide (all JS threads share it) behind one Mutex; any thread may publish.
 
 mod header;
+pub mod limits;
 mod mapping;
 pub mod proto;
 
@@ -10,6 +11,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use prost::Message;
 
+use limits::{DropReason, MAX_KEY_LEN, MAX_KEY_MAP_LEN, MAX_PAYLOAD_LEN};
 pub use mapping::Backing;
 use mapping::Mapping;
 use proto::{any_value::Value, KeyValue, ProcessContext, Resource};
@@ -23,6 +25,37 @@ pub const KEY_MAP_KEY: &str = "threadlocal.attribute_key_map";
 /// Record attrs carry the key as one byte.
 pub const MAX_KEYS: usize = 256;
 const INSTANCE_ID_KEY: &str = "service.instance.id";
+
+/// Where the published resource came from. A resource followed from SDK spans never replaces an
+/// explicit one (the JS layer decides; the origin is kept here because it is process-wide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES (published before the SDK's is known).
+    Environment,
+    /// The resource of the OpenTelemetry SDK's spans.
+    Sdk,
+    /// Given by the application.
+    Explicit,
+}
+
+impl Origin {
+    pub fn parse(s: &str) -> Option<Origin> {
+        match s {
+            "environment" => Some(Origin::Environment),
+            "sdk" => Some(Origin::Sdk),
+            "explicit" => Some(Origin::Explicit),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Environment => "environment",
+            Origin::Sdk => "sdk",
+            Origin::Explicit => "explicit",
+        }
+    }
+}
 
 /// A resource attribute value as the JS layer hands it over.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +75,10 @@ pub enum ContextError {
     DuplicateKey { arg: &'static str, key: String },
     #[error("keys: expected at most {MAX_KEYS} keys in the attribute key map, got {got} ({existing} registered + {added} new)")]
     TooManyKeys { got: usize, existing: usize, added: usize },
+    #[error("keys[{index}]: expected a key of at most {MAX_KEY_LEN} UTF-8 bytes, got {len}")]
+    KeyTooLong { index: usize, len: usize },
+    #[error("keys: expected at most {MAX_KEY_MAP_LEN} UTF-8 bytes of keys in the attribute key map, got {got}")]
+    KeyMapTooLong { got: usize },
     #[error("process context: could not map OTEL_CTX: {0}")]
     Map(String),
 }
@@ -67,12 +104,31 @@ pub struct Info {
     pub dontfork_error: Option<String>,
     pub service_instance_id: String,
     pub key_count: usize,
+    pub origin: Option<Origin>,
+    /// Resource attributes left out of the published payload (by the JS layer or by the limits).
+    pub dropped_attribute_count: usize,
+}
+
+/// Resource attributes the payload limits left out, and why.
+pub type Dropped = Vec<(String, DropReason)>;
+
+/// A publish's outcome: the new facts, and the attributes the limits left out.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub info: Info,
+    pub dropped: Dropped,
 }
 
 pub struct Writer {
     pid: u32,
     mapping: Option<Mapping>,
+    /// The resource as given (with `service.instance.id`), before the limits: refitted on every
+    /// publish, since the key map takes part of the same payload budget.
     resource: Vec<KeyValue>,
+    origin: Option<Origin>,
+    /// Attributes the JS layer already left out of `resource` (unpublishable values).
+    dropped_before: usize,
+    dropped_count: usize,
     keys: Vec<String>,
     instance_id: String,
     /// The published payload; the one before it stays allocated for a reader still copying it.
@@ -88,6 +144,9 @@ impl Writer {
             pid: std::process::id(),
             mapping: None,
             resource: Vec::new(),
+            origin: None,
+            dropped_before: 0,
+            dropped_count: 0,
             keys: Vec::new(),
             instance_id: new_instance_id(),
             payload: Vec::new(),
@@ -98,8 +157,8 @@ impl Writer {
     }
 
     /// Replaces the resource attributes and publishes. `service.instance.id` is added (generated
-    /// once per process) when absent.
-    pub fn set_resource(&mut self, attrs: Vec<(String, AttrValue)>) -> Result<Info, ContextError> {
+    /// once per process) when absent. `dropped_before`: attributes the caller already left out.
+    pub fn set_resource(&mut self, attrs: Vec<(String, AttrValue)>, origin: Origin, dropped_before: usize) -> Result<Published, ContextError> {
         check_keys("resource", attrs.iter().map(|(k, _)| k.as_str()))?;
         self.refresh_after_fork();
         let mut resource: Vec<KeyValue> = attrs.into_iter().map(|(k, v)| KeyValue::new(k, to_proto(v))).collect();
@@ -107,25 +166,35 @@ impl Writer {
             resource.push(KeyValue::string(INSTANCE_ID_KEY, self.instance_id.clone()));
         }
         let keys = self.keys.clone();
-        self.publish(resource, keys)
+        self.publish(resource, Some(origin), dropped_before, keys)
     }
 
     /// Appends keys to the attribute key map (keys already in it keep their index) and
-    /// republishes; returns each key's index. All or nothing.
-    pub fn append_keys(&mut self, new_keys: &[String]) -> Result<Vec<u32>, ContextError> {
+    /// republishes; returns each key's index, and the resource attributes the grown map pushed
+    /// out of the payload budget. All or nothing.
+    pub fn append_keys(&mut self, new_keys: &[String]) -> Result<(Vec<u32>, Dropped), ContextError> {
         check_keys("keys", new_keys.iter().map(String::as_str))?;
+        if let Some((index, k)) = new_keys.iter().enumerate().find(|(_, k)| k.len() > MAX_KEY_LEN) {
+            return Err(ContextError::KeyTooLong { index, len: k.len() });
+        }
         let mut keys = self.keys.clone();
         let added: Vec<&String> = new_keys.iter().filter(|k| !self.keys.contains(k)).collect();
         if keys.len() + added.len() > MAX_KEYS {
             return Err(ContextError::TooManyKeys { got: keys.len() + added.len(), existing: keys.len(), added: added.len() });
         }
         keys.extend(added.iter().map(|k| (*k).clone()));
+        let total: usize = keys.iter().map(String::len).sum();
+        if total > MAX_KEY_MAP_LEN {
+            return Err(ContextError::KeyMapTooLong { got: total });
+        }
+        let mut dropped = Vec::new();
         if keys.len() != self.keys.len() || self.mapping.is_none() {
             self.refresh_after_fork();
             let resource = if self.resource.is_empty() { vec![KeyValue::string(INSTANCE_ID_KEY, self.instance_id.clone())] } else { self.resource.clone() };
-            self.publish(resource, keys)?;
+            dropped = self.publish(resource, self.origin, self.dropped_before, keys)?.dropped;
         }
-        Ok(new_keys.iter().map(|k| self.keys.iter().position(|x| x == k).unwrap() as u32).collect())
+        let indices = new_keys.iter().map(|k| self.keys.iter().position(|x| x == k).unwrap() as u32).collect();
+        Ok((indices, dropped))
     }
 
     pub fn keys(&self) -> &[String] {
@@ -146,6 +215,8 @@ impl Writer {
             dontfork_error: m.dontfork_error.clone(),
             service_instance_id: self.instance_id.clone(),
             key_count: self.keys.len(),
+            origin: self.origin,
+            dropped_attribute_count: self.dropped_count,
         })
     }
 
@@ -165,13 +236,16 @@ impl Writer {
         self.resource.push(KeyValue::string(INSTANCE_ID_KEY, self.instance_id.clone()));
     }
 
-    /// Encodes and publishes; the new resource and keys become the state only on success.
-    fn publish(&mut self, resource: Vec<KeyValue>, keys: Vec<String>) -> Result<Info, ContextError> {
-        let message = ProcessContext {
-            resource: Some(Resource { attributes: resource.clone() }),
-            attributes: vec![KeyValue::string(SCHEMA_VERSION_KEY, SCHEMA_VERSION), KeyValue::strings(KEY_MAP_KEY, &keys)],
-        };
-        let payload = message.encode_to_vec();
+    /// Fits the resource to the payload limits, encodes and publishes; the new state is kept only
+    /// on success.
+    fn publish(&mut self, resource: Vec<KeyValue>, origin: Option<Origin>, dropped_before: usize, keys: Vec<String>) -> Result<Published, ContextError> {
+        let attributes = vec![KeyValue::string(SCHEMA_VERSION_KEY, SCHEMA_VERSION), KeyValue::strings(KEY_MAP_KEY, &keys)];
+        // Everything but the resource's attributes, plus the resource field's tag and a length
+        // varint of up to 3 bytes.
+        let fixed = ProcessContext { resource: Some(Resource { attributes: Vec::new() }), attributes: attributes.clone() }.encoded_len() + 3;
+        let (kept, dropped) = limits::fit(&resource, MAX_PAYLOAD_LEN.saturating_sub(fixed));
+        let payload = ProcessContext { resource: Some(Resource { attributes: kept }), attributes }.encode_to_vec();
+        debug_assert!(payload.len() <= MAX_PAYLOAD_LEN, "payload of {} bytes", payload.len());
         let first = self.mapping.is_none();
         if first {
             self.mapping = Some(Mapping::create().map_err(|e| ContextError::Map(e.to_string()))?);
@@ -190,8 +264,11 @@ impl Writer {
         self.published_at = published_at;
         self.publish_count += 1;
         self.resource = resource;
+        self.origin = origin;
+        self.dropped_before = dropped_before;
+        self.dropped_count = dropped_before + dropped.len();
         self.keys = keys;
-        Ok(self.info().unwrap())
+        Ok(Published { info: self.info().unwrap(), dropped })
     }
 }
 

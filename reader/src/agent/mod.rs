@@ -24,6 +24,7 @@ pub mod watchdog;
 use crate::discovery::host_scan::ProcessKey;
 use crate::discovery::{discover, Discovery};
 use crate::output::otlp::{host_name, resource_of};
+use crate::output::printable::printable;
 use crate::pipeline::{self, Pipeline};
 use crate::profile::builder::{sample_of, StackLosses};
 use crate::profile::{Profile, ProfileSettings, Sample};
@@ -324,13 +325,13 @@ impl Agent {
                 } else if let Err(e) = self.track(key, *discovery, resource) {
                     self.stats.skipped += 1;
                     self.registry.set(key, State::Refused);
-                    self.notes.push(format!("process {}: not sampled: {e:#}", key.pid));
+                    self.notes.push(format!("process {}: not sampled: {}", key.pid, printable(&format!("{e:#}"))));
                 }
             }
             Found::Refused { key, reason } => {
                 self.stats.skipped += 1;
                 self.registry.set(key, State::Refused);
-                self.notes.push(format!("process {}: not sampled: {reason}", key.pid));
+                self.notes.push(format!("process {}: not sampled: {}", key.pid, printable(&reason)));
             }
             Found::Exited { key } => {
                 if self.tracked.get(&key.pid).is_some_and(|t| t.key == key) {
@@ -352,12 +353,20 @@ impl Agent {
 
     /// Starts sampling a discovered process (no read of the target here: discovery did that).
     fn track(&mut self, key: ProcessKey, mut d: Discovery, resource: Resource) -> anyhow::Result<()> {
-        let what = match d.sampled_writer() {
+        let mut what = match d.sampled_writer() {
             Ok(Some(w)) => format!("{} ({})", w.path, w.access.as_ref().map(|a| a.to_string()).unwrap_or_default()),
             Ok(None) => "no otel_thread_ctx_v1: stacks only".into(),
             Err(e) => format!("{e}: stacks only"),
         };
-        let service = d.service_name().map(str::to_string);
+        // What the process got wrong goes on the same line: one line per process.
+        if let Some(first) = d.skipped_objects.first() {
+            what += &format!("; {} mapped object(s) skipped, first: {first}", d.skipped_objects.len());
+        }
+        let service = match &d.process_context {
+            None => "no process context".to_string(),
+            Some(Ok(_)) => d.service_name().unwrap_or("no service.name").to_string(),
+            Some(Err(e)) => format!("process context unreadable: {e}"),
+        };
         if d.sampled_writer().is_err() {
             // Writers that do not resolve still leave the process's stacks worth sampling.
             d.writers.clear();
@@ -369,7 +378,7 @@ impl Agent {
         let service_name = service_name_of(&resource);
         self.tracked.insert(key.pid, Process { key, key_map, resource, service_name, pending: Vec::new(), losses: StackLosses::default(), last_sent: Instant::now() });
         self.stats.new += 1;
-        self.notes.push(format!("tracking process {} ({}): {what}", key.pid, service.as_deref().unwrap_or("no process context")));
+        self.notes.push(format!("tracking process {} ({}): {}", key.pid, printable(&service), printable(&what)));
         Ok(())
     }
 
@@ -410,7 +419,7 @@ impl Agent {
             let Some(stuck) = w.beat.stuck(self.opts.process_timeout) else { continue };
             w.beat.retire();
             let key = stuck.key;
-            let service = self.tracked.get(&key.pid).filter(|t| t.key == key).map(|t| format!(" ({})", t.service_name)).unwrap_or_default();
+            let service = self.tracked.get(&key.pid).filter(|t| t.key == key).map(|t| format!(" ({})", printable(&t.service_name))).unwrap_or_default();
             if self.tracked.get(&key.pid).is_some_and(|t| t.key == key) {
                 if let Err(e) = self.untrack(key.pid, false) {
                     self.notes.push(format!("untracking process {}: {e:#}", key.pid));

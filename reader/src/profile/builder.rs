@@ -53,6 +53,8 @@ pub struct ProfileBuilder {
     last_flush: Instant,
     key_map: Option<Vec<String>>,
     settings: ProfileSettings,
+    /// Only this thread's samples are kept (`record TID`).
+    only_tid: Option<u32>,
     pub losses: StackLosses,
 }
 
@@ -66,8 +68,14 @@ impl ProfileBuilder {
             last_flush: Instant::now(),
             key_map: key_map.map(<[String]>::to_vec),
             settings,
+            only_tid: None,
             losses: StackLosses::default(),
         }
+    }
+
+    /// Keeps only the samples of thread `tid` from now on.
+    pub fn keep_only_thread(&mut self, tid: u32) {
+        self.only_tid = Some(tid);
     }
 
     fn empty(pid: i32, settings: ProfileSettings) -> Profile {
@@ -96,6 +104,9 @@ impl ProfileBuilder {
     }
 
     pub fn add(&mut self, e: &Event) {
+        if self.only_tid.is_some_and(|t| t != e.tid) {
+            return;
+        }
         let sample = sample_of(e, self.key_map.as_deref(), self.settings, &mut self.losses);
         self.add_sample(sample);
     }

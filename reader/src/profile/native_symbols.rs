@@ -12,14 +12,15 @@
 //! /proc itself. Names are cached per (object, file offset). An object is
 //! closed and its symbols dropped once no process that maps it is tracked.
 
-use super::frame::{Frame, FrameKind};
+use super::frame::Frame;
 use crate::discovery::maps::Mapping;
+use crate::target_file;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 /// Names kept per (object, offset) (~100 bytes each); past this the cache starts over.
@@ -88,11 +89,13 @@ impl NativeSymbols {
             return None;
         }
         // map_files reaches deleted files and other mount namespaces; the path is the fallback.
+        // Opened as a file the target controls: non-blocking, regular files only.
         let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
         let via_root = PathBuf::from(format!("/proc/{pid}/root{}", m.path()));
-        let (path, meta) = [via_map_files, via_root].into_iter().find_map(|p| std::fs::metadata(&p).ok().map(|meta| (p, meta)))?;
-        if !meta.is_file() || meta.ino() != m.inode {
-            return None;
+        let file = [via_map_files, via_root].into_iter().find_map(|p| target_file::open(pid, &p).ok())?;
+        let meta = file.metadata().ok()?;
+        if meta.ino() != m.inode {
+            return None; // not the file the process maps (replaced since)
         }
         let identity = FileIdentity::of(&meta);
         if let Some(o) = self.objects.get_mut(&identity) {
@@ -101,11 +104,6 @@ impl NativeSymbols {
         }
         if self.objects.len() >= MAX_OBJECTS {
             return None;
-        }
-        // Non-blocking: a FIFO or device put in the file's place must not hang us.
-        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(&path).ok()?;
-        if FileIdentity::of(&file.metadata().ok()?) != identity {
-            return None; // replaced between the stat and the open
         }
         let id = ObjectId(self.next_id);
         self.next_id += 1;
@@ -154,10 +152,7 @@ impl NativeSymbols {
             }).collect(),
             Err(_) => vec![None; addrs.len()],
         };
-        names
-            .into_iter()
-            .map(|name| Frame { kind: FrameKind::Kernel, name: name.unwrap_or_else(|| "[kernel]".into()), file: None, line: None, column: None })
-            .collect()
+        names.iter().map(|name| Frame::kernel(name.as_deref().unwrap_or("[kernel]"))).collect()
     }
 
     /// Process `pid` is no longer symbolized: objects no other process uses are closed.

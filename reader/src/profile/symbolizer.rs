@@ -1,10 +1,12 @@
 //! Names the addresses of one process's stacks: native frames from the ELF
 //! symbols of the mapped objects (through [`NativeSymbols`], which symbolizers
 //! of many processes share: each object is opened and parsed once), JS frames
-//! from V8's perf map, kernel frames from kallsyms. Every lookup address is
-//! cached.
+//! from V8's jitdump (`--perf-prof`: down to the line) or else its perf map
+//! (`--perf-basic-prof*`: the function), kernel frames from kallsyms. Every
+//! lookup address is cached.
 
-use super::frame::{Frame, FrameKind};
+use super::frame::Frame;
+use super::jitdump::{self, JitDumpFile};
 use super::native_symbols::{NativeSymbols, ObjectId};
 use super::perf_map::{self, PerfMap};
 use crate::discovery::maps::{read_maps, Mapping};
@@ -41,6 +43,9 @@ pub struct Symbolizer {
     perf_map: Option<PerfMap>,
     perf_map_len: Option<u64>,
     perf_map_error: Option<String>,
+    /// V8's jitdump, once the process maps one.
+    jitdump: Option<JitDumpFile>,
+    jitdump_error: Option<String>,
     cache: HashMap<(Space, u64), Frame>,
 }
 
@@ -75,9 +80,11 @@ impl Symbolizer {
             perf_map: None,
             perf_map_len: None,
             perf_map_error: None,
+            jitdump: None,
+            jitdump_error: None,
             cache: HashMap::new(),
         };
-        s.reload_perf_map_if_grown();
+        s.reload_jit_names();
         Ok(s)
     }
 
@@ -108,15 +115,36 @@ impl Symbolizer {
         })
     }
 
+    /// The jitdump being read (`node --perf-prof`), and how many code objects it names.
+    pub fn jitdump_status(&self) -> Option<(&std::path::Path, usize)> {
+        self.jitdump.as_ref().map(|j| (j.path(), j.dump.len()))
+    }
+
+    /// Sentences for the user about the jitdump: why it stopped being read, or could not be.
+    pub fn jitdump_notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.jitdump_error.iter().map(|e| format!("V8 jitdump of process {}: {e}", self.pid)).collect();
+        if let Some(j) = &self.jitdump {
+            if let Some(why) = &j.dump.stopped {
+                notes.push(format!("V8 jitdump {} of process {}: reading stopped: {why}", j.path().display(), self.pid));
+            }
+        }
+        notes
+    }
+
     /// A sentence for the user when JS frames cannot be named, else None.
     pub fn perf_map_note(&self) -> Option<String> {
+        if self.jitdump.is_some() {
+            return None;
+        }
         match self.perf_map_status() {
             PerfMapStatus::Loaded { .. } => None,
             PerfMapStatus::Missing { path } => Some(format!(
-                "no V8 perf map at {} for process {}: JS frames stay unnamed ([anon:jit]); start node with \
-                 --perf-basic-prof-only-functions (and --interpreted-frames-native-stack to name interpreted frames too)",
-                path.display(),
-                self.pid
+                "no V8 jitdump or perf map for process {} (no jit-*.dump mapped, no {}): JS frames stay unnamed ([anon:jit]); \
+                 start node with --perf-prof --perf-basic-prof-only-functions (JS frames down to the line), \
+                 or --perf-basic-prof-only-functions alone (functions), and --interpreted-frames-native-stack \
+                 to name interpreted frames too",
+                self.pid,
+                path.display()
             )),
             PerfMapStatus::Unreadable { path, error } => Some(format!(
                 "V8 perf map {} of process {} is unreadable ({error}): JS frames stay unnamed",
@@ -124,6 +152,17 @@ impl Symbolizer {
                 self.pid
             )),
         }
+    }
+
+    /// Reads what V8 added to its jitdump and perf map since the last look.
+    fn reload_jit_names(&mut self) {
+        if self.jitdump.is_none() {
+            self.jitdump = jitdump::path_for(self.pid, &self.maps).map(JitDumpFile::new);
+        }
+        if let Some(j) = self.jitdump.as_mut() {
+            self.jitdump_error = j.refresh().err().map(|e| format!("{}: {e}", j.path().display()));
+        }
+        self.reload_perf_map_if_grown();
     }
 
     /// Re-reads the perf map when it grew (V8 appends as it compiles).
@@ -139,7 +178,7 @@ impl Symbolizer {
         if self.perf_map_len == Some(len) {
             return;
         }
-        match PerfMap::from_file(&self.perf_map_path) {
+        match PerfMap::from_target_file(self.pid, &self.perf_map_path) {
             Ok(m) => {
                 self.perf_map = Some(m);
                 self.perf_map_len = Some(len);
@@ -194,10 +233,10 @@ impl Symbolizer {
         let mut reloaded = false;
         for (addr, name) in addrs.into_iter().zip(names) {
             let frame = match name {
-                Some((name, object)) => Frame { kind: FrameKind::Native, name, file: Some(object), line: None, column: None },
+                Some((name, object)) => Frame::native(&name, Some(&object)),
                 None => {
                     if !reloaded && self.in_anonymous_code(addr) {
-                        self.reload_perf_map_if_grown();
+                        self.reload_jit_names();
                         reloaded = true;
                     }
                     self.js_or_unknown(addr)
@@ -212,8 +251,11 @@ impl Symbolizer {
     }
 
     fn js_or_unknown(&self, addr: u64) -> Frame {
+        if let Some((f, pos)) = self.jitdump.as_ref().and_then(|j| j.dump.lookup(addr)) {
+            return Frame { pos, ..Frame::js(&f.name, f.script.as_deref(), f.line, f.column) };
+        }
         if let Some(f) = self.perf_map.as_ref().and_then(|m| m.lookup(addr)) {
-            return Frame { kind: FrameKind::Js, name: f.name.clone(), file: f.script.clone(), line: f.line, column: f.column };
+            return Frame::js(&f.name, f.script.as_deref(), f.line, f.column);
         }
         match self.maps.iter().find(|m| m.contains(addr)) {
             Some(m) if m.is_file_backed() => {

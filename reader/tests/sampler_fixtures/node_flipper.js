@@ -1,5 +1,5 @@
 // Torn-read test writer (not shipped): a worker flips its record between two span contexts A and
-// B in a tight loop through the JS fast path (the package's publisher: valid 0, ids and attrs,
+// B in a tight loop through the JS fast path (the package's thread writer: valid 0, ids and attrs,
 // control word last), exactly the stores the context manager makes at every async switch. Every
 // byte of A's ids, flags, attrs size and attrs-data differs from B's, so a sample that mixes
 // them in any way cannot equal either. The main thread publishes nothing and idles.
@@ -34,8 +34,8 @@ if (isMainThread) {
   w.on('exit', (code) => { console.error(`flipper worker exited (${code})`); process.exit(1); });
 } else {
   const ctx = require(pkg);
-  const { encodeEntry, getThreadPublisher } = require(path.join(pkg, 'js', 'publisher'));
-  const publisher = getThreadPublisher();
+  const { encodeEntry } = require(path.join(pkg, 'js', 'entry'));
+  const publisher = require(path.join(pkg, 'js', 'thread-writer')).threadWriter();
   const entryA = encodeEntry({ ...A, isRemote: false }, A.attrs);
   const entryB = encodeEntry({ ...B, isRemote: false }, B.attrs);
   const info = ctx.threadInfo();

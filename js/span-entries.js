@@ -1,0 +1,108 @@
+'use strict';
+// Which entry a context publishes: the entry of its span, built once per span and cached on the
+// Context and Span objects; "none" once the span has ended. Called from async hooks, where a
+// throw would end the process: anything unexpected in a context or span means "none".
+
+const { trace } = require('@opentelemetry/api');
+const { NONE } = require('./entry');
+const { CONTROL_WORD } = require('./layout');
+const { threadWriter } = require('./thread-writer');
+const { encodeSpanEntry } = require('./span-attributes');
+const { noteSpanResource } = require('./sdk-resource');
+
+// Entries are cached on the objects themselves, under a private symbol: a switch to a context
+// seen before costs one property load. (A WeakMap cost 2-4 us per request more in bench:http:
+// every new context and span is a young key, and V8 pays an ephemeron write barrier per
+// insertion and ephemeron processing in every scavenge. Object.defineProperty, to make the
+// property non-enumerable, cost ~450 ns per object: a plain store it is; symbol keys stay out of
+// for-in, Object.keys and JSON anyway.) Frozen or sealed objects fall back to a WeakMap.
+const kEntry = Symbol('otel-thread-ctx entry');
+const entryByObject = new WeakMap();
+
+function cachedEntry(object) {
+  const entry = object[kEntry];
+  return entry !== undefined ? entry : entryByObject.get(object);
+}
+
+function cacheEntry(object, entry) {
+  if (Object.isExtensible(object)) {
+    object[kEntry] = entry;
+  } else {
+    entryByObject.set(object, entry);
+  }
+}
+
+/** The entry of a span (built once per span; NONE for anything that is not a live span). */
+function entryForSpan(span) {
+  if (span === undefined || span === null || typeof span !== 'object') return NONE;
+  let entry = cachedEntry(span);
+  if (entry === undefined) {
+    entry = buildSpanEntry(span);
+    cacheEntry(span, entry);
+  }
+  return entry;
+}
+
+function buildSpanEntry(span) {
+  try {
+    if (typeof span.spanContext !== 'function') return NONE;
+    const spanContext = span.spanContext();
+    if (spanContext == null || span.ended === true) return NONE;
+    // SDK spans carry their provider's resource: the process context follows it (identity check).
+    noteSpanResource(span.resource);
+    const entry = encodeSpanEntry(span, spanContext);
+    if (entry !== NONE) unpublishOnEnd(span);
+    return entry;
+  } catch {
+    return NONE; // a span implementation that throws publishes nothing rather than failing a hook
+  }
+}
+
+// Once a span has ended, its record shows none: code that still runs in its context afterwards
+// (a timer armed during the request, such as Node's Date-header cache refresh, fires up to a
+// second later) is outside the span's window, and a sample there would point at a finished span.
+// The span's end() is wrapped (a shared function, the original kept on the span) to turn its
+// entry into "none" and rewrite the record if that entry is published.
+const kOriginalEnd = Symbol('otel-thread-ctx span end');
+
+function endAndUnpublish(endTime) {
+  const entry = cachedEntry(this);
+  if (entry !== undefined && entry !== NONE && entry[CONTROL_WORD] !== 0) {
+    entry[CONTROL_WORD] = 0;
+    threadWriter().refresh(entry);
+  }
+  const end = this[kOriginalEnd];
+  return typeof end === 'function' ? end.call(this, endTime) : undefined;
+}
+
+function unpublishOnEnd(span) {
+  if (typeof span.end !== 'function' || span.end === endAndUnpublish || !Object.isExtensible(span)) return;
+  span[kOriginalEnd] = span.end;
+  span.end = endAndUnpublish;
+}
+
+/** The entry of a context: its span's, or NONE. The writer remembers the last lookup. */
+function entryForContext(writer, context) {
+  if (context === writer.lastContext) return writer.lastEntry;
+  if (context == null) return NONE;
+  // A cached entry proves it was a Context, so the full check runs on a cache miss only.
+  let entry = cachedEntry(context);
+  if (entry === undefined) {
+    entry = buildContextEntry(context);
+    if (typeof context === 'object') cacheEntry(context, entry);
+  }
+  writer.lastContext = context;
+  writer.lastEntry = entry;
+  return entry;
+}
+
+function buildContextEntry(context) {
+  if (typeof context !== 'object' || typeof context.getValue !== 'function') return NONE;
+  try {
+    return entryForSpan(trace.getSpan(context));
+  } catch {
+    return NONE; // a Context implementation whose getValue throws
+  }
+}
+
+module.exports = { entryForContext, entryForSpan };
