@@ -25,7 +25,7 @@ function fastPublish(e) {
 function noop() {}
 
 // Thread CPU time (CLOCK_THREAD_CPUTIME_ID through the addon): excludes what the hypervisor steals.
-const { __benchThreadCpuTimeNs: threadCpuTimeNs } = require('../otel-thread-ctx.node');
+const { __benchThreadCpuTimeNs: threadCpuTimeNs } = require('../otel-thread-ctx.linux-x64-gnu.node');
 
 const cases = {
   'JS function call (baseline)': (n) => { for (let i = 0; i < n; i++) noop(i & 1 ? T1 : T2); },

@@ -38,7 +38,7 @@ async function child(name, { awaits, timers }) {
   const { buildContextManager } = require('./lib/managers');
   // CPU time of this thread (CLOCK_THREAD_CPUTIME_ID): on this shared VM wall time includes what
   // the hypervisor steals, and process.cpuUsage() adds V8's helper threads.
-  const { __benchThreadCpuTimeNs: threadCpuTimeNs } = require('../otel-thread-ctx.node');
+  const { __benchThreadCpuTimeNs: threadCpuTimeNs } = require('../otel-thread-ctx.linux-x64-gnu.node');
 
   const tracer = new BasicTracerProvider().getTracer('bench');
   const span = tracer.startSpan('bench');

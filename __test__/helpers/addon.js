@@ -5,7 +5,7 @@ const path = require('node:path');
 const fs = require('node:fs');
 
 const ROOT = path.join(__dirname, '..', '..');
-const ADDON = path.join(ROOT, 'otel-thread-ctx.node');
+const ADDON = path.join(ROOT, 'otel-thread-ctx.linux-x64-gnu.node');
 if (!fs.existsSync(ADDON)) {
   throw new Error(`${ADDON} is missing: run "npm run build" first`);
 }

@@ -15,10 +15,15 @@ const { execFileSync } = require('node:child_process');
 const ROOT = path.join(__dirname, '..', '..');
 const PROTOTYPES = path.join(ROOT, 'bench', 'prototypes');
 const COPIED = ['js', 'package.json', 'index.d.ts'];
-const LINKED = ['otel-thread-ctx.node', 'node_modules'];
+const LINKED = ['otel-thread-ctx.linux-x64-gnu.node', 'node_modules'];
+// The addon's file name before the platform-package layout: the js/ of an older revision
+// (rev:REV, OTEL_THREAD_CTX_BENCH_REV) loads it under that name.
+const ADDON = 'otel-thread-ctx.linux-x64-gnu.node';
+const OLD_ADDON_NAME = 'otel-thread-ctx.node';
 
 function linkBuilt(dir) {
   for (const entry of LINKED) fs.symlinkSync(path.join(ROOT, entry), path.join(dir, entry));
+  fs.symlinkSync(path.join(ROOT, ADDON), path.join(dir, OLD_ADDON_NAME));
 }
 
 // The package at git revision `rev` (its js/, package.json, index.d.ts), extracted once per commit.

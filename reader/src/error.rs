@@ -30,6 +30,10 @@ pub enum Error {
 
     #[error("thread {tid} exited while being read")]
     ThreadExited { tid: i32 },
+
+    /// Target-controlled data larger than the reader reads.
+    #[error("{what} is larger than the {limit}-byte limit")]
+    TooLarge { what: String, limit: u64 },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -37,6 +37,7 @@ pub mod pipeline;
 pub mod profile;
 pub mod ptrace;
 pub mod sampler;
+pub mod target_file;
 
 pub use discovery::tls_access::TlsAccess;
 pub use discovery::{discover, Discovery};

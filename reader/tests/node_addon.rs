@@ -20,7 +20,7 @@ fn check(env: &[(&str, &str)], access_kind: &str, addon_model: &str) {
     }
     let inspect = json_of("inspect", w.pid, 0);
     let writer = only_writer(&inspect);
-    assert!(writer["path"].as_str().unwrap().ends_with("otel-thread-ctx.node"), "{writer:#}");
+    assert!(writer["path"].as_str().unwrap().ends_with("otel-thread-ctx.linux-x64-gnu.node"), "{writer:#}");
     assert_eq!((writer["model"].as_str(), writer["access"]["kind"].as_str()), (Some("tlsdesc"), Some(access_kind)),
         "expected the addon's TLSDESC symbol with {access_kind} access, saw {writer:#}");
     if access_kind == "static" {

@@ -27,22 +27,27 @@ use common::{node_command, package_dir, start_writer, test_file, WriterProcess};
 use sampler_common::*;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 use thread_ctx::profile::{FrameKind, Symbolizer};
 use thread_ctx::sampler::Event;
 
 const HZ: u32 = 999;
-const LOAD_SECONDS: u64 = 6;
 /// Load runs alone this long first, so V8 has optimized the burner before sampling.
 const WARM_UP: Duration = Duration::from_millis(1200);
+/// The recording lasts at least RECORD, and until each serving thread has MIN_SPAN_SAMPLES samples
+/// with a span (CAP at most): a busy machine gives the service less CPU, so it records longer.
 const RECORD: Duration = Duration::from_secs(4);
+const MIN_SPAN_SAMPLES_PER_THREAD: usize = 500;
+const CAP: Duration = Duration::from_secs(60);
+/// The load outlasts the longest recording; it is stopped (SIGINT) when the recording ends.
+const LOAD_SECONDS: u64 = 75;
 const CONNECTIONS_PER_THREAD: &str = "4";
 const BURNER: &str = "burnCpuForSpanTest";
 const MIN_COVERAGE: f64 = 0.95;
-/// Per serving thread; at 999 Hz it gets several hundred even on a busy machine.
+/// Per serving thread: most of a thread's samples with a span are in the burner (about 60%).
 const MIN_BURNER_SAMPLES_PER_THREAD: usize = 100;
 
 #[derive(Debug)]
@@ -113,24 +118,40 @@ fn http_get(port: &str, path: &str) -> String {
     body.to_string()
 }
 
-fn autocannon(port: &str) -> Child {
-    let cli = package_dir().join("node_modules/autocannon/autocannon.js");
-    assert!(cli.exists(), "expected autocannon (a devDependency) at {}: run `npm ci`", cli.display());
-    let url = format!("http://127.0.0.1:{port}/burn");
-    Command::new("node")
-        .arg(cli)
-        .args(["-c", CONNECTIONS_PER_THREAD, "-d", &LOAD_SECONDS.to_string(), "-j", &url])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning autocannon")
+/// autocannon running against one serving thread (sampler_fixtures/http_load.js).
+struct Load {
+    child: Child,
+    out: BufReader<ChildStdout>,
 }
 
-/// Waits for autocannon and checks that every request succeeded; returns the request count.
-fn finished_load(load: Child, port: &str) -> u64 {
-    let out = load.wait_with_output().expect("waiting for autocannon");
-    let r: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("autocannon on port {port} printed no JSON result ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+fn autocannon(port: &str) -> Load {
+    let pkg = package_dir();
+    assert!(pkg.join("node_modules/autocannon").exists(), "expected autocannon (a devDependency) in {}: run `npm ci`", pkg.display());
+    let url = format!("http://127.0.0.1:{port}/burn");
+    let mut child = Command::new("node")
+        .arg(test_file("sampler_fixtures/http_load.js"))
+        .args([pkg.to_str().unwrap(), &url, CONNECTIONS_PER_THREAD, &LOAD_SECONDS.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawning the load (autocannon)");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).expect("reading the load's first line");
+    assert_eq!(line.trim(), "ready", "the load on port {port} did not start");
+    Load { child, out }
+}
+
+/// Stops the load (SIGINT: autocannon ends the run and prints its result) and checks that every
+/// request succeeded; returns the request count.
+fn finished_load(mut load: Load, port: &str) -> u64 {
+    // SAFETY: kill(2) on our own child, not reaped yet.
+    unsafe { libc::kill(load.child.id() as i32, libc::SIGINT) };
+    let mut result = String::new();
+    load.out.read_to_string(&mut result).expect("reading autocannon's result");
+    load.child.wait().expect("waiting for autocannon");
+    let r: Value =
+        serde_json::from_str(&result).unwrap_or_else(|e| panic!("autocannon on port {port} printed no JSON result ({e}): {result}"));
     let counts = (r["errors"].as_u64(), r["timeouts"].as_u64(), r["non2xx"].as_u64());
     assert_eq!(counts, (Some(0), Some(0), Some(0)), "autocannon on port {port}: expected (errors, timeouts, non-2xx) all 0");
     r["2xx"].as_u64().unwrap_or(0)
@@ -238,9 +259,15 @@ fn http_spans_no_leakage_full_coverage() {
     let threads: Vec<(i64, String)> = service.published.iter().map(|p| (p.tid, p.extra[0].clone())).collect();
     assert_eq!(threads.len(), 2, "{test}: expected the main thread and one worker serving, saw {threads:?}");
     let access = access_of(service.pid);
-    let loads: Vec<Child> = threads.iter().map(|(_, port)| autocannon(port)).collect();
+    let loads: Vec<Load> = threads.iter().map(|(_, port)| autocannon(port)).collect();
     std::thread::sleep(WARM_UP);
-    let rec = record(service.pid, access, HZ, RECORD);
+    let started = std::time::Instant::now();
+    let rec = record_until(service.pid, access, HZ, CAP, |samples| {
+        started.elapsed() >= RECORD
+            && threads.iter().all(|(tid, _)| {
+                samples.iter().filter(|s| s.tid as i64 == *tid && s.span().is_some()).count() >= MIN_SPAN_SAMPLES_PER_THREAD
+            })
+    });
     let requests: Vec<u64> = loads.into_iter().zip(&threads).map(|(l, (_, port))| finished_load(l, port)).collect();
 
     let mut log = ServiceLog::default();

@@ -2,9 +2,10 @@
 //! pprof profile `record --pprof` wrote, restricted by --trace/--span/--attr:
 //! record once, then draw any trace found slow afterwards.
 
+use crate::exit_codes::usage;
 use crate::profile_args::{check_writable, FilterArgs};
 use thread_ctx::output::{flame, pprof};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,7 +26,7 @@ pub struct FlamegraphArgs {
 pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
     let filter = args.select.filter()?;
     if args.output.is_none() && args.folded.is_none() {
-        bail!("--output: give --output FILE.svg and/or --folded FILE");
+        return Err(usage("--output: give --output FILE.svg and/or --folded FILE"));
     }
     if let Some(p) = &args.output {
         check_writable("--output", p)?;
@@ -33,13 +34,18 @@ pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
     if let Some(p) = &args.folded {
         check_writable("--folded", p)?;
     }
-    let profile = pprof::read_file(&args.profile).with_context(|| format!("PROFILE {}", args.profile.display()))?;
+    if !args.profile.is_file() {
+        let what = if args.profile.exists() { "is not a file" } else { "does not exist" };
+        return Err(usage(format!("PROFILE: {} {what}", args.profile.display())));
+    }
+    // read_file's errors name the file already.
+    let profile = pprof::read_file(&args.profile)?;
+    let cpu = args.select.check_selection(&profile, &filter)?;
     if let Some(p) = &args.folded {
         let n = flame::write_folded(p, &profile, &filter).context("--folded")?;
         eprintln!("thread-ctx: wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe());
     }
     if let Some(p) = &args.output {
-        let cpu: u64 = profile.entries.iter().filter(|e| filter.matches(e) && !e.kind.is_off_cpu()).map(|e| e.count).sum();
         let subtitle = format!("{cpu} CPU samples, from {}", args.profile.display());
         flame::write_svg(p, &profile, &filter, &subtitle).context("--output")?;
         eprintln!("thread-ctx: wrote flame graph {} ({cpu} CPU samples, {})", p.display(), filter.describe());

@@ -1,9 +1,9 @@
 //! `inspect`, `dump` and `validate`: what discovery finds in a process, and
 //! every thread's record read through ptrace (no eBPF needed).
 
-use crate::exit_codes::{discover_live, report_no_symbol, EXIT_MALFORMED, EXIT_NO_SYMBOL, EXIT_READER_FAILED};
+use crate::exit_codes::{code_of, discover_live, no_symbol, permission_hint, Failure, EXIT_MALFORMED, EXIT_NO_PERMISSION, EXIT_READER_FAILED};
 use crate::render;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use std::process::ExitCode;
 use thread_ctx::ptrace::{read_all_threads, State};
@@ -25,7 +25,10 @@ pub fn inspect(a: PidArgs) -> Result<ExitCode> {
     } else {
         print!("{}", render::discovery_text(&d));
     }
-    Ok(if d.writers.is_empty() { ExitCode::from(EXIT_NO_SYMBOL) } else { ExitCode::SUCCESS })
+    if d.writers.is_empty() {
+        return Err(no_symbol(&d));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
@@ -37,10 +40,23 @@ pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
             j["verdict"] = "no_symbol".into();
             println!("{}", serde_json::to_string_pretty(&j)?);
         }
-        report_no_symbol(a.pid);
-        return Ok(ExitCode::from(EXIT_NO_SYMBOL));
+        return Err(no_symbol(&d));
     }
-    let threads = read_all_threads(&d).with_context(|| format!("reading the threads of process {}", a.pid))?;
+    let threads = read_all_threads(&d).map_err(anyhow::Error::from).map_err(|e| match code_of(&e) {
+        EXIT_NO_PERMISSION => Failure { code: EXIT_NO_PERMISSION, message: format!("{e}: {}", permission_hint(a.pid)) }.into(),
+        _ => e.context(format!("reading the threads of process {}", a.pid)),
+    })?;
+    // ptrace refused on every thread: that is the reader's permission, not the target's state.
+    if !threads.is_empty() && threads.iter().all(|t| t.state == State::Error && t.problems.iter().any(|p| p.contains("Operation not permitted"))) {
+        if a.json {
+            print_threads_json(&d, &threads, "unreadable")?;
+        }
+        return Err(Failure {
+            code: EXIT_NO_PERMISSION,
+            message: format!("process {}: ptrace was refused on every thread: {}", a.pid, permission_hint(a.pid)),
+        }
+        .into());
+    }
     let malformed = threads.iter().any(|t| t.state == State::Malformed);
     let unreadable = threads.iter().any(|t| t.state == State::Error);
     let verdict = match (malformed, unreadable) {
@@ -49,10 +65,7 @@ pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
         _ => "ok",
     };
     if a.json {
-        let mut j = render::discovery_json(&d);
-        j["threads"] = serde_json::to_value(&threads)?;
-        j["verdict"] = verdict.into();
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        print_threads_json(&d, &threads, verdict)?;
     } else {
         print!("{}", render::discovery_text(&d));
         print!("{}", render::threads_text(&threads));
@@ -71,4 +84,12 @@ pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
         }
         _ => ExitCode::SUCCESS,
     })
+}
+
+fn print_threads_json(d: &thread_ctx::Discovery, threads: &[thread_ctx::ptrace::ThreadRecord], verdict: &str) -> Result<()> {
+    let mut j = render::discovery_json(d);
+    j["threads"] = serde_json::to_value(threads)?;
+    j["verdict"] = verdict.into();
+    println!("{}", serde_json::to_string_pretty(&j)?);
+    Ok(())
 }

@@ -2,7 +2,8 @@
 //!
 //! Argument parsing: clap derive (`Cli` below). Each subcommand is one variant of
 //! `Command`, its args a struct in its own file; the handler returns the process
-//! exit code (see exit_codes.rs); clap's own usage errors exit 2.
+//! exit code, or an error whose exit code exit_codes.rs finds (clap's own usage
+//! errors exit 2, like ours).
 
 mod agent_cmd;
 mod duration;
@@ -14,11 +15,16 @@ mod record_cmd;
 mod render;
 
 use clap::{Parser, Subcommand};
-use exit_codes::EXIT_READER_FAILED;
+use exit_codes::{code_of, EXIT_CODES_HELP};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "thread-ctx", version, about = "Reads OTEP 4947 thread contexts (otel_thread_ctx_v1) of live processes and profiles them")]
+#[command(
+    name = "thread-ctx",
+    version,
+    about = "Reads OTEP 4947 thread contexts (otel_thread_ctx_v1) of live processes and profiles them",
+    after_help = EXIT_CODES_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,14 +33,19 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print each writer object, its TLS access model and resolved access, and the process context.
+    #[command(after_help = EXIT_CODES_HELP)]
     Inspect(inspect_cmd::PidArgs),
     /// Stop each thread in turn and print its record.
+    #[command(after_help = EXIT_CODES_HELP)]
     Dump(inspect_cmd::PidArgs),
-    /// Like dump; exit 1 if any record is malformed, 2 if there is no otel_thread_ctx_v1.
+    /// Like dump; exit 1 if any record is malformed.
+    #[command(after_help = EXIT_CODES_HELP)]
     Validate(inspect_cmd::PidArgs),
     /// Sample the process's CPU with the eBPF sampler, tagging samples with their trace and span.
+    #[command(after_help = EXIT_CODES_HELP)]
     Record(record_cmd::RecordArgs),
     /// Draw a flame graph of one trace, span or attribute value from a `record --pprof` profile.
+    #[command(after_help = EXIT_CODES_HELP)]
     Flamegraph(flamegraph_cmd::FlamegraphArgs),
     /// Profile every process that publishes span context, continuously, and stream OTLP/Profiles.
     Agent(agent_cmd::AgentArgs),
@@ -53,7 +64,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("thread-ctx: error: {e:#}");
-            ExitCode::from(EXIT_READER_FAILED)
+            ExitCode::from(code_of(&e))
         }
     }
 }

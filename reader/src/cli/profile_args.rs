@@ -4,7 +4,8 @@
 
 use thread_ctx::output::{flame, pprof};
 use thread_ctx::profile::{Filter, Profile};
-use anyhow::{bail, Context, Result};
+use crate::exit_codes::usage;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -47,7 +48,31 @@ pub struct FilterArgs {
 impl FilterArgs {
     /// The filter; an error names the flag at fault.
     pub fn filter(&self) -> Result<Filter> {
-        Filter::parse(self.trace.as_deref(), self.span.as_deref(), &self.attr).map_err(anyhow::Error::msg)
+        Filter::parse(self.trace.as_deref(), self.span.as_deref(), &self.attr).map_err(usage)
+    }
+
+    /// The CPU samples `filter` keeps in `profile`; none is a usage error
+    /// that names the selecting flags (not the output they were meant for).
+    pub fn check_selection(&self, profile: &Profile, filter: &Filter) -> Result<u64> {
+        let cpu = |f: &dyn Fn(&thread_ctx::profile::Entry) -> bool| -> u64 {
+            profile.entries.iter().filter(|e| !e.kind.is_off_cpu() && f(e)).map(|e| e.count).sum()
+        };
+        let kept = cpu(&|e| filter.matches(e));
+        if kept > 0 || filter.is_empty() {
+            return Ok(kept);
+        }
+        let flags: Vec<&str> = [(self.trace.is_some(), "--trace"), (self.span.is_some(), "--span"), (!self.attr.is_empty(), "--attr")]
+            .into_iter()
+            .filter_map(|(given, flag)| given.then_some(flag))
+            .collect();
+        let traces: std::collections::HashSet<_> = profile.entries.iter().filter_map(|e| e.trace_id).collect();
+        Err(usage(format!(
+            "{}: no CPU samples of {} in the profile ({} CPU samples of {} traces in all)",
+            flags.join("/"),
+            filter.describe(),
+            cpu(&|_| true),
+            traces.len()
+        )))
     }
 }
 
@@ -68,10 +93,10 @@ impl ProfileArgs {
     pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
         let filter = self.select.filter()?;
         if !filter.is_empty() && self.flamegraph.is_none() && self.folded.is_none() {
-            bail!("--trace/--span/--attr select what --flamegraph and --folded show: give one of them (--pprof keeps every sample, labelled)");
+            return Err(usage("--trace/--span/--attr select what --flamegraph and --folded show: give one of them (--pprof keeps every sample, labelled)"));
         }
         if self.writes_files() && !user_stacks && !self.kernel {
-            bail!("--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)");
+            return Err(usage("--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)"));
         }
         for (flag, path) in [("--pprof", &self.pprof), ("--flamegraph", &self.flamegraph), ("--folded", &self.folded)] {
             if let Some(p) = path {
@@ -102,6 +127,9 @@ impl ProfileArgs {
             keep(flame::write_folded(p, profile, filter).context("--folded").map(|n| format!("wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe())));
         }
         if let Some(p) = &self.flamegraph {
+            if let Err(e) = self.select.check_selection(profile, filter) {
+                return Err(first_error.unwrap_or(e));
+            }
             keep(flame::write_svg(p, profile, filter, subtitle).context("--flamegraph").map(|_| format!("wrote flame graph {} ({kept} samples, {})", p.display(), filter.describe())));
         }
         first_error.map_or(Ok(()), Err)
@@ -111,11 +139,11 @@ impl ProfileArgs {
 /// The file's directory must exist: a recording is not thrown away at the end for a typo.
 pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
     if path.as_os_str().is_empty() || path.is_dir() {
-        bail!("{flag}: {:?} is not a file path", path);
+        return Err(usage(format!("{flag}: {:?} is not a file path", path)));
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
-        bail!("{flag}: directory {} does not exist", dir.display());
+        return Err(usage(format!("{flag}: directory {} does not exist", dir.display())));
     }
     Ok(())
 }

@@ -1,37 +1,56 @@
 //! `thread-ctx record PID`: samples the target's CPU with the eBPF sampler and
-//! prints JSON lines or a per-trace/per-span summary; with stacks, also the
-//! profile outputs of [`crate::profile_args`] (pprof, flame graph, folded).
+//! prints a summary (grouped by a record attribute, the trace or the span) or
+//! JSON lines; with stacks, also the profile outputs of [`crate::profile_args`]
+//! (pprof, flame graph, folded).
+//!
+//! `record TID` with the id of a thread that is not its process's main
+//! thread records that thread only (and says whose thread it is): the user
+//! named one thread, so its samples alone answer the question, and the
+//! sampler tracks processes, so the process is tracked and the thread kept.
 
 use crate::duration::parse_duration;
-use crate::exit_codes::{discover_live, report_no_symbol, EXIT_NO_SYMBOL};
+use crate::exit_codes::{discover_live, no_symbol, thread_group_of, usage};
 use crate::profile_args::ProfileArgs;
 use anyhow::{Context, Result};
+use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use thread_ctx::output::summary::{RunInfo, Summary};
+use thread_ctx::output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx::output::{pprof, top};
 use thread_ctx::pipeline::{process_alive, Pipeline};
-use thread_ctx::sampler::SamplerOptions;
+use thread_ctx::profile::aggregate::monotonic_to_unix_ns;
+use thread_ctx::profile::{Frame, Symbolizer};
+use thread_ctx::sampler::{Event, SamplerOptions};
 
 /// How often the run loop looks at the clock, Ctrl-C and the target.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 #[derive(clap::Args, Debug)]
 pub struct RecordArgs {
-    /// Target process id.
+    /// Target process id; the id of one of its threads records that thread only.
     #[arg(value_parser = clap::value_parser!(i32).range(1..))]
     pub pid: i32,
     /// Samples per second on each CPU (1..=999; a prime avoids lockstep with periodic work).
     #[arg(long, default_value_t = 49, value_parser = clap::value_parser!(u32).range(1..=999))]
     pub hz: u32,
-    /// How long to sample, e.g. 10s, 500ms, 2m (a bare number is seconds). Ctrl-C ends early.
+    /// How long to sample, e.g. 10s, 500ms, 2m, 1h (a bare number is seconds). Ctrl-C ends early.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Output: a per-trace/per-span `summary` table, or `jsonl` (one JSON object per sample).
+    /// Output: a `summary` table, or `jsonl` (one JSON object per sample).
     #[arg(long, value_enum, default_value_t = Format::Summary)]
     pub format: Format,
+    /// Summary rows: `span` (each span instance), `trace`, or a record attribute by its key,
+    /// e.g. http.route [default: http.route when the process registered it, else trace].
+    #[arg(long, value_name = "span|trace|ATTR", value_parser = GroupBy::parse)]
+    pub by: Option<GroupBy>,
+    /// Summary rows shown; the rest are added up in one "other" row (0: all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// jsonl: each sample's symbolized frames too (leaf first).
+    #[arg(long)]
+    pub frames: bool,
     /// Do not capture user stacks (cheaper samples).
     #[arg(long)]
     pub no_user_stacks: bool,
@@ -59,16 +78,29 @@ enum End {
     Deadline,
     Stopped,
     TargetExited,
+    ThreadExited,
 }
 
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
-    let pid = args.pid;
     let plan = args.profile.plan(!args.no_user_stacks)?;
+    if args.frames && (args.format != Format::Jsonl || args.no_user_stacks) {
+        return Err(usage("--frames: gives each jsonl sample its frames: use it with --format jsonl and user stacks"));
+    }
+    if args.format == Format::Jsonl && (args.by.is_some() || args.top != 10) {
+        return Err(usage("--by/--top: shape the summary: drop them for --format jsonl"));
+    }
+    // A thread's id: record its process, keep that thread's samples.
+    let (pid, tid) = match thread_group_of(args.pid) {
+        Some(pid) => (pid, Some(args.pid as u32)),
+        None => (args.pid, None),
+    };
     let d = discover_live(pid)?;
+    if let Some(tid) = tid {
+        eprintln!("thread-ctx: {tid} is a thread of process {pid}: recording that thread only (`record {pid}` records them all)");
+    }
     let writer = d.sampled_writer().map_err(anyhow::Error::msg)?;
     let Some(writer) = writer else {
-        report_no_symbol(pid);
-        return Ok(ExitCode::from(EXIT_NO_SYMBOL));
+        return Err(no_symbol(&d));
     };
     for other in d.writers.iter().filter(|w| !std::ptr::eq(*w, writer)) {
         eprintln!("thread-ctx: warning: also defined by {}, which is not sampled (one writer object per process)", other.path);
@@ -81,11 +113,16 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     };
     let key_map = d.key_map().map(<[String]>::to_vec);
     let service_name = d.service_name().map(str::to_string);
-    let mut pipeline = Pipeline::start(opts).with_context(|| format!("starting the eBPF sampler on process {pid}"))?;
+    let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(key_map.as_deref()));
+    let mut pipeline = Pipeline::start(opts).context("starting the eBPF sampler")?;
     if args.bpf_stats {
         pipeline.sampler_mut().enable_run_time_stats()?;
     }
-    pipeline.track(d).with_context(|| format!("starting the eBPF sampler on process {pid}"))?;
+    pipeline.track(d).with_context(|| format!("sampling process {pid}"))?;
+    let builder = pipeline.get_mut(pid as u32).and_then(|t| t.builder.as_mut());
+    if let (Some(b), Some(tid)) = (builder, tid) {
+        b.keep_only_thread(tid);
+    }
     if !plan.symbolize {
         // Without stacks there is nothing to name: keep no symbolizer's caches.
     } else if let Some(sym) = pipeline.get(pid as u32).and_then(|t| t.builder.as_ref()).map(|b| b.symbolizer()) {
@@ -102,10 +139,14 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 
     let stdout = std::io::stdout();
     let mut live = Live {
-        summary: Summary::default(),
+        summary: Summary::new(by.clone(), key_map.as_deref()),
         out: std::io::BufWriter::new(stdout.lock()),
         jsonl: args.format == Format::Jsonl,
         key_map: key_map.clone(),
+        tid,
+        monotonic_to_unix_ns: monotonic_to_unix_ns(),
+        // Its own symbolizer: the pipeline's names samples in batches, a line needs its frames now.
+        frames: if args.frames { Some(Symbolizer::new(pid).context("--frames: symbolizing")?) } else { None },
         write_error: None,
     };
     live.summary.set_off_cpu_traced(args.profile.off_cpu);
@@ -121,6 +162,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         if !process_alive(pid as u32) {
             break End::TargetExited;
         }
+        if tid.is_some_and(|t| !std::path::Path::new(&format!("/proc/{pid}/task/{t}")).exists()) {
+            break End::ThreadExited;
+        }
         let wait = POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now()));
         pipeline.poll(wait, &mut |_, e| live.on_event(e))?;
     };
@@ -134,23 +178,32 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     let counters = pipeline.sampler().counters()?;
     let dropped = counters.all_dropped();
-    let info = RunInfo { pid: pid as u32, hz: args.hz, cpus: pipeline.sampler().cpus(), seconds, dropped, key_map: key_map.as_deref() };
+    let info = RunInfo {
+        pid: pid as u32,
+        tid,
+        hz: args.hz,
+        cpus: pipeline.sampler().cpus(),
+        seconds,
+        dropped,
+        service_name: service_name.as_deref(),
+        top: args.top,
+    };
     let profile = if plan.symbolize { pipeline.take_profile(pid as u32) } else { None };
     let mut outputs = Ok(());
     if let Some(p) = &profile {
         let meta = pprof::Meta {
-            service_name,
+            service_name: service_name.clone(),
             start_unix_ns: started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64),
             duration_ns: (seconds * 1e9) as i64,
-            comments: vec![format!("thread-ctx record {pid} --hz {}", args.hz)],
+            comments: vec![format!("thread-ctx record {} --hz {}", args.pid, args.hz)],
         };
         let subtitle = format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz);
         outputs = args.profile.write(p, &plan.filter, &meta, &subtitle);
     }
-    let top_frames = profile.as_ref().map(|p| top::top_frames(p, 3));
+    let top_frames = profile.as_ref().map(|p| top::top_frames(p, &by, 3));
     let mut written = Ok(());
     match args.format {
-        Format::Summary => written = write!(out, "{}", summary.render_with(&info, top_frames.as_ref())),
+        Format::Summary => written = write!(out, "{}", summary.render(&info, top_frames.as_ref())),
         Format::Jsonl if stdout_closed => {}
         Format::Jsonl => eprintln!(
             "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
@@ -174,6 +227,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     match end {
         End::TargetExited => eprintln!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
+        End::ThreadExited => eprintln!("thread-ctx: thread {} of process {pid} exited after {seconds:.1} s; sampling stopped", args.pid),
         End::Stopped if stdout_closed => {}
         End::Stopped => eprintln!("thread-ctx: interrupted after {seconds:.1} s"),
         End::Deadline => {}
@@ -188,14 +242,30 @@ struct Live<W: Write> {
     out: W,
     jsonl: bool,
     key_map: Option<Vec<String>>,
+    /// Only this thread's events count.
+    tid: Option<u32>,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC: the events' times as wall-clock times.
+    monotonic_to_unix_ns: i64,
+    /// `--frames`: names each jsonl sample's stack.
+    frames: Option<Symbolizer>,
     write_error: Option<std::io::Error>,
 }
 
 impl<W: Write> Live<W> {
-    fn on_event(&mut self, e: &thread_ctx::sampler::Event) {
+    fn on_event(&mut self, e: &Event) {
+        if self.tid.is_some_and(|t| t != e.tid) {
+            return;
+        }
         self.summary.add(e);
         if self.jsonl && self.write_error.is_none() {
-            if let Err(err) = writeln!(self.out, "{}", e.to_json(self.key_map.as_deref())) {
+            let mut line = e.to_json(self.key_map.as_deref());
+            line["time_unix_nano"] = json!((e.time_ns as i64).saturating_add(self.monotonic_to_unix_ns).max(0));
+            if let Some(sym) = self.frames.as_mut() {
+                let kernel = e.kernel_stack.as_deref().map(|s| sym.kernel_frames(s)).unwrap_or_default();
+                let user = e.user_stack.as_deref().map(|s| sym.user_frames(s)).unwrap_or_default();
+                line["frames"] = kernel.iter().chain(&user).map(frame_json).collect();
+            }
+            if let Err(err) = writeln!(self.out, "{line}") {
                 self.write_error = Some(err);
             }
         }
@@ -204,6 +274,18 @@ impl<W: Write> Live<W> {
     fn stdout_closed(&self) -> bool {
         self.write_error.as_ref().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
     }
+}
+
+/// One frame of a `--frames` jsonl line.
+fn frame_json(f: &Frame) -> serde_json::Value {
+    json!({
+        "kind": format!("{:?}", f.kind).to_lowercase(),
+        "name": f.name,
+        "file": f.file,
+        "line": f.source_line(),
+        "column": f.pos.map_or(f.column, |p| p.column),
+        "function_line": f.line,
+    })
 }
 
 fn print_bpf_stats(pipeline: &Pipeline, target_samples: u64) -> Result<()> {

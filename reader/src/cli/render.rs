@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 use std::fmt::Write;
 use thread_ctx::discovery::{Discovery, Writer};
 use thread_ctx::ptrace::{State, ThreadRecord};
+use thread_ctx::output::printable::printable;
 use thread_ctx::TlsAccess;
 
 fn access_json(a: &TlsAccess) -> Value {
@@ -51,7 +52,7 @@ pub fn discovery_text(d: &Discovery) -> String {
     }
     for w in &d.writers {
         let model = w.model.map_or("unsupported".to_string(), |m| m.to_string());
-        let _ = writeln!(s, "writer {}", w.path);
+        let _ = writeln!(s, "writer {}", printable(&w.path));
         let _ = writeln!(s, "  model:  {model}");
         let _ = writeln!(s, "  symbol: offset {:#x} in the module's TLS block, load bias {:#x}", w.object.symbol_value, w.load_bias);
         if let Some(g) = w.got_address {
@@ -59,23 +60,23 @@ pub fn discovery_text(d: &Discovery) -> String {
         }
         match &w.access {
             Ok(a) => { let _ = writeln!(s, "  access: {a}"); }
-            Err(e) => { let _ = writeln!(s, "  access: UNRESOLVED: {e}"); }
+            Err(e) => { let _ = writeln!(s, "  access: UNRESOLVED: {}", printable(e)); }
         }
     }
     for o in &d.skipped_objects {
-        let _ = writeln!(s, "skipped object: {o}");
+        let _ = writeln!(s, "skipped object: {}", printable(o));
     }
     match &d.process_context {
         None => { let _ = writeln!(s, "process context: none (no OTEL_CTX mapping)"); }
-        Some(Err(e)) => { let _ = writeln!(s, "process context: UNREADABLE: {e}"); }
+        Some(Err(e)) => { let _ = writeln!(s, "process context: UNREADABLE: {}", printable(e)); }
         Some(Ok(pc)) => {
             let _ = writeln!(s, "process context: {} at {:#x}, version {}, published at {} ns, payload {} bytes",
                 pc.mapping, pc.address, pc.version, pc.published_at_ns, pc.payload_size);
             for (k, v) in &pc.resource {
-                let _ = writeln!(s, "  resource  {k} = {v}");
+                let _ = writeln!(s, "  resource  {} = {v}", printable(k));
             }
             for (k, v) in &pc.attributes {
-                let _ = writeln!(s, "  attribute {k} = {v}");
+                let _ = writeln!(s, "  attribute {} = {v}", printable(k));
             }
         }
     }
@@ -95,18 +96,18 @@ pub fn threads_text(threads: &[ThreadRecord]) -> String {
             State::Error => "ERROR",
         };
         let attrs: Vec<String> = t.attrs.iter().map(|a| match &a.key {
-            Some(k) => format!("{k}={:?}", a.value),
+            Some(k) => format!("{}={:?}", printable(k), a.value),
             None => format!("#{}={:?}", a.key_index, a.value),
         }).collect();
         let _ = writeln!(s, "{:<8} {:<16} {:<10} {:<32} {:<16} {:<5} {}",
-            t.tid, t.name, state,
+            t.tid, printable(&t.name), state,
             t.trace_id.as_deref().unwrap_or("-"), t.span_id.as_deref().unwrap_or("-"),
             t.flags.map_or("-".into(), |f| format!("{f:02x}")), attrs.join(" "));
         if multi_writer {
-            let _ = writeln!(s, "         writer {}", t.writer);
+            let _ = writeln!(s, "         writer {}", printable(&t.writer));
         }
         for p in &t.problems {
-            let _ = writeln!(s, "         {}: {p}", if t.state == State::NoContext { "note" } else { "problem" });
+            let _ = writeln!(s, "         {}: {}", if t.state == State::NoContext { "note" } else { "problem" }, printable(p));
         }
     }
     s

@@ -4,15 +4,19 @@
 //! symbols. Cached per object (device, inode): every Node process on a host
 //! maps the same `node`.
 
+use super::elf_reader::{self, ElfData};
 use super::maps::Mapping;
-use object::read::elf::{ElfFile64, SectionHeader};
-use object::{elf, Endianness, ReadCache};
+use object::elf::{self, FileHeader64};
+use object::read::elf::{FileHeader, NoteIterator, ProgramHeader, SectionHeader};
+use object::read::ReadCacheOps;
+use object::Endianness;
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::Mutex;
 
 /// A note section larger than this is not a build-id note (they are 36 bytes for a SHA-1 id).
 const MAX_NOTE_BYTES: u64 = 4096;
+/// Longest id kept: SHA-1 ids are 20 bytes, `--build-id=0xHEX` ids whatever the linker was given.
+pub const MAX_BUILD_ID_BYTES: usize = 64;
 /// Objects remembered; past this the cache starts over (bounded memory on a host with churn).
 const MAX_CACHED: usize = 4096;
 
@@ -43,26 +47,35 @@ pub fn build_id(pid: i32, m: &Mapping) -> Option<String> {
 
 /// The build id bytes of the ELF file at `path`; None when it has none or is no 64-bit ELF.
 pub fn read_build_id(path: &str) -> Option<Vec<u8>> {
-    let file = File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let cache = ReadCache::new(file);
-    let elf = ElfFile64::<Endianness, _>::parse(&cache).ok()?;
-    let endian = elf.endian();
-    let data = elf.data();
-    for section in elf.elf_section_table().iter() {
-        if section.sh_type(endian) != elf::SHT_NOTE || section.sh_size(endian) > MAX_NOTE_BYTES {
-            continue;
-        }
-        let Ok(Some(mut notes)) = section.notes(endian, data) else { continue };
+    build_id_of(&elf_reader::open(path).ok()??)
+}
+
+/// The GNU build id in an ELF object's notes (sections, else PT_NOTE
+/// segments: a stripped object may have no section headers), a pure function
+/// of the file's bytes (fuzzed). A note section larger than a build-id note
+/// can be, or an id longer than any hash, is not one.
+pub fn build_id_of<R: ReadCacheOps>(data: &ElfData<R>) -> Option<Vec<u8>> {
+    let header = FileHeader64::<Endianness>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let in_notes = |notes: Option<NoteIterator<'_, FileHeader64<Endianness>>>| -> Option<Vec<u8>> {
+        let mut notes = notes?;
         while let Ok(Some(note)) = notes.next() {
             if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
-                return Some(note.desc().to_vec());
+                let id = note.desc();
+                return (!id.is_empty() && id.len() <= MAX_BUILD_ID_BYTES).then(|| id.to_vec());
             }
         }
+        None
+    };
+    if let Ok(sections) = header.sections(endian, data) {
+        let small_notes = sections.iter().filter(|s| s.sh_type(endian) == elf::SHT_NOTE && s.sh_size(endian) <= MAX_NOTE_BYTES);
+        if let Some(id) = small_notes.filter_map(|s| in_notes(s.notes(endian, data).ok()?)).next() {
+            return Some(id);
+        }
     }
-    None
+    let segments = header.program_headers(endian, data).ok()?;
+    let small_notes = segments.iter().filter(|p| p.p_type(endian) == elf::PT_NOTE && p.p_filesz(endian) <= MAX_NOTE_BYTES);
+    small_notes.filter_map(|p| in_notes(p.notes(endian, data).ok()?)).next()
 }
 
 #[cfg(test)]

@@ -1,16 +1,16 @@
 //! Static (on-disk) part of discovery: does an ELF object define
 //! `otel_thread_ctx_v1`, and which dynamic relocations reach it?
 //!
-//! Nothing here touches the live process; `resolve.rs` turns the result into a
+//! Nothing here touches the live process; `tls_model.rs` turns the result into a
 //! `TlsAccess` using the process's memory.
 
+use super::elf_reader::{self, ElfData};
 use crate::error::{Error, Result};
-use object::elf;
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::{Endianness, Object, ObjectSymbol, ReadCache, RelocationFlags, RelocationTarget};
+use object::elf::{self, FileHeader64};
+use object::read::elf::{FileHeader, ProgramHeader, Rela, SectionHeader, SectionTable, Sym, SymbolTable, VersionTable};
+use object::read::ReadCacheOps;
+use object::{Endianness, SectionIndex};
 use serde::Serialize;
-use std::fs::File;
-use std::io::Read;
 
 /// The OTEP 4947 TLS symbol name.
 pub const SYMBOL: &str = "otel_thread_ctx_v1";
@@ -72,51 +72,61 @@ pub struct WriterObject {
     pub tls_segment: Option<TlsSegment>,
 }
 
-/// Opens `open_path` (read lazily: large binaries such as node are not read whole)
-/// and scans it; `display` names the object in errors. Ok(None) = not a writer.
+/// Relocations kept per object: one of each kind is all classification needs;
+/// a table listing millions must not become millions of entries here.
+pub const MAX_TLS_RELOCS: usize = 16;
+/// More program headers than any linker writes.
+pub const MAX_PROGRAM_HEADERS: usize = 1024;
+/// Symbols searched one by one in an object without `.gnu.hash` (every
+/// toolchain of the last decade writes one; node's `.dynsym` has ~90 000).
+pub const MAX_UNHASHED_SYMBOLS: usize = 200_000;
+
+/// Opens `open_path` (regular files only, read lazily and within budget:
+/// large binaries such as node are not read whole) and scans it; `display`
+/// names the object in errors. Ok(None) = not a writer.
 pub fn scan_file(open_path: &str, display: &str) -> Result<Option<WriterObject>> {
-    // Only regular files: opening a mapped device node (GPU, /dev/zero...) is not harmless.
-    let meta = std::fs::metadata(open_path).map_err(|e| Error::io(open_path, e))?;
-    if !meta.is_file() {
-        return Ok(None);
+    match elf_reader::open(open_path).map_err(|e| Error::io(open_path, e))? {
+        Some(data) => scan(&data, display),
+        None => Ok(None),
     }
-    let mut file = File::open(open_path).map_err(|e| Error::io(open_path, e))?;
-    let mut magic = [0u8; 5];
-    if file.read_exact(&mut magic).is_err() || &magic[..4] != b"\x7fELF" || magic[4] != elf::ELFCLASS64 {
-        return Ok(None);
-    }
-    let cache = ReadCache::new(file);
-    let parsed = ElfFile64::<Endianness, _>::parse(&cache)
-        .map_err(|e| Error::Elf { path: display.into(), reason: e.to_string() })?;
-    scan_elf(&parsed, display)
 }
 
-fn scan_elf<'d, R: object::ReadRef<'d>>(
-    file: &ElfFile64<'d, Endianness, R>,
-    display: &str,
-) -> Result<Option<WriterObject>> {
+/// Scans one 64-bit ELF object for a definition of `otel_thread_ctx_v1`: a
+/// pure function of the file's bytes (fuzzed), every structure read through
+/// `object`'s checked accessors. Only the headers, `.dynsym` (names looked up
+/// through `.gnu.hash` when present), and relocation tables linked to it are
+/// read; never `.symtab`.
+pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<WriterObject>> {
     let bad = |reason: String| Error::Elf { path: display.into(), reason };
-    let Some(sym) = file.dynamic_symbols().find(|s| s.name() == Ok(SYMBOL) && !s.is_undefined()) else {
+    let broken = |what: &str, e: object::Error| bad(format!("{what}: {e}"));
+    let header = FileHeader64::<Endianness>::parse(data).map_err(|e| broken("ELF header", e))?;
+    let endian = header.endian().map_err(|e| broken("ELF header", e))?;
+    let sections = header.sections(endian, data).map_err(|e| broken("section headers", e))?;
+    let dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM).map_err(|e| broken(".dynsym", e))?;
+    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym).map_err(bad)? else {
         return Ok(None);
     };
-    if sym.kind() != object::SymbolKind::Tls || sym.size() != 8 {
+    let (kind, size) = (sym.st_type(), sym.st_size(endian));
+    if kind != elf::STT_TLS || size != 8 {
         return Err(bad(format!(
-            "{SYMBOL} is in .dynsym but is {:?} of size {}, expected an 8-byte STT_TLS symbol",
-            sym.kind(),
-            sym.size()
+            "{SYMBOL} is in .dynsym but has type {kind} and size {size}, expected an 8-byte STT_TLS symbol"
         )));
     }
-    if file.elf_header().e_machine(file.endian()) != elf::EM_X86_64 {
+    if header.e_machine(endian) != elf::EM_X86_64 {
         return Err(bad("only x86-64 objects are supported".into()));
     }
-    let symbol_value = sym.address();
-    let relocations = tls_relocations(file, sym.index().0, symbol_value);
+    let symbol_value = sym.st_value(endian);
+    let relocations = tls_relocations(&sections, endian, data, dynsym.section(), sym_index, symbol_value)
+        .map_err(|e| broken("relocation table", e))?;
 
-    let endian = file.endian();
+    let program_headers = header.program_headers(endian, data).map_err(|e| broken("program headers", e))?;
+    if program_headers.len() > MAX_PROGRAM_HEADERS {
+        return Err(bad(format!("{} program headers, expected at most {MAX_PROGRAM_HEADERS}", program_headers.len())));
+    }
     let mut load_segments = Vec::new();
     let mut tls_segment = None;
     let mut has_interp = false;
-    for ph in file.elf_program_headers() {
+    for ph in program_headers {
         match ph.p_type(endian) {
             elf::PT_LOAD => load_segments.push(LoadSegment {
                 vaddr: ph.p_vaddr(endian),
@@ -130,7 +140,7 @@ fn scan_elf<'d, R: object::ReadRef<'d>>(
             _ => {}
         }
     }
-    let e_type = file.elf_header().e_type(endian);
+    let e_type = header.e_type(endian);
     Ok(Some(WriterObject {
         symbol_value,
         executable_like: e_type == elf::ET_EXEC || (e_type == elf::ET_DYN && has_interp),
@@ -140,27 +150,69 @@ fn scan_elf<'d, R: object::ReadRef<'d>>(
     }))
 }
 
+type Sym64 = elf::Sym64<Endianness>;
+
+/// `otel_thread_ctx_v1` defined in `.dynsym`: through the GNU hash table the
+/// dynamic loader itself uses (a few reads even in node's 90 000 symbols),
+/// else by walking the table.
+fn find_defined<'d, R: ReadCacheOps>(
+    sections: &SectionTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
+    endian: Endianness,
+    data: &'d ElfData<R>,
+    dynsym: &SymbolTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
+) -> std::result::Result<Option<(usize, &'d Sym64)>, String> {
+    let defined = |s: &Sym64| s.st_shndx(endian) != elf::SHN_UNDEF;
+    for section in sections.iter().filter(|s| s.sh_type(endian) == elf::SHT_GNU_HASH) {
+        if section.sh_link(endian) as usize != dynsym.section().0 {
+            continue;
+        }
+        // object's lookup divides by the bucket count and masks by the bloom size: both must be non-zero.
+        let Ok(Some(h)) = section.gnu_hash_header(endian, data) else { continue };
+        if h.bucket_count.get(endian) == 0 || h.bloom_count.get(endian) == 0 {
+            continue;
+        }
+        let Ok(Some((table, _))) = section.gnu_hash(endian, data) else { continue };
+        let hash = elf::gnu_hash(SYMBOL.as_bytes());
+        let found = table.find(endian, SYMBOL.as_bytes(), hash, None, dynsym, &VersionTable::default());
+        return Ok(found.filter(|(_, s)| defined(s)).map(|(i, s)| (i.0, s)));
+    }
+    let symbols = dynsym.symbols();
+    if symbols.len() > MAX_UNHASHED_SYMBOLS {
+        return Err(format!("{} dynamic symbols and no .gnu.hash to look one up", symbols.len()));
+    }
+    let strings = dynsym.strings();
+    Ok(symbols.iter().enumerate().find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(SYMBOL.as_bytes())))
+}
+
 /// Dynamic TLS relocations that reach the symbol: by symbol index (the symbol is
 /// preemptible, the usual case), or, for TLSDESC/TPOFF64 against no symbol
 /// (linker bound it locally), by an addend equal to the symbol's TLS offset.
-fn tls_relocations<'d, R: object::ReadRef<'d>>(
-    file: &ElfFile64<'d, Endianness, R>,
+/// Reads the RELA tables linked to `.dynsym`.
+fn tls_relocations<'d, R: ReadCacheOps>(
+    sections: &SectionTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
+    endian: Endianness,
+    data: &'d ElfData<R>,
+    dynsym: SectionIndex,
     sym_index: usize,
     symbol_value: u64,
-) -> Vec<TlsReloc> {
-    let Some(relocs) = file.dynamic_relocations() else { return Vec::new() };
-    relocs
-        .filter_map(|(vaddr, r)| {
-            let RelocationFlags::Elf { r_type } = r.flags() else { return None };
-            let kind = TlsRelocKind::from_r_type(r_type)?;
-            let reaches = match r.target() {
-                RelocationTarget::Symbol(i) => i.0 == sym_index,
-                RelocationTarget::Absolute => {
-                    kind != TlsRelocKind::DtpMod64 && r.addend() as u64 == symbol_value
-                }
-                _ => false,
+) -> std::result::Result<Vec<TlsReloc>, object::Error> {
+    let mut found = Vec::new();
+    for section in sections.iter().filter(|s| s.sh_type(endian) == elf::SHT_RELA && s.link(endian) == dynsym) {
+        let Some((relas, _)) = section.rela(endian, data)? else { continue };
+        for r in relas {
+            let Some(kind) = TlsRelocKind::from_r_type(r.r_type(endian, false)) else { continue };
+            let addend = r.r_addend(endian);
+            let reaches = match r.r_sym(endian, false) as usize {
+                0 => kind != TlsRelocKind::DtpMod64 && addend as u64 == symbol_value,
+                i => i == sym_index,
             };
-            reaches.then_some(TlsReloc { kind, vaddr, addend: r.addend() })
-        })
-        .collect()
+            if reaches {
+                found.push(TlsReloc { kind, vaddr: r.r_offset(endian), addend });
+                if found.len() == MAX_TLS_RELOCS {
+                    return Ok(found);
+                }
+            }
+        }
+    }
+    Ok(found)
 }

@@ -67,6 +67,14 @@ impl HostScanner {
 
     /// Processes that publish now and for which `known` says false, oldest pid first.
     pub fn scan(&mut self, known: &dyn Fn(u32) -> bool) -> Vec<ProcessKey> {
+        self.scan_each(known, &mut |_, look| look())
+    }
+
+    /// [`HostScanner::scan`], with each look at one process (reading its maps,
+    /// opening objects it maps for the first time) run inside `around`: the
+    /// agent marks its worker busy with that process, so it can tell when a
+    /// target blocks the read.
+    pub fn scan_each(&mut self, known: &dyn Fn(u32) -> bool, around: &mut dyn FnMut(ProcessKey, &mut dyn FnMut() -> bool) -> bool) -> Vec<ProcessKey> {
         let now = Instant::now();
         let me = std::process::id();
         let uptime = uptime_ticks();
@@ -85,7 +93,7 @@ impl HostScanner {
                     continue;
                 }
             }
-            if self.publishes(pid) {
+            if around(key, &mut || self.publishes(pid)) {
                 self.quiet.remove(&pid);
                 found.push(key);
             } else {
@@ -122,29 +130,40 @@ impl HostScanner {
             .or_else(|_| scan_file(&format!("/proc/{pid}/root{}", m.path()), m.path()))
             .map(|o| o.is_some());
         match defines {
+            // The file itself is malformed (a lie in its tables): it stays so for this (device, inode).
+            Err(crate::error::Error::Elf { .. }) => {
+                self.remember(key, false);
+                false
+            }
             Ok(d) => {
-                if self.objects.len() >= MAX_OBJECTS {
-                    self.objects.clear();
-                }
-                self.objects.insert(key, d);
+                self.remember(key, d);
                 d
             }
             // Unreadable now (a race with exit, no permission): not cached, looked at again later.
             Err(_) => false,
         }
     }
+
+    fn remember(&mut self, object: (String, u64), defines: bool) {
+        if self.objects.len() >= MAX_OBJECTS {
+            self.objects.clear();
+        }
+        self.objects.insert(object, defines);
+    }
 }
 
 fn read_maps_bounded(pid: u32) -> Option<Vec<Mapping>> {
     use std::io::Read;
     let path = format!("/proc/{pid}/maps");
-    let mut text = String::new();
-    std::fs::File::open(&path).ok()?.take(MAX_MAPS_BYTES).read_to_string(&mut text).ok()?;
+    let mut bytes = Vec::new();
+    std::fs::File::open(&path).ok()?.take(MAX_MAPS_BYTES).read_to_end(&mut bytes).ok()?;
+    // File names are bytes: one that is not UTF-8 must not hide the process.
     // A line cut by the bound is dropped rather than misread.
-    if text.len() as u64 >= MAX_MAPS_BYTES {
-        let end = text.rfind('\n').unwrap_or(0);
-        text.truncate(end);
+    if bytes.len() as u64 >= MAX_MAPS_BYTES {
+        let end = bytes.iter().rposition(|&b| b == b'\n').unwrap_or(0);
+        bytes.truncate(end);
     }
+    let text = String::from_utf8_lossy(&bytes);
     parse_maps(&text, &path).ok()
 }
 

@@ -32,12 +32,25 @@ impl Mapping {
     }
 }
 
+/// Largest maps file read. The kernel writes it, but the process chooses how
+/// many mappings (up to vm.max_map_count, 65530) and how long their paths are
+/// (up to 4 KiB): that could be a quarter of a gigabyte. A large real process
+/// has a few thousand lines of ~100 bytes.
+pub const MAX_MAPS_BYTES: u64 = 32 << 20;
+
 /// Reads and parses /proc/PID/maps.
 pub fn read_maps(pid: i32) -> Result<Vec<Mapping>> {
+    use std::io::Read;
     let path = format!("/proc/{pid}/maps");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|cause| Error::Process { pid, path: path.clone(), cause })?;
-    parse_maps(&text, &path)
+    let fail = |cause| Error::Process { pid, path: path.clone(), cause };
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(&path).map_err(fail)?;
+    file.take(MAX_MAPS_BYTES + 1).read_to_end(&mut bytes).map_err(fail)?;
+    if bytes.len() as u64 > MAX_MAPS_BYTES {
+        return Err(Error::TooLarge { what: path.clone(), limit: MAX_MAPS_BYTES });
+    }
+    // Paths are bytes: a file name that is not UTF-8 must not hide the whole process.
+    parse_maps(&String::from_utf8_lossy(&bytes), &path)
 }
 
 /// Parses the text of a maps file; `origin` names it in errors.
@@ -61,9 +74,13 @@ fn parse_line(line: &str) -> Option<Mapping> {
         rest = &rest[end..];
     }
     let (start, end) = fields[0].split_once('-')?;
+    let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
+    if start > end {
+        return None;
+    }
     Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
+        start,
+        end,
         perms: fields[1].to_string(),
         offset: u64::from_str_radix(fields[2], 16).ok()?,
         dev: fields[3].to_string(),
@@ -97,5 +114,24 @@ mod tests {
     fn rejects_garbage_naming_the_line() {
         let err = parse_maps("not a maps line\n", "/proc/1/maps").unwrap_err();
         assert!(err.to_string().contains("not a maps line"), "{err}");
+        assert!(parse_maps("2000-1000 r--p 00000000 00:00 0\n", "m").is_err(), "end before start");
+        assert!(parse_maps("1000-2000 r--p 0 00:00 99999999999999999999999 /x\n", "m").is_err(), "inode overflows");
+    }
+
+    #[test]
+    fn odd_names_stay_names() {
+        let long = format!("/{}", "a".repeat(5000));
+        let text = [
+            "1000-2000 r--p 00000000 08:01 5 /tmp/x (deleted) (deleted)\n",
+            "2000-3000 r--p 00000000 08:01 6 /memfd:evil name (deleted)\n",
+            &format!("3000-4000 r--p 00000000 08:01 7 {long}\n"),
+            "4000-5000 r--p 00000000 08:01 8 /tmp/caf\u{fffd}\n",
+        ]
+        .concat();
+        let maps = parse_maps(&text, "m").unwrap();
+        assert_eq!(maps[0].path(), "/tmp/x (deleted)", "only the kernel's own suffix is taken off");
+        assert!(!maps[1].is_file_backed());
+        assert_eq!(maps[2].name.len(), 5001);
+        assert_eq!(maps[3].path(), "/tmp/caf\u{fffd}");
     }
 }

@@ -12,11 +12,16 @@ use serde::Serialize;
 pub const SIGNATURE: &[u8; 8] = b"OTEL_CTX";
 pub const VERSION: u32 = 2;
 pub const HEADER_SIZE: usize = 32;
-/// Upper bound on a payload we are willing to copy (a sane context is a few KiB).
-pub const MAX_PAYLOAD: u32 = 16 << 20;
+/// Largest payload we copy (the OpenTelemetry eBPF profiler's bound too; a
+/// real context is a few hundred bytes). The size is the target's word: we
+/// never allocate more than this for it.
+pub const MAX_PAYLOAD: u32 = 64 << 10;
 pub const SCHEMA_VERSION_KEY: &str = "threadlocal.schema_version";
 pub const KEY_MAP_KEY: &str = "threadlocal.attribute_key_map";
 const ATTEMPTS: usize = 200;
+/// Mappings named OTEL_CTX tried per process (the spec says one): each may
+/// cost a reader up to ATTEMPTS waits, and a process can map thousands.
+pub const MAX_CONTEXT_MAPPINGS: usize = 4;
 
 /// Maps names under which writers publish the context (memfd first, then anonymous fallbacks).
 pub fn is_context_mapping(m: &Mapping) -> bool {
@@ -80,7 +85,11 @@ pub struct ProcessContextInfo {
 pub fn read_process_context(pid: i32, maps: &[Mapping]) -> Result<Option<ProcessContextInfo>> {
     let mem = RemoteMemory::new(pid);
     let mut last_err = None;
-    for m in maps.iter().filter(|m| is_context_mapping(m) && m.end - m.start >= HEADER_SIZE as u64) {
+    // A context mapping is data: an executable one named OTEL_CTX is not one.
+    let candidates = maps.iter().filter(|m| {
+        is_context_mapping(m) && !m.perms.contains('x') && m.end.saturating_sub(m.start) >= HEADER_SIZE as u64
+    });
+    for m in candidates.take(MAX_CONTEXT_MAPPINGS) {
         match read_at(&mem, m) {
             Ok(info) => return Ok(Some(info)),
             Err(e) => last_err = Some(e),
@@ -108,12 +117,23 @@ fn read_at(mem: &RemoteMemory, m: &Mapping) -> Result<ProcessContextInfo> {
         if again != h {
             continue; // updated while we copied: the copy may be torn
         }
-        let payload = payload?;
-        let decoded = proto::ProcessContext::decode(payload.as_slice())
-            .map_err(|e| fail(format!("payload ({} bytes) is not a ProcessContext protobuf: {e}", payload.len())))?;
-        return Ok(describe(m, h, decoded));
+        return decode(m, h, &payload?);
     }
     Err(fail(format!("header kept changing (or stayed at published-at 0) over {ATTEMPTS} attempts")))
+}
+
+/// Decodes a payload copied for header `h` of mapping `m`: a pure function of
+/// the bytes (fuzzed). prost bounds nesting (100 levels) and checks every
+/// length against the bytes left, so a malformed payload is an error, never
+/// a large allocation.
+pub fn decode(m: &Mapping, h: ContextHeader, payload: &[u8]) -> Result<ProcessContextInfo> {
+    let fail = |reason: String| Error::ProcessContext { mapping: m.name.clone(), addr: m.start, reason };
+    if payload.len() != h.payload_size as usize {
+        return Err(fail(format!("payload of {} bytes, the header says {}", payload.len(), h.payload_size)));
+    }
+    let decoded = proto::ProcessContext::decode(payload)
+        .map_err(|e| fail(format!("payload ({} bytes) is not a ProcessContext protobuf: {e}", payload.len())))?;
+    Ok(describe(m, h, decoded))
 }
 
 fn describe(m: &Mapping, h: ContextHeader, decoded: proto::ProcessContext) -> ProcessContextInfo {

@@ -4,6 +4,20 @@
 use crate::error::{Error, Result};
 use std::io;
 
+/// Memory of a target process as the TLS resolvers read it: every read
+/// either fills its buffer or fails. A trait so that the resolvers (which
+/// follow pointers the target chose) can be fuzzed over a memory image.
+pub trait TargetMemory {
+    /// Fills `buf` from `addr`; `what` names the read in errors.
+    fn read(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()>;
+
+    fn read_u64(&self, addr: u64, what: &str) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b, what)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct RemoteMemory {
     pub pid: i32,
@@ -35,14 +49,19 @@ impl RemoteMemory {
     }
 
     pub fn read_u64(&self, addr: u64, what: &str) -> Result<u64> {
-        let mut b = [0u8; 8];
-        self.read(addr, &mut b, what)?;
-        Ok(u64::from_ne_bytes(b))
+        TargetMemory::read_u64(self, addr, what)
     }
 
+    /// Callers bound `len` (it must never be a size the target chose unchecked).
     pub fn read_vec(&self, addr: u64, len: usize, what: &str) -> Result<Vec<u8>> {
         let mut v = vec![0u8; len];
         self.read(addr, &mut v, what)?;
         Ok(v)
+    }
+}
+
+impl TargetMemory for RemoteMemory {
+    fn read(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()> {
+        RemoteMemory::read(self, addr, buf, what)
     }
 }

@@ -3,10 +3,10 @@
 //! the `TlsAccess` every thread of that process shares.
 
 use crate::discovery::tls_access::TlsAccess;
-use crate::discovery::elf_tls_symbol::{TlsReloc, TlsRelocKind, WriterObject};
+use crate::discovery::elf_tls_symbol::{TlsReloc, TlsRelocKind, TlsSegment, WriterObject};
 use crate::error::{Error, Result};
 use crate::discovery::maps::Mapping;
-use crate::discovery::remote_memory::RemoteMemory;
+use crate::discovery::remote_memory::TargetMemory;
 use serde::Serialize;
 
 /// The TLS access model the object was linked with, as standard readers classify it.
@@ -66,15 +66,17 @@ pub fn resolve(
     reloc: Option<TlsReloc>,
     bias: u64,
     own_mappings: &[&Mapping],
-    mem: &RemoteMemory,
+    mem: &impl TargetMemory,
     path: &str,
 ) -> Result<TlsAccess> {
     let fail = |reason: String| Error::Resolve { path: path.into(), reason };
+    // Every address below comes from the target: a pair's second word may not wrap around.
+    let second_word = |a: u64| a.checked_add(8).ok_or_else(|| fail(format!("a two-word pair at {a:#x} wraps around the address space")));
     let slot = reloc.map(|r| bias.wrapping_add(r.vaddr));
     match (model, slot) {
         (TlsModel::TlsDesc, Some(desc)) => {
             let resolver = mem.read_u64(desc, "TLSDESC descriptor resolver word")?;
-            let arg = mem.read_u64(desc + 8, "TLSDESC descriptor argument word")?;
+            let arg = mem.read_u64(second_word(desc)?, "TLSDESC descriptor argument word")?;
             if resolver == 0 {
                 return Err(fail(format!("TLSDESC descriptor at {desc:#x} is not relocated yet (resolver word 0)")));
             }
@@ -88,14 +90,14 @@ pub fn resolve(
                 )));
             }
             let module_id = mem.read_u64(arg, "TLSDESC dynamic argument: module id")?;
-            let offset = mem.read_u64(arg + 8, "TLSDESC dynamic argument: offset")?;
+            let offset = mem.read_u64(second_word(arg)?, "TLSDESC dynamic argument: offset")?;
             check_module_id(module_id).map_err(|r| fail(format!("TLSDESC argument {arg:#x}: {r}")))?;
             Ok(TlsAccess::glibc_dtv(module_id, offset))
         }
         (TlsModel::GeneralDynamic, Some(got)) => {
             // GOT pair {module id (DTPMOD64), offset (DTPOFF64)}, the __tls_get_addr argument.
             let module_id = mem.read_u64(got, "general-dynamic GOT module id")?;
-            let offset = mem.read_u64(got + 8, "general-dynamic GOT offset")?;
+            let offset = mem.read_u64(second_word(got)?, "general-dynamic GOT offset")?;
             check_module_id(module_id).map_err(|r| fail(format!("GOT pair at {got:#x}: {r}")))?;
             Ok(TlsAccess::glibc_dtv(module_id, offset))
         }
@@ -110,11 +112,28 @@ pub fn resolve(
         }
         (TlsModel::LocalExec, _) => {
             let tls = obj.tls_segment.ok_or_else(|| fail("executable has no PT_TLS segment".into()))?;
-            // x86-64 TLS variant II: the executable's block ends at the thread pointer.
-            let block = tls.memsz.div_ceil(tls.align) * tls.align;
-            Ok(TlsAccess::Static { tp_offset: obj.symbol_value as i64 - block as i64 })
+            local_exec_offset(obj.symbol_value, tls).map(|tp_offset| TlsAccess::Static { tp_offset }).map_err(fail)
         }
         (m, None) => Err(fail(format!("model {m} needs a relocation, none found"))),
+    }
+}
+
+/// x86-64 TLS variant II: the executable's TLS block ends at the thread
+/// pointer, so the slot is at `symbol - round_up(memsz, align)`. The segment
+/// comes from the file: its alignment must be a power of two and the slot
+/// inside the block, and the offset a static one (negative, 32-bit).
+fn local_exec_offset(symbol_value: u64, tls: TlsSegment) -> std::result::Result<i64, String> {
+    if !tls.align.is_power_of_two() {
+        return Err(format!("PT_TLS alignment {:#x} is not a power of two", tls.align));
+    }
+    if symbol_value.checked_add(8).is_none_or(|end| end > tls.memsz) {
+        return Err(format!("symbol at offset {symbol_value:#x} is outside the {:#x}-byte PT_TLS block", tls.memsz));
+    }
+    let block = tls.memsz.checked_next_multiple_of(tls.align);
+    let offset = block.and_then(|b| i64::try_from(b).ok()).map(|b| symbol_value as i64 - b);
+    match offset {
+        Some(o) if o < 0 && o >= i32::MIN as i64 => Ok(o),
+        _ => Err(format!("PT_TLS block of {:#x} bytes aligned to {:#x} is too large for static TLS", tls.memsz, tls.align)),
     }
 }
 
@@ -138,7 +157,8 @@ fn check_module_id(module_id: u64) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::elf_tls_symbol::{LoadSegment, TlsSegment};
+    use crate::discovery::elf_tls_symbol::LoadSegment;
+    use crate::discovery::remote_memory::RemoteMemory;
 
     fn exe(symbol_value: u64, memsz: u64, align: u64) -> WriterObject {
         WriterObject {
@@ -157,6 +177,17 @@ mod tests {
         let mem = RemoteMemory::new(0);
         let a = resolve(&obj, TlsModel::LocalExec, None, 0, &[], &mem, "x").unwrap();
         assert_eq!(a, TlsAccess::Static { tp_offset: 8 - 24 });
+    }
+
+    #[test]
+    fn local_exec_rejects_silly_segments() {
+        let seg = |memsz, align| TlsSegment { memsz, align };
+        assert_eq!(local_exec_offset(8, seg(20, 8)), Ok(-16));
+        assert!(local_exec_offset(0, seg(16, 24)).unwrap_err().contains("power of two"));
+        assert!(local_exec_offset(16, seg(16, 8)).unwrap_err().contains("outside"));
+        assert!(local_exec_offset(u64::MAX, seg(16, 8)).unwrap_err().contains("outside"));
+        assert!(local_exec_offset(0, seg(u64::MAX, 1 << 63)).unwrap_err().contains("too large"));
+        assert!(local_exec_offset(0, seg(8, 1 << 40)).unwrap_err().contains("too large"));
     }
 
     #[test]

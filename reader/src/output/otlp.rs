@@ -302,7 +302,11 @@ impl Dictionary {
                 i
             }
         };
-        let (line, column) = (start_line, f.column.unwrap_or(0) as i64);
+        // The sampled line when V8's jitdump gave it, else the function's own.
+        let (line, column) = match f.pos {
+            Some(pos) => (pos.line as i64, pos.column.unwrap_or(0) as i64),
+            None => (start_line, f.column.unwrap_or(0) as i64),
+        };
         let key = (mapping_index, sf.addr, function_index, line, column, frame_type);
         if let Some(&i) = self.locations.get(&key) {
             return i;
@@ -351,8 +355,8 @@ mod tests {
         p.mappings = vec![MapsLine { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }];
         p.build_ids.insert(("08:01".into(), 7), "abcd".into());
         p.thread_names.insert(42, "node".into());
-        let native = p.intern(Frame { kind: FrameKind::Native, name: "uv_run".into(), file: Some("/usr/bin/node".into()), line: None, column: None });
-        let js = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9) });
+        let native = p.intern(Frame { kind: FrameKind::Native, name: "uv_run".into(), file: Some("/usr/bin/node".into()), line: None, column: None, pos: None });
+        let js = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9), pos: None });
         let jit = p.intern(Frame::unknown("[anon:jit]".into(), None));
         let stack = vec![
             StackFrame { addr: 0x7f00_0000_0000, frame: js, kernel: false },

@@ -8,7 +8,7 @@
 
 use crate::profile::aggregate::StackFrame;
 use crate::ids::{hex, parse_hex};
-use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind};
+use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
 use anyhow::{bail, Context, Result};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -133,7 +133,12 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
                     id: next,
                     mapping_id: mapping_of(sf.addr, sf.kernel),
                     address: sf.addr,
-                    line: vec![pb::Line { function_id, line: f.line.unwrap_or(0) as i64 }],
+                    // The sampled line and column (V8's jitdump), else the function's line.
+                    line: vec![pb::Line {
+                        function_id,
+                        line: f.source_line().unwrap_or(0) as i64,
+                        column: f.pos.and_then(|p| p.column).unwrap_or(0) as i64,
+                    }],
                     ..Default::default()
                 });
                 next
@@ -261,7 +266,10 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
             FrameKind::Js
         };
         let line = (func.start_line > 0).then_some(func.start_line as u32);
-        let frame = profile.intern(Frame { kind, name, file, line, column: None });
+        // A JS location whose line differs from its function's start was sampled at that line.
+        let at = loc.line.first().filter(|l| kind == FrameKind::Js && l.line > 0 && Some(l.line as u32) != line);
+        let pos = at.map(|l| SourcePos { line: l.line as u32, column: (l.column > 0).then_some(l.column as u32) });
+        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos });
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {
@@ -299,7 +307,7 @@ mod tests {
     use crate::discovery::maps::Mapping;
 
     fn frame(kind: FrameKind, name: &str, file: Option<&str>, line: Option<u32>) -> Frame {
-        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None }
+        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None, pos: None }
     }
 
     #[test]
@@ -310,7 +318,7 @@ mod tests {
         p.thread_names.insert(42, "node".into());
         let frames = [
             (frame(FrameKind::Kernel, "schedule", None, None), 0xffff_ffff_8100_0000, true),
-            (frame(FrameKind::Js, "burn", Some("/app/a.js"), Some(3)), 0x7f00_0000_0000, false),
+            (Frame { pos: Some(SourcePos { line: 5, column: Some(7) }), ..frame(FrameKind::Js, "burn", Some("/app/a.js"), Some(3)) }, 0x7f00_0000_0000, false),
             (frame(FrameKind::Js, "[Symbol.iterator]", Some("/app/a.js"), Some(9)), 0x7f00_0000_0100, false),
             (frame(FrameKind::Unknown, "[anon:jit]", None, None), 0x7f00_0000_0200, false),
             (frame(FrameKind::Native, "uv_run", Some("/usr/bin/node"), None), 0x1100, false),
@@ -341,7 +349,8 @@ mod tests {
             let expected: Vec<(FrameKind, &str)> = frames.iter().map(|(f, _, _)| (f.kind, f.name.as_str())).collect();
             assert_eq!(kinds, expected);
         }
-        assert_eq!(back.frames.iter().find(|f| f.name == "burn").unwrap().line, Some(3));
+        let burn = back.frames.iter().find(|f| f.name == "burn").unwrap();
+        assert_eq!((burn.line, burn.pos), (Some(3), Some(SourcePos { line: 5, column: Some(7) })), "function line and sampled position");
         assert!(decode(b"\x0a\x02\x08\x01").unwrap_err().to_string().contains("string index"), "garbage is refused, not misread");
     }
 }

@@ -1,162 +1,374 @@
-//! Per-trace/per-span aggregation of samples and the table `record` prints:
-//! CPU samples per span, off-CPU time per span when traced, and (given them)
-//! each span's top frames.
+//! The table `record` prints: CPU samples grouped by what people ask about
+//! ([`GroupBy`]: a record attribute such as `http.route`, the trace, or the
+//! span instance), the `--top N` groups with an "other" row for the rest, the
+//! samples without a span and why, the off-CPU time per group when traced,
+//! and (given them) each group's top frames. Memory stays bounded however long
+//! the recording: past [`MAX_GROUPS`] groups, new ones are counted together.
 
-use crate::sampler::CtxState;
-use crate::sampler::{Event, EventKind};
 use crate::ctx_record::decode_attrs;
 use crate::ids::hex;
-use std::collections::HashMap;
+use crate::profile::Entry;
+use crate::sampler::CtxState;
+use crate::sampler::{Event, EventKind};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-/// Distinct spans kept; later ones are counted in one overflow row so memory stays bounded.
-pub const MAX_SPANS: usize = 100_000;
+/// Distinct groups kept; samples of later ones are counted in one overflow row.
+pub const MAX_GROUPS: usize = 100_000;
+/// Distinct (group, trace or span) pairs kept to count each group's traces or spans.
+pub const MAX_MEMBERS: usize = 200_000;
+
+/// What the table's rows are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupBy {
+    /// One row per value of this record attribute (named by the process context's key map).
+    Attr(String),
+    /// One row per trace.
+    Trace,
+    /// One row per span instance (trace id, span id).
+    Span,
+}
+
+impl GroupBy {
+    /// `span`, `trace`, or an attribute key (`http.route`).
+    pub fn parse(s: &str) -> Result<GroupBy, String> {
+        match s.trim() {
+            "" => Err("expected span, trace or a record attribute key such as http.route".into()),
+            "span" => Ok(GroupBy::Span),
+            "trace" => Ok(GroupBy::Trace),
+            key => Ok(GroupBy::Attr(key.to_string())),
+        }
+    }
+
+    /// The default for a process: its `http.route` attribute when it registered one (what
+    /// a service is usually asked about), else traces.
+    pub fn default_for(key_map: Option<&[String]>) -> GroupBy {
+        match key_map {
+            Some(keys) if keys.iter().any(|k| k == "http.route") => GroupBy::Attr("http.route".into()),
+            _ => GroupBy::Trace,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            GroupBy::Attr(k) => k,
+            GroupBy::Trace => "trace",
+            GroupBy::Span => "span",
+        }
+    }
+
+    /// The group of a sample with a span context (None: no span).
+    pub fn group_of_event(&self, e: &Event, key_map: Option<&[String]>) -> Option<Group> {
+        let (trace, span, _) = e.span()?;
+        Some(match self {
+            GroupBy::Span => Group::Span(trace, span),
+            GroupBy::Trace => Group::Trace(trace),
+            GroupBy::Attr(key) => {
+                let (attrs, _) = decode_attrs(&e.attrs, key_map);
+                let name = |a: &crate::ctx_record::Attr| a.key.clone().unwrap_or_else(|| attr_index_name(a.key_index));
+                Group::Value(attrs.into_iter().find(|a| name(a) == *key).map(|a| a.value))
+            }
+        })
+    }
+
+    /// The group of a profile entry (None: no span), as [`GroupBy::group_of_event`] would say.
+    pub fn group_of_entry(&self, e: &Entry) -> Option<Group> {
+        let (trace, span) = match (e.trace_id, e.span_id) {
+            (None, None) => return None,
+            (t, s) => (t.unwrap_or([0; 16]), s.unwrap_or([0; 8])),
+        };
+        Some(match self {
+            GroupBy::Span => Group::Span(trace, span),
+            GroupBy::Trace => Group::Trace(trace),
+            GroupBy::Attr(key) => Group::Value(e.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())),
+        })
+    }
+}
+
+/// How a profile names an attribute whose key index the key map lacks.
+fn attr_index_name(index: u8) -> String {
+    format!("attr.{index}")
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Group {
+    Span([u8; 16], [u8; 8]),
+    Trace([u8; 16]),
+    /// The attribute's value; None for spans whose record does not carry it.
+    Value(Option<String>),
+}
 
 #[derive(Debug, Clone, Default)]
-struct SpanRow {
+struct Row {
     samples: u64,
     off_cpu_ns: u64,
-    /// attrs-data of the span's latest sample (attributes can change during a span).
+    /// Span rows: the attrs-data of the latest sample (attributes can change during a span).
     attrs: Vec<u8>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Summary {
-    spans: HashMap<([u8; 16], [u8; 8]), SpanRow>,
-    overflow_samples: u64,
+    by: GroupBy,
+    key_map: Option<Vec<String>>,
+    rows: HashMap<Group, Row>,
+    /// Traces (by attribute) or spans (by trace) seen per group, for the count column.
+    members: HashSet<(Group, [u8; 16], [u8; 8])>,
+    members_complete: bool,
+    overflow: Row,
     /// Samples without a span context, by what the sampler found.
     no_context: HashMap<CtxState, u64>,
     total: u64,
     /// Off-CPU time is traced: the table gets its column.
     off_cpu_traced: bool,
     off_cpu_no_context_ns: u64,
-    off_cpu_overflow_ns: u64,
 }
 
-/// Per-span text shown under a span's row (e.g. its top frames).
-pub type SpanNotes = HashMap<([u8; 16], [u8; 8]), String>;
+/// Text shown under a group's row (its top frames).
+pub type GroupNotes = HashMap<Group, String>;
 
 /// What the table needs besides the samples.
 pub struct RunInfo<'a> {
     pub pid: u32,
+    /// Only this thread was recorded.
+    pub tid: Option<u32>,
     pub hz: u32,
     pub cpus: usize,
     pub seconds: f64,
     pub dropped: u64,
-    pub key_map: Option<&'a [String]>,
+    pub service_name: Option<&'a str>,
+    /// Rows shown before the "other" row (0: all).
+    pub top: usize,
 }
 
 impl Summary {
+    pub fn new(by: GroupBy, key_map: Option<&[String]>) -> Summary {
+        Summary {
+            by,
+            key_map: key_map.map(<[String]>::to_vec),
+            rows: HashMap::new(),
+            members: HashSet::new(),
+            members_complete: true,
+            overflow: Row::default(),
+            no_context: HashMap::new(),
+            total: 0,
+            off_cpu_traced: false,
+            off_cpu_no_context_ns: 0,
+        }
+    }
+
+    pub fn by(&self) -> &GroupBy {
+        &self.by
+    }
+
     /// Shows the off-CPU column (even before any off-CPU event arrives).
     pub fn set_off_cpu_traced(&mut self, traced: bool) {
         self.off_cpu_traced = traced;
     }
 
-    pub fn add(&mut self, s: &Event) {
-        if s.kind == EventKind::OffCpu {
-            self.add_off_cpu(s);
-            return;
+    pub fn add(&mut self, e: &Event) {
+        let off_cpu = e.kind == EventKind::OffCpu;
+        self.off_cpu_traced |= off_cpu;
+        if !off_cpu {
+            self.total += 1;
         }
-        self.total += 1;
-        let Some((trace, span, _)) = s.span() else {
-            *self.no_context.entry(s.state).or_default() += 1;
+        let Some(group) = self.by.group_of_event(e, self.key_map.as_deref()) else {
+            if off_cpu {
+                self.off_cpu_no_context_ns += e.duration_ns;
+            } else {
+                *self.no_context.entry(e.state).or_default() += 1;
+            }
             return;
         };
-        let full = self.spans.len() >= MAX_SPANS;
-        match self.spans.get_mut(&(trace, span)) {
-            Some(row) => {
-                row.samples += 1;
-                if row.attrs != s.attrs {
-                    row.attrs.clone_from(&s.attrs);
-                }
-            }
-            None if full => self.overflow_samples += 1,
-            None => {
-                self.spans.insert((trace, span), SpanRow { samples: 1, off_cpu_ns: 0, attrs: s.attrs.clone() });
-            }
+        if let (Some((trace, span, _)), false) = (e.span(), matches!(group, Group::Span(..))) {
+            self.add_member(&group, trace, span);
+        }
+        let full = self.rows.len() >= MAX_GROUPS;
+        let row = match self.rows.get_mut(&group) {
+            Some(row) => row,
+            None if full => &mut self.overflow,
+            None => self.rows.entry(group).or_default(),
+        };
+        if off_cpu {
+            row.off_cpu_ns += e.duration_ns;
+        } else {
+            row.samples += 1;
+        }
+        if matches!(self.by, GroupBy::Span) && row.attrs != e.attrs {
+            row.attrs.clone_from(&e.attrs);
         }
     }
 
-    fn add_off_cpu(&mut self, s: &Event) {
-        self.off_cpu_traced = true;
-        let Some((trace, span, _)) = s.span() else {
-            self.off_cpu_no_context_ns += s.duration_ns;
+    fn add_member(&mut self, group: &Group, trace: [u8; 16], span: [u8; 8]) {
+        // By trace, a member is a span; by attribute value, a trace.
+        let span = if matches!(group, Group::Trace(_)) { span } else { [0; 8] };
+        let key = (group.clone(), trace, span);
+        if self.members.contains(&key) {
             return;
-        };
-        let full = self.spans.len() >= MAX_SPANS;
-        match self.spans.get_mut(&(trace, span)) {
-            Some(row) => row.off_cpu_ns += s.duration_ns,
-            None if full => self.off_cpu_overflow_ns += s.duration_ns,
-            None => {
-                self.spans.insert((trace, span), SpanRow { samples: 0, off_cpu_ns: s.duration_ns, attrs: s.attrs.clone() });
-            }
         }
+        if self.members.len() >= MAX_MEMBERS {
+            self.members_complete = false;
+            return;
+        }
+        self.members.insert(key);
     }
 
+    /// CPU samples.
     pub fn total(&self) -> u64 {
         self.total
     }
 
+    /// CPU samples without a span context.
     pub fn no_context(&self) -> u64 {
         self.no_context.values().sum()
     }
 
-    pub fn render(&self, info: &RunInfo) -> String {
-        self.render_with(info, None)
-    }
-
-    /// The table, with `notes` (e.g. top frames) on an indented line under each span they name.
-    pub fn render_with(&self, info: &RunInfo, notes: Option<&SpanNotes>) -> String {
+    /// The table, with `notes` (top frames) under the groups they name.
+    pub fn render(&self, info: &RunInfo, notes: Option<&GroupNotes>) -> String {
         let mut out = String::new();
-        let off = self.off_cpu_traced;
-        let ms = |ns: u64| if off { format!("  {:>10.1}", ns as f64 / 1e6) } else { String::new() };
         let pct = |n: u64| if self.total == 0 { 0.0 } else { 100.0 * n as f64 / self.total as f64 };
-        let cpu_s = |n: u64| n as f64 / info.hz as f64;
+        let cpu_s = |n: u64| n as f64 / info.hz.max(1) as f64;
+        let off = self.off_cpu_traced;
+        let who = match (info.tid, info.service_name) {
+            (Some(tid), _) => format!("thread {tid} of pid {}", info.pid),
+            (None, Some(s)) => format!("pid {} ({s})", info.pid),
+            (None, None) => format!("pid {}", info.pid),
+        };
         let _ = writeln!(
             out,
-            "pid {}: {} samples at {} Hz on {} CPUs over {:.1} s (~{:.2} s on CPU), {} dropped (ring buffer full)",
-            info.pid, self.total, info.hz, info.cpus, info.seconds, cpu_s(self.total), info.dropped
+            "{who}: {} CPU samples at {} Hz on {} CPUs over {:.1} s (~{:.2} s on CPU), {} dropped (ring buffer full)",
+            self.total,
+            info.hz,
+            info.cpus,
+            info.seconds,
+            cpu_s(self.total),
+            info.dropped
         );
-        let off_head = if off { format!("  {:>10}", "OFF-CPU ms") } else { String::new() };
-        let _ = writeln!(out, "{:<32}  {:<16}  {:>8}  {:>6}  {:>8}{off_head}  ATTRS", "TRACE ID", "SPAN ID", "SAMPLES", "%", "CPU s");
-        let mut rows: Vec<_> = self.spans.iter().collect();
+
+        let mut rows: Vec<(&Group, &Row)> = self.rows.iter().collect();
         rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(b.1.off_cpu_ns.cmp(&a.1.off_cpu_ns)).then(a.0.cmp(b.0)));
-        for ((trace, span), row) in rows {
-            let (attrs, _) = decode_attrs(&row.attrs, info.key_map);
-            let attrs: Vec<String> = attrs
-                .iter()
-                .map(|a| format!("{}={}", a.key.clone().unwrap_or_else(|| format!("#{}", a.key_index)), a.value))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{:<32}  {:<16}  {:>8}  {:>5.1}%  {:>8.2}{}  {}",
-                hex(trace),
-                hex(span),
-                row.samples,
-                pct(row.samples),
-                cpu_s(row.samples),
-                ms(row.off_cpu_ns),
-                attrs.join(" ")
+        let shown = if info.top == 0 { rows.len() } else { rows.len().min(info.top) };
+        let (head, rest) = rows.split_at(shown);
+
+        let member_counts = self.member_counts();
+        let (member_head, plus) = match self.by {
+            GroupBy::Attr(_) => ("TRACES", if self.members_complete { "" } else { "+" }),
+            GroupBy::Trace => ("SPANS", if self.members_complete { "" } else { "+" }),
+            GroupBy::Span => ("", ""),
+        };
+        let labels: Vec<String> = head.iter().map(|(g, _)| self.label(g)).collect();
+        let width = labels.iter().map(|l| l.chars().count()).chain([self.by.name().len(), 24]).max().unwrap_or(24).min(64);
+        let off_head = if off { format!("  {:>10}", "OFF-CPU ms") } else { String::new() };
+        let ms = |ns: u64| if off { format!("  {:>10.1}", ns as f64 / 1e6) } else { String::new() };
+        let count_col = |n: Option<usize>| match (member_head.is_empty(), n) {
+            (true, _) => String::new(),
+            (false, Some(n)) => format!("  {:>7}", format!("{n}{plus}")),
+            (false, None) => format!("  {:>7}", ""),
+        };
+        let tail = if matches!(self.by, GroupBy::Span) { "  ATTRS" } else { "" };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>8}  {:>6}  {:>8}{}{off_head}{tail}",
+            self.by.name().to_uppercase(),
+            "SAMPLES",
+            "%",
+            "CPU s",
+            if member_head.is_empty() { String::new() } else { format!("  {member_head:>7}") },
+        );
+        let line = |out: &mut String, label: &str, r: &Row, members: Option<usize>, extra: &str| {
+            let label = truncate(label, width);
+            let text = format!(
+                "{label:<width$}  {:>8}  {:>5.1}%  {:>8.2}{}{}{extra}",
+                r.samples,
+                pct(r.samples),
+                cpu_s(r.samples),
+                count_col(members),
+                ms(r.off_cpu_ns)
             );
-            if let Some(note) = notes.and_then(|n| n.get(&(*trace, *span))) {
+            let _ = writeln!(out, "{}", text.trim_end());
+        };
+        for ((group, row), label) in head.iter().zip(&labels) {
+            let extra = match self.by {
+                GroupBy::Span => format!("  {}", self.attrs_text(&row.attrs)),
+                _ => String::new(),
+            };
+            line(&mut out, label, row, member_counts.get(*group).copied(), extra.trim_end());
+            if let Some(note) = notes.and_then(|n| n.get(*group)) {
                 let _ = writeln!(out, "    top: {note}");
             }
         }
-        if self.overflow_samples > 0 || self.off_cpu_overflow_ns > 0 {
-            let n = self.overflow_samples;
-            let label = format!("(other spans: more than {MAX_SPANS})");
-            let _ = writeln!(out, "{label:<50}  {n:>8}  {:>5.1}%  {:>8.2}{}", pct(n), cpu_s(n), ms(self.off_cpu_overflow_ns));
+        let mut other = self.overflow.clone();
+        for (_, r) in rest {
+            other.samples += r.samples;
+            other.off_cpu_ns += r.off_cpu_ns;
         }
-        let none = self.no_context();
-        let _ = writeln!(out, "{:<50}  {:>8}  {:>5.1}%  {:>8.2}{}", "(no context)", none, pct(none), cpu_s(none), ms(self.off_cpu_no_context_ns));
-        if none > 0 {
+        let other_groups = rest.len() + usize::from(self.overflow.samples + self.overflow.off_cpu_ns > 0);
+        if other_groups > 0 {
+            let more = if self.overflow.samples + self.overflow.off_cpu_ns > 0 {
+                format!("(other: {} more, and more past {MAX_GROUPS})", rest.len())
+            } else {
+                format!("(other: {} more)", rest.len())
+            };
+            line(&mut out, &more, &other, None, "");
+        }
+        let none = Row { samples: self.no_context(), off_cpu_ns: self.off_cpu_no_context_ns, attrs: vec![] };
+        line(&mut out, "(no span)", &none, None, "");
+        let all = Row { samples: self.total, off_cpu_ns: 0, attrs: vec![] };
+        line(&mut out, "total", &all, None, "");
+
+        let with_span = self.total - none.samples;
+        let mut facts = vec![format!("{:.1}% of CPU samples carry a span", pct(with_span))];
+        if let GroupBy::Attr(key) = &self.by {
+            let without: u64 = self.rows.get(&Group::Value(None)).map_or(0, |r| r.samples);
+            let carried = with_span.saturating_sub(without);
+            let share = if with_span == 0 { 0.0 } else { 100.0 * carried as f64 / with_span as f64 };
+            facts.push(format!("{share:.1}% of those carry {key}"));
+        }
+        if none.samples > 0 {
             let mut why: Vec<_> = self.no_context.iter().collect();
             why.sort_by_key(|(s, _)| **s);
-            let why: Vec<String> = why.iter().map(|(s, n)| format!("{} {}", s.name(), n)).collect();
-            let _ = writeln!(out, "  no context because: {}", why.join(", "));
+            let why: Vec<String> = why.iter().map(|(s, n)| format!("{} {n}", s.name())).collect();
+            facts.push(format!("no span because: {}", why.join(", ")));
         }
+        let _ = writeln!(out, "{}.", facts.join("; "));
         out
     }
+
+    /// Distinct traces (by attribute) or spans (by trace) per group.
+    fn member_counts(&self) -> HashMap<&Group, usize> {
+        let mut counts = HashMap::new();
+        for (g, _, _) in &self.members {
+            *counts.entry(g).or_default() += 1;
+        }
+        counts
+    }
+
+    fn label(&self, g: &Group) -> String {
+        match g {
+            Group::Span(t, s) => format!("{} {}", hex(t), hex(s)),
+            Group::Trace(t) => hex(t),
+            Group::Value(Some(v)) if v.is_empty() => "\"\"".into(),
+            Group::Value(Some(v)) => v.replace(['\n', '\r', '\t'], " "),
+            Group::Value(None) => format!("(no {})", self.by.name()),
+        }
+    }
+
+    fn attrs_text(&self, attrs: &[u8]) -> String {
+        let (attrs, _) = decode_attrs(attrs, self.key_map.as_deref());
+        let words: Vec<String> =
+            attrs.iter().map(|a| format!("{}={}", a.key.clone().unwrap_or_else(|| attr_index_name(a.key_index)), a.value)).collect();
+        words.join(" ")
+    }
+}
+
+/// At most `width` characters, an ellipsis marking a cut.
+fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+    t.push('…');
+    t
 }
 
 #[cfg(test)]
@@ -164,7 +376,8 @@ mod tests {
     use super::*;
     use crate::ctx_record::Header;
 
-    fn sample(state: CtxState, trace: u8, span: u8) -> Event {
+    fn sample(state: CtxState, trace: u8, span: u8, route: Option<&str>) -> Event {
+        let attrs = route.map(|r| [&[0u8, r.len() as u8][..], r.as_bytes()].concat()).unwrap_or_default();
         Event {
             kind: EventKind::Cpu,
             time_ns: 0,
@@ -173,8 +386,8 @@ mod tests {
             cpu: 0,
             state,
             record_addr: 0x1000,
-            header: Some(Header { trace_id: [trace; 16], span_id: [span; 8], valid: 1, flags: 1, attrs_size: 0 }),
-            attrs: vec![],
+            header: Some(Header { trace_id: [trace; 16], span_id: [span; 8], valid: 1, flags: 1, attrs_size: attrs.len() as u16 }),
+            attrs,
             user_stack: Err(-2),
             kernel_stack: Err(-2),
             duration_ns: 0,
@@ -182,46 +395,103 @@ mod tests {
         }
     }
 
-    #[test]
-    fn groups_by_span_and_counts_no_context() {
-        let mut s = Summary::default();
-        for _ in 0..3 {
-            s.add(&sample(CtxState::Valid, 1, 2));
-        }
-        s.add(&sample(CtxState::Valid, 3, 4));
-        s.add(&sample(CtxState::Invalid, 0, 0));
-        s.add(&sample(CtxState::Torn, 5, 6));
-        assert_eq!((s.total(), s.no_context()), (6, 2));
-        let text = s.render(&RunInfo { pid: 1, hz: 49, cpus: 2, seconds: 1.0, dropped: 7, key_map: None });
-        let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].contains("6 samples") && lines[0].contains("7 dropped"), "{text}");
-        assert!(lines[2].starts_with(&"01".repeat(16)) && lines[2].contains(" 3 "), "{text}");
-        assert!(lines[3].starts_with(&"03".repeat(16)), "{text}");
-        assert!(lines[4].starts_with("(no context)") && lines[4].contains("33.3%"), "{text}");
-        assert!(lines[5].contains("not_valid 1") && lines[5].contains("torn 1"), "{text}");
-        assert!(!text.contains("OFF-CPU"), "no off-CPU column unless traced: {text}");
+    fn info(top: usize) -> RunInfo<'static> {
+        RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 7, service_name: Some("shop"), top }
+    }
+
+    const KEYS: &[&str] = &["http.route"];
+
+    fn key_map() -> Vec<String> {
+        KEYS.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
-    fn off_cpu_time_goes_to_the_span_published_at_switch_out_and_top_frames_follow_rows() {
-        let mut s = Summary::default();
-        s.add(&sample(CtxState::Valid, 1, 2));
-        let mut blocked = sample(CtxState::Valid, 3, 4);
+    fn groups_by_attribute_with_trace_counts_and_no_span_reasons() {
+        let km = key_map();
+        let mut s = Summary::new(GroupBy::default_for(Some(&km)), Some(&km));
+        assert_eq!(s.by(), &GroupBy::Attr("http.route".into()));
+        for (trace, route) in [(1, "/a"), (1, "/a"), (2, "/a"), (3, "/b")] {
+            s.add(&sample(CtxState::Valid, trace, trace, Some(route)));
+        }
+        s.add(&sample(CtxState::Valid, 4, 4, None));
+        s.add(&sample(CtxState::Invalid, 0, 0, None));
+        s.add(&sample(CtxState::Torn, 5, 6, None));
+        assert_eq!((s.total(), s.no_context()), (7, 2));
+        let text = s.render(&info(10), None);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("pid 1 (shop): 7 CPU samples") && lines[0].contains("7 dropped"), "{text}");
+        assert!(lines[1].starts_with("HTTP.ROUTE") && lines[1].contains("TRACES"), "{text}");
+        let cols = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(cols(lines[2]), ["/a", "3", "42.9%", "0.06", "2"], "{text}");
+        assert_eq!(cols(lines[3])[..2], ["(no", "http.route)"], "{text}");
+        assert_eq!(cols(lines[4])[..3], ["/b", "1", "14.3%"], "{text}");
+        assert!(lines[5].starts_with("(no span)") && lines[5].contains("28.6%"), "{text}");
+        assert!(lines[6].starts_with("total") && lines[6].contains("100.0%"), "{text}");
+        assert_eq!(lines[7], "71.4% of CPU samples carry a span; 80.0% of those carry http.route; no span because: not_valid 1, torn 1.");
+    }
+
+    #[test]
+    fn top_n_folds_the_rest_into_one_other_row() {
+        let mut s = Summary::new(GroupBy::Trace, None);
+        for t in 1..=20u8 {
+            for _ in 0..t {
+                s.add(&sample(CtxState::Valid, t, t, None));
+            }
+        }
+        let text = s.render(&info(3), None);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with(&"14".repeat(16)) && lines[2].contains(" 20 "), "{text}");
+        assert!(lines[4].starts_with(&"12".repeat(16)), "{text}");
+        let other: Vec<&str> = lines[5].split_whitespace().collect();
+        assert_eq!(other[..4], ["(other:", "17", "more)", &(1..=17).sum::<u64>().to_string()], "{text}");
+        assert_eq!(lines.len(), 9, "three rows, other, no span, total, facts: {text}");
+        assert_eq!(s.render(&info(0), None).lines().count(), 2 + 20 + 3, "--top 0 shows every row");
+    }
+
+    #[test]
+    fn by_span_shows_attributes_and_off_cpu_goes_to_the_span_published_at_switch_out() {
+        let km = key_map();
+        let mut s = Summary::new(GroupBy::Span, Some(&km));
+        s.add(&sample(CtxState::Valid, 1, 2, Some("/x")));
+        let mut blocked = sample(CtxState::Valid, 3, 4, None);
         blocked.kind = EventKind::OffCpu;
         blocked.duration_ns = 50_000_000;
         s.add(&blocked);
-        let mut idle = sample(CtxState::Invalid, 0, 0);
+        let mut idle = sample(CtxState::Invalid, 0, 0, None);
         idle.kind = EventKind::OffCpu;
         idle.duration_ns = 7_000_000;
         s.add(&idle);
         assert_eq!(s.total(), 1, "off-CPU events are not CPU samples");
-        let notes: SpanNotes = [(([1; 16], [2; 8]), "burn (a.js:3) 100%".to_string())].into();
-        let text = s.render_with(&RunInfo { pid: 1, hz: 49, cpus: 2, seconds: 1.0, dropped: 0, key_map: None }, Some(&notes));
+        let notes: GroupNotes = [(Group::Span([1; 16], [2; 8]), "burn (a.js:3) 100%".to_string())].into();
+        let text = s.render(&info(10), Some(&notes));
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[1].contains("OFF-CPU ms"), "{text}");
-        assert!(lines[2].starts_with(&"01".repeat(16)) && lines[2].contains("       0.0"), "{text}");
+        assert!(lines[1].contains("OFF-CPU ms") && lines[1].ends_with("ATTRS"), "{text}");
+        assert!(lines[2].starts_with(&format!("{} {}", "01".repeat(16), "02".repeat(8))), "{text}");
+        assert!(lines[2].contains("       0.0  http.route=/x"), "{text}");
         assert_eq!(lines[3], "    top: burn (a.js:3) 100%", "{text}");
         assert!(lines[4].starts_with(&"03".repeat(16)) && lines[4].contains("      50.0"), "{text}");
-        assert!(lines[5].starts_with("(no context)") && lines[5].contains("       7.0"), "{text}");
+        assert!(lines[5].starts_with("(no span)") && lines[5].contains("       7.0"), "{text}");
+    }
+
+    #[test]
+    fn entries_and_events_land_in_the_same_group() {
+        let km = key_map();
+        let e = sample(CtxState::Valid, 1, 2, Some("/x"));
+        let entry = Entry {
+            kind: crate::profile::SampleKind::Cpu,
+            stack: vec![],
+            tid: 1,
+            trace_id: Some([1; 16]),
+            span_id: Some([2; 8]),
+            attrs: vec![("http.route".into(), "/x".into())],
+            count: 1,
+            weight_ns: 0,
+            times: vec![],
+        };
+        for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into()), GroupBy::Attr("missing".into())] {
+            assert_eq!(by.group_of_event(&e, Some(&km)), by.group_of_entry(&entry), "{by:?}");
+        }
+        assert_eq!(GroupBy::parse("span"), Ok(GroupBy::Span));
+        assert!(GroupBy::parse(" ").is_err());
     }
 }

@@ -1,29 +1,29 @@
-//! The summary table's top frames per span: where each span's CPU samples
+//! The summary table's top frames per group: where each group's CPU samples
 //! were, named by the innermost JS function on the stack (what a Node user can
-//! act on), or by the leaf frame when no JS frame is on it (GC, native code).
+//! act on; with its sampled line when V8's jitdump gave one), or by the leaf
+//! frame when no JS frame is on it (GC, native code).
 
-use crate::profile::{Entry, Profile};
+use super::summary::{Group, GroupBy, GroupNotes};
 use crate::profile::FrameKind;
+use crate::profile::{Entry, Profile};
 use std::collections::HashMap;
-
-pub type SpanKey = ([u8; 16], [u8; 8]);
 
 fn top_frame(p: &Profile, e: &Entry) -> Option<String> {
     let f = e.stack.iter().map(|f| p.frame(f)).find(|f| f.kind == FrameKind::Js).or_else(|| e.stack.first().map(|f| p.frame(f)))?;
     Some(f.short_name())
 }
 
-/// For every span with CPU samples: its `n` top frames as "name (file:line) 91%, ...".
-pub fn top_frames(p: &Profile, n: usize) -> HashMap<SpanKey, String> {
-    let mut per_span: HashMap<SpanKey, HashMap<String, u64>> = HashMap::new();
+/// For every group with CPU samples: its `n` top frames as "name (file:line) 91%, ...".
+pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
+    let mut per_group: HashMap<Group, HashMap<String, u64>> = HashMap::new();
     for e in p.entries.iter().filter(|e| !e.kind.is_off_cpu()) {
-        let (Some(t), Some(s)) = (e.trace_id, e.span_id) else { continue };
+        let Some(group) = by.group_of_entry(e) else { continue };
         let name = top_frame(p, e).unwrap_or_else(|| "(no stack)".into());
-        *per_span.entry((t, s)).or_default().entry(name).or_default() += e.count;
+        *per_group.entry(group).or_default().entry(name).or_default() += e.count;
     }
-    per_span
+    per_group
         .into_iter()
-        .map(|(span, frames)| {
+        .map(|(group, frames)| {
             let total: u64 = frames.values().sum();
             let mut frames: Vec<_> = frames.into_iter().collect();
             frames.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -32,7 +32,7 @@ pub fn top_frames(p: &Profile, n: usize) -> HashMap<SpanKey, String> {
                 p => format!("{p:.0}%"),
             };
             let text: Vec<String> = frames.iter().take(n).map(|(name, c)| format!("{name} {}", pct(*c))).collect();
-            (span, text.join(", "))
+            (group, text.join(", "))
         })
         .collect()
 }
@@ -41,29 +41,33 @@ pub fn top_frames(p: &Profile, n: usize) -> HashMap<SpanKey, String> {
 mod tests {
     use super::*;
     use crate::profile::aggregate::StackFrame;
-    use crate::profile::{Frame, SampleKind};
+    use crate::profile::{Frame, SampleKind, SourcePos};
 
     #[test]
-    fn names_the_innermost_js_function_else_the_leaf() {
+    fn names_the_innermost_js_function_else_the_leaf_per_group() {
         let mut p = Profile::default();
-        let sin = p.intern(Frame { kind: FrameKind::Native, name: "ieee754::sin".into(), file: None, line: None, column: None });
-        let burn = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: None });
-        let gc = p.intern(Frame { kind: FrameKind::Native, name: "Heap::Scavenge".into(), file: None, line: None, column: None });
+        let sin = p.intern(Frame::native("ieee754::sin", None));
+        let burn = p.intern(Frame { pos: Some(SourcePos { line: 5, column: Some(9) }), ..Frame::js("burn", Some("/app/a.js"), Some(3), None) });
+        let gc = p.intern(Frame::native("Heap::Scavenge", None));
         let sf = |frame| StackFrame { addr: frame as u64, frame, kernel: false };
-        let e = |stack, count| Entry {
+        let e = |stack, count, route: &str| Entry {
             kind: SampleKind::Cpu,
             stack,
             tid: 1,
             trace_id: Some([1; 16]),
             span_id: Some([2; 8]),
-            attrs: vec![],
+            attrs: vec![("http.route".into(), route.into())],
             count,
             weight_ns: 0,
             times: vec![],
         };
-        p.push_entry(e(vec![sf(sin), sf(burn)], 3));
-        p.push_entry(e(vec![sf(gc)], 1));
-        let top = top_frames(&p, 3);
-        assert_eq!(top[&([1; 16], [2; 8])], "burn (a.js:3) 75%, Heap::Scavenge 25%");
+        p.push_entry(e(vec![sf(sin), sf(burn)], 3, "/a"));
+        p.push_entry(e(vec![sf(gc)], 1, "/a"));
+        p.push_entry(e(vec![sf(gc)], 2, "/b"));
+        let top = top_frames(&p, &GroupBy::Attr("http.route".into()), 3);
+        assert_eq!(top[&Group::Value(Some("/a".into()))], "burn (a.js:5) 75%, Heap::Scavenge 25%");
+        assert_eq!(top[&Group::Value(Some("/b".into()))], "Heap::Scavenge 100%");
+        let by_span = top_frames(&p, &GroupBy::Span, 2);
+        assert_eq!(by_span[&Group::Span([1; 16], [2; 8])], "Heap::Scavenge 50%, burn (a.js:5) 50%");
     }
 }

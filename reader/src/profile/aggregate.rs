@@ -211,6 +211,7 @@ impl Profile {
         self.runs_v8 = symbolizer.runs_v8();
         if symbolizer.runs_v8() {
             self.notes.extend(symbolizer.perf_map_note());
+            self.notes.extend(symbolizer.jitdump_notes());
         }
         if self.dropped_samples > 0 {
             self.notes.push(format!(

@@ -6,6 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Newest bytes of the file read: V8 only appends, later lines win, and a
+/// long-running service's map can grow without end.
+pub const MAX_BYTES: u64 = 16 << 20;
+/// Longest line taken (V8 writes a name and a script URL, a few hundred bytes).
+pub const MAX_LINE_BYTES: usize = 4096;
+/// Functions kept; lines past this are counted in `dropped_lines`.
+pub const MAX_FUNCTIONS: usize = 1 << 18;
+
 /// A JS function (or V8 stub) as named in the perf map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsFunction {
@@ -29,8 +37,12 @@ struct Range {
 #[derive(Debug, Default, Clone)]
 pub struct PerfMap {
     by_start: BTreeMap<u64, Range>,
-    /// Lines that did not parse (reported, not fatal: a line may be mid-write).
+    /// Lines that did not parse or were too long (reported, not fatal: a line may be mid-write).
     pub bad_lines: usize,
+    /// Lines not kept because the map already held `MAX_FUNCTIONS`.
+    pub dropped_lines: usize,
+    /// Bytes at the start of the file not read (past `MAX_BYTES`).
+    pub skipped_bytes: u64,
 }
 
 /// The perf map path of `pid` as seen from this mount namespace: V8 names
@@ -54,14 +66,32 @@ pub fn path_for(pid: i32) -> PathBuf {
 }
 
 impl PerfMap {
-    pub fn from_file(path: &Path) -> std::io::Result<Self> {
-        Ok(Self::parse(&String::from_utf8_lossy(&std::fs::read(path)?)))
+    /// Reads process `pid`'s perf map at `path` (see [`crate::target_file`]:
+    /// a regular file of the process's user, its newest `MAX_BYTES`).
+    pub fn from_target_file(pid: i32, path: &Path) -> std::io::Result<Self> {
+        let (bytes, skipped) = crate::target_file::read_tail(crate::target_file::open(pid, path)?, MAX_BYTES)?;
+        let mut text = bytes.as_slice();
+        if skipped > 0 {
+            // Started mid-line: the first whole line follows the first newline.
+            let first = text.iter().position(|&b| b == b'\n').map_or(text.len(), |i| i + 1);
+            text = &text[first..];
+        }
+        let mut map = Self::parse(text);
+        map.skipped_bytes = skipped;
+        Ok(map)
     }
 
-    pub fn parse(text: &str) -> Self {
+    /// Parses perf map text: a pure function of the bytes (fuzzed). Lines
+    /// that do not parse are counted, never fatal.
+    pub fn parse(text: &[u8]) -> Self {
         let mut map = PerfMap::default();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            match parse_line(line) {
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.trim_ascii().is_empty()) {
+            if line.len() > MAX_LINE_BYTES {
+                map.bad_lines += 1;
+                continue;
+            }
+            match parse_line(&String::from_utf8_lossy(line)) {
+                Some(_) if map.by_start.len() >= MAX_FUNCTIONS => map.dropped_lines += 1,
                 Some((start, size, func)) => map.insert(start, start.saturating_add(size.max(1)), func),
                 None => map.bad_lines += 1,
             }
@@ -109,8 +139,16 @@ pub fn parse_v8_name(raw: &str) -> JsFunction {
         Some((k, r)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric()) => (Some(k.to_string()), r),
         _ => (None, raw),
     };
-    let tier = rest.chars().next().filter(|c| matches!(c, '~' | '^' | '+' | '*'));
+    // Newer V8 marks on-stack-replacement code `o` before the tier and
+    // context-specialized code `'` after it (`JS:o*f`, `JS:+'f`).
+    let is_tier = |c: Option<char>| matches!(c, Some('~' | '^' | '+' | '*'));
+    let rest = match rest.strip_prefix('o') {
+        Some(r) if is_tier(r.chars().next()) => r,
+        _ => rest,
+    };
+    let tier = rest.chars().next().filter(|&c| is_tier(Some(c)));
     let rest = if tier.is_some() { &rest[1..] } else { rest };
+    let rest = if tier.is_some() { rest.strip_prefix('\'').unwrap_or(rest) } else { rest };
     // The location, when present, is the last word: `path:line[:column]`.
     let (name, location) = match rest.rsplit_once(' ') {
         Some((n, loc)) if parse_location(loc).is_some() => (n.trim(), Some(loc)),
@@ -157,6 +195,11 @@ mod tests {
         assert_eq!((old.name.as_str(), old.script.as_deref(), old.line, old.column), ("handler", Some("file:///srv/app.mjs"), Some(12), None));
         let getter = parse_v8_name("JS:^get size /a.js:4:7");
         assert_eq!(getter.name, "get size");
+        for marked in ["JS:o*work /a.js:1:14", "JS:+'work /a.js:1:14", "JS:o+work /a.js:1:14", "JS:*'work /a.js:1:14"] {
+            let f = parse_v8_name(marked);
+            assert_eq!((f.name.as_str(), f.line), ("work", Some(1)), "{marked}");
+        }
+        assert_eq!(parse_v8_name("JS:~onData /a.js:2:3").name, "onData", "an o that starts a name stays");
         let builtin = parse_v8_name("Builtin:ArrayPrototypePush");
         assert_eq!((builtin.name.as_str(), builtin.script), ("ArrayPrototypePush", None));
     }
@@ -164,7 +207,7 @@ mod tests {
     #[test]
     fn later_lines_override_overlapping_ranges_and_bad_lines_are_counted() {
         let map = PerfMap::parse(
-            "1000 100 JS:*old /a.js:1:1\n\
+            b"1000 100 JS:*old /a.js:1:1\n\
              2000 10 JS:*keep /a.js:2:1\n\
              1080 100 JS:*new /a.js:3:1\n\
              zz 10 garbage\n",
@@ -175,5 +218,37 @@ mod tests {
         assert_eq!(map.lookup(0x200f).unwrap().name, "keep");
         assert_eq!(map.lookup(0x2010), None, "end (start + hex size) is exclusive");
         assert_eq!(map.lookup(0xfff), None);
+    }
+
+    #[test]
+    fn garbage_lines_are_counted_and_bounded() {
+        let long = format!("3000 10 {}\n", "x".repeat(MAX_LINE_BYTES));
+        let text = [
+            "fffffffffffff000 ffffffffffffffff JS:*huge /a.js:1:1\n",
+            "1000\n",
+            "1000 10\n",
+            "\u{0}\u{1} \u{ff}\n",
+            "1000 0 JS:zero\n",
+            "-1 10 neg\n",
+            &long,
+        ]
+        .concat();
+        let map = PerfMap::parse(text.as_bytes());
+        assert_eq!(map.lookup(u64::MAX - 1).unwrap().name, "huge", "the end saturates instead of wrapping");
+        assert_eq!(map.lookup(0x1000).unwrap().name, "zero", "size 0 covers its start; a later line wins");
+        assert_eq!(map.lookup(0x3000), None, "an over-long line is not taken");
+        assert_eq!(map.bad_lines, 4, "{map:?}");
+        let invalid_utf8 = PerfMap::parse(b"2000 10 JS:*caf\xe9 /a.js:1:1\n");
+        assert_eq!(invalid_utf8.lookup(0x2000).unwrap().name, "caf\u{fffd}");
+    }
+
+    #[test]
+    fn functions_are_capped() {
+        let mut text = Vec::new();
+        for i in 0..MAX_FUNCTIONS as u64 + 10 {
+            text.extend_from_slice(format!("{:x} 1 f\n", 0x1000 + i * 2).as_bytes());
+        }
+        let map = PerfMap::parse(&text);
+        assert_eq!((map.len(), map.dropped_lines), (MAX_FUNCTIONS, 10));
     }
 }

@@ -166,7 +166,9 @@ fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, ke
     r.attrs_size = Some(h.attrs_size);
     r.problems = h.problems();
     if h.valid == 1 && h.attrs_size > 0 && h.attrs_size as usize <= MAX_ATTRS_SIZE {
-        let data = mem.read_vec(ptr + HEADER_SIZE as u64, h.attrs_size as usize, "record attrs-data").map_err(|e| e.to_string())?;
+        // attrs_size is bounded just above; the address is the target's.
+        let at = ptr.checked_add(HEADER_SIZE as u64).ok_or_else(|| format!("record at {ptr:#x} wraps around the address space"))?;
+        let data = mem.read_vec(at, h.attrs_size as usize, "record attrs-data").map_err(|e| e.to_string())?;
         let (attrs, problems) = decode_attrs(&data, key_map);
         r.attrs = attrs;
         r.problems.extend(problems);

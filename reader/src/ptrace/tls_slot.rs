@@ -2,8 +2,8 @@
 //! `otel_thread_ctx_v1` slot, walking glibc's dynamic thread vector when needed.
 
 use crate::discovery::tls_access::TlsAccess;
-use crate::error::Result;
-use crate::discovery::remote_memory::RemoteMemory;
+use crate::discovery::remote_memory::TargetMemory;
+use crate::error::{Error, Result};
 
 /// glibc's marker for a DTV entry whose block was never allocated in this thread.
 const TLS_DTV_UNALLOCATED: u64 = u64::MAX;
@@ -16,20 +16,30 @@ pub enum Slot {
     Absent(String),
 }
 
-pub fn slot_address(access: &TlsAccess, tp: u64, mem: &RemoteMemory) -> Result<Slot> {
+/// The thread pointer, the DTV pointer, its length and its entries are all the
+/// target's: address arithmetic on them is checked, never wrapped into a read
+/// somewhere else.
+pub fn slot_address(access: &TlsAccess, tp: u64, mem: &impl TargetMemory) -> Result<Slot> {
     match *access {
         TlsAccess::Static { tp_offset } => Ok(Slot::At(tp.wrapping_add_signed(tp_offset))),
         TlsAccess::Dtv { dtv_offset, dtv_entry_size, module_id, offset } => {
-            let dtv = mem.read_u64(tp + dtv_offset, "thread control block dtv pointer")?;
+            let wraps = |what: &str| Error::Resolve {
+                path: format!("thread pointer {tp:#x}"),
+                reason: format!("{what} wraps around the address space"),
+            };
+            let at = tp.checked_add(dtv_offset).ok_or_else(|| wraps("the DTV pointer's address"))?;
+            let dtv = mem.read_u64(at, "thread control block dtv pointer")?;
             if dtv == 0 {
                 return Ok(Slot::Absent("thread has no DTV".into()));
             }
             // glibc keeps the DTV's slot count in the entry before dtv[0] (the generation).
-            let len = mem.read_u64(dtv - dtv_entry_size, "DTV length")?;
+            let len_at = dtv.checked_sub(dtv_entry_size).ok_or_else(|| wraps("the DTV length's address"))?;
+            let len = mem.read_u64(len_at, "DTV length")?;
             if module_id > len {
                 return Ok(Slot::Absent(format!("DTV has {len} slots, module {module_id} not present yet")));
             }
-            let block = mem.read_u64(dtv + module_id * dtv_entry_size, "DTV entry")?;
+            let entry = module_id.checked_mul(dtv_entry_size).and_then(|o| dtv.checked_add(o));
+            let block = mem.read_u64(entry.ok_or_else(|| wraps("the DTV entry's address"))?, "DTV entry")?;
             if block == 0 || block == TLS_DTV_UNALLOCATED {
                 return Ok(Slot::Absent(format!("TLS block of module {module_id} not allocated in this thread")));
             }

@@ -178,6 +178,54 @@ pub fn thread_ctx(args: &[&str]) -> ReaderRun {
     }
 }
 
+/// `thread-ctx ARGS` (a `record` whose `--duration` is a generous cap), stopped early with
+/// SIGINT, as Ctrl-C would (the recording ends, its outputs are written), once `enough` returns
+/// true. `enough` sees each stdout line as it arrives, and `None` every 100 ms between lines (to
+/// poll something else). Its stdout lines are also in the result. SIGINT is only sent after the
+/// first line: before sampling starts it would end `record` unhandled.
+pub fn thread_ctx_until(args: &[&str], mut enough: impl FnMut(Option<&str>) -> bool) -> ReaderRun {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running thread-ctx");
+    let (stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.expect("reading thread-ctx's stdout")).is_err() {
+                break;
+            }
+        }
+    });
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let (mut lines, mut stopped) = (Vec::new(), false);
+    loop {
+        let line = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) => Some(l),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        if !stopped && enough(line.as_deref()) && (!lines.is_empty() || line.is_some()) {
+            // SAFETY: kill(2) on our own child, which has not been reaped yet.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            stopped = true;
+        }
+        lines.extend(line);
+    }
+    let status = child.wait().expect("waiting for thread-ctx");
+    ReaderRun {
+        code: status.code().unwrap_or(-1),
+        stdout: lines.iter().map(|l| format!("{l}\n")).collect(),
+        stderr: errors.join().unwrap(),
+    }
+}
+
 /// Runs `thread-ctx SUB --json PID`, checks the exit code, parses stdout.
 pub fn json_of(sub: &str, pid: i32, expect_code: i32) -> Value {
     let pid_s = pid.to_string();
@@ -241,7 +289,7 @@ pub fn assert_dump_matches(v: &Value, published: &[Published]) {
 /// The repository root, where `npm run build` puts the addon; fails clearly when it is not built.
 pub fn package_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let addon = root.join("otel-thread-ctx.node");
+    let addon = root.join("otel-thread-ctx.linux-x64-gnu.node");
     assert!(
         addon.exists(),
         "expected the addon at {}: run `npm run build` in {} first (it is built before cargo test in CI)",
@@ -276,6 +324,25 @@ pub fn ebpf_or_skip(test: &str) -> bool {
     // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: eBPF needs root (set REQUIRE_EBPF=1 to make this a failure)");
     false
+}
+
+/// Makes `cmd` run as uid/gid 65534 (nobody): a reader without rights. Needs root.
+pub fn as_nobody(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A line on the test process's stderr, shown even for passing tests (libtest hides eprintln!).
+pub fn writeln_stderr(s: &str) -> std::io::Result<()> {
+    writeln!(std::io::stderr(), "{s}")
 }
 
 /// eBPF recordings run one at a time: they compete for the same two CPUs.

@@ -24,19 +24,24 @@ pub fn scratch(test: &str) -> PathBuf {
     dir
 }
 
-/// Starts the workload in `mode` (cpu | offcpu) under Node with the V8 perf map on.
+/// Starts the workload in `mode` (cpu | offcpu | lines) under Node with the V8 perf map on.
 pub fn workload(mode: &str) -> WriterProcess {
     workload_with(mode, true)
 }
 
 pub fn workload_with(mode: &str, perf_map: bool) -> WriterProcess {
+    workload_flags(mode, if perf_map { &["--perf-basic-prof-only-functions"] } else { &[] }, None)
+}
+
+/// The workload under `node FLAGS`, in `cwd` when given (`--perf-prof` writes its jitdump there).
+pub fn workload_flags(mode: &str, node_flags: &[&str], cwd: Option<&Path>) -> WriterProcess {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    assert!(root.join("otel-thread-ctx.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
+    assert!(root.join("otel-thread-ctx.linux-x64-gnu.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
     let mut cmd = Command::new("node");
-    if perf_map {
-        cmd.arg("--perf-basic-prof-only-functions");
+    cmd.args(node_flags).arg(fixture("profile_workload.js")).arg(root).arg(mode);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
     }
-    cmd.arg(fixture("profile_workload.js")).arg(root).arg(mode);
     start_writer(cmd, false)
 }
 
@@ -184,12 +189,15 @@ pub fn decode_pprof(path: &Path) -> PprofView {
     PprofView::new(parse_text_format(&String::from_utf8(out.stdout).unwrap()))
 }
 
-/// A decoded sample: its frames' function names (leaf first), labels and values by sample type.
+/// A decoded sample: its frames' function names and lines (leaf first), labels, values by
+/// sample type, and when its events happened (the first breakdown's ticks).
 #[derive(Debug, Clone)]
 pub struct PSample {
     pub functions: Vec<String>,
+    pub lines: Vec<i64>,
     pub labels: HashMap<String, String>,
     pub values: HashMap<String, i64>,
+    pub ticks: Vec<i64>,
 }
 
 #[derive(Debug)]
@@ -198,8 +206,13 @@ pub struct PprofView {
     pub sample_types: Vec<(String, String)>,
     pub samples: Vec<PSample>,
     pub mappings: Vec<String>,
+    /// Mapping filename -> build id ("" when it has none).
+    pub build_ids: HashMap<String, String>,
     /// Function name -> (filename, start line).
     pub functions: HashMap<String, (String, i64)>,
+    pub time_nanos: i64,
+    pub duration_nanos: i64,
+    pub tick_unit: String,
 }
 
 impl PprofView {
@@ -210,23 +223,28 @@ impl PprofView {
         let sample_types = m.msgs("sample_type").map(|t| (s(t.int("type")), s(t.int("unit")))).collect::<Vec<_>>();
         let funcs: HashMap<i64, &Msg> = m.msgs("function").map(|f| (f.int("id"), f)).collect();
         let functions = funcs.values().map(|f| (s(f.int("name")), (s(f.int("filename")), f.int("start_line")))).collect();
-        let locs: HashMap<i64, String> = m
+        let locs: HashMap<i64, (String, i64)> = m
             .msgs("location")
             .map(|l| {
                 let line = l.msgs("line").next().unwrap_or_else(|| panic!("location {} has no line", l.int("id")));
                 let f = funcs.get(&line.int("function_id")).unwrap_or_else(|| panic!("location {} names an unknown function", l.int("id")));
-                (l.int("id"), s(f.int("name")))
+                (l.int("id"), (s(f.int("name")), line.int("line")))
             })
             .collect();
+        let loc = |id: &i64| locs.get(id).unwrap_or_else(|| panic!("unknown location {id}")).clone();
         let samples = m
             .msgs("sample")
             .map(|smp| PSample {
-                functions: smp.ints("location_id").iter().map(|id| locs.get(id).unwrap_or_else(|| panic!("unknown location {id}")).clone()).collect(),
+                functions: smp.ints("location_id").iter().map(|id| loc(id).0).collect(),
+                lines: smp.ints("location_id").iter().map(|id| loc(id).1).collect(),
                 labels: smp.msgs("label").map(|l| (s(l.int("key")), s(l.int("str")))).collect(),
                 values: sample_types.iter().map(|(t, _)| t.clone()).zip(smp.ints("value")).collect(),
+                ticks: smp.msgs("breakdown").next().map(|b| b.ints("ticks")).unwrap_or_default(),
             })
             .collect();
         let mappings = m.msgs("mapping").map(|mp| s(mp.int("filename"))).collect();
-        PprofView { strings, sample_types, samples, mappings, functions }
+        let build_ids = m.msgs("mapping").map(|mp| (s(mp.int("filename")), s(mp.int("build_id")))).collect();
+        let (time_nanos, duration_nanos, tick_unit) = (m.int("time_nanos"), m.int("duration_nanos"), s(m.int("tick_unit")));
+        PprofView { strings, sample_types, samples, mappings, build_ids, functions, time_nanos, duration_nanos, tick_unit }
     }
 }

@@ -12,6 +12,7 @@ use thread_ctx::pipeline::process_alive;
 use thread_ctx::sampler::{Counters, Event, Sampler, SamplerOptions};
 use thread_ctx::TlsAccess;
 
+#[allow(unused_imports)] // not every test that includes this module uses them
 pub use crate::common::{ebpf_or_skip, one_at_a_time};
 
 /// A file under reader/tests, as a string for command lines.
@@ -79,12 +80,19 @@ pub struct Recording {
 
 /// Samples `pid` for `duration` at `hz` with user stacks, collecting every event.
 pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recording {
+    record_until(pid, access, hz, duration, |_| false)
+}
+
+/// Samples `pid` at `hz` until `enough(samples so far)` holds, or for `cap` at most. Tests that
+/// need N samples of a thread ask for them this way: on a busy machine the thread gets less CPU
+/// and the recording runs longer, instead of coming up short.
+pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, enough: impl Fn(&[Event]) -> bool) -> Recording {
     let opts = SamplerOptions { hz, user_stacks: true, kernel_stacks: false, off_cpu: false };
     let sampler = Sampler::start(opts).unwrap_or_else(|e| panic!("starting the sampler failed: {e}"));
     sampler.track(pid as u32, Some(access)).unwrap_or_else(|e| panic!("tracking pid {pid} ({access}) failed: {e}"));
     let mut samples = Vec::new();
-    let deadline = Instant::now() + duration;
-    while Instant::now() < deadline && process_alive(pid as u32) {
+    let deadline = Instant::now() + cap;
+    while Instant::now() < deadline && process_alive(pid as u32) && !enough(&samples) {
         let wait = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
         let undecodable = sampler.poll(wait, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
         assert_eq!(undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
@@ -128,5 +136,23 @@ pub fn record_jsonl(pid: i32, hz: u32, duration: &str) -> JsonlRun {
         .enumerate()
         .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {}: invalid JSON ({e}): {l}", i + 1)))
         .collect();
+    JsonlRun { samples, stderr: r.stderr }
+}
+
+/// `thread-ctx record PID --format jsonl` until `enough(samples so far)` holds (then stopped with
+/// SIGINT, as Ctrl-C would), or for `cap` at most: on a busy machine it records longer instead of
+/// coming up short.
+pub fn record_jsonl_until(pid: i32, hz: u32, cap: Duration, mut enough: impl FnMut(&[serde_json::Value]) -> bool) -> JsonlRun {
+    let cap = format!("{}s", cap.as_secs());
+    let args = ["record", &pid.to_string(), "--hz", &hz.to_string(), "--duration", &cap, "--format", "jsonl"];
+    let mut samples = Vec::new();
+    let r = crate::common::thread_ctx_until(&args, |line| {
+        if let Some(l) = line {
+            let n = samples.len() + 1;
+            samples.push(serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {n}: invalid JSON ({e}): {l}")));
+        }
+        enough(&samples)
+    });
+    assert_eq!(r.code, 0, "expected `thread-ctx {}` to exit 0, it exited {}; stderr:\n{}", args.join(" "), r.code, r.stderr);
     JsonlRun { samples, stderr: r.stderr }
 }

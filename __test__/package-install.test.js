@@ -1,0 +1,198 @@
+'use strict';
+// The release tarball installs into a fresh service on a machine without Rust and works there.
+// `scripts/release.sh` builds it; `npm install --offline` puts it into a new project outside the
+// checkout (our packages come from the files, the peer dependencies from npm's cache), and from
+// then on PATH holds node, npm, npx and sh only: no cargo, no rustc. The installed package
+// publishes a record, `npx thread-ctx` runs the bundled reader, and (as root) `thread-ctx dump`
+// of a service using the installed package reads that record. The registry layout (platform
+// package beside the main one, found through optionalDependencies) is installed the same way.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, spawnSync, execFileSync } = require('node:child_process');
+const { ROOT, IDS, isRoot } = require('./helpers/addon');
+
+const pkg = require(path.join(ROOT, 'package.json'));
+const PLATFORM_PACKAGE = `${pkg.name}-linux-x64-gnu`;
+const PEERS = Object.keys(pkg.peerDependencies).map((name) => `${name}@${pkg.devDependencies[name]}`);
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-install-'));
+test.after(() => fs.rmSync(work, { recursive: true, force: true }));
+
+// The npm and node the checkout uses (npm may need a newer Node than the one under test).
+const which = (cmd) => execFileSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).trim();
+const npmCli = fs.realpathSync(which('npm'));
+const npxCli = fs.realpathSync(which('npx'));
+const npmNode = fs.realpathSync(which('node'));
+const npmCache = execFileSync(npmNode, [npmCli, 'config', 'get', 'cache'], { encoding: 'utf8' }).trim();
+
+// A PATH with only node (the Node under test), npm, npx and sh, and a HOME without the user's npmrc.
+const bin = path.join(work, 'bin');
+fs.mkdirSync(bin);
+fs.symlinkSync(process.execPath, path.join(bin, 'node'));
+fs.symlinkSync(which('sh'), path.join(bin, 'sh'));
+for (const [name, cli] of [['npm', npmCli], ['npx', npxCli]]) {
+  fs.writeFileSync(path.join(bin, name), `#!/bin/sh\nexec ${JSON.stringify(npmNode)} ${JSON.stringify(cli)} "$@"\n`, { mode: 0o755 });
+}
+const home = path.join(work, 'home');
+fs.mkdirSync(home);
+const ENV = {
+  PATH: bin, HOME: home, npm_config_cache: npmCache, npm_config_update_notifier: 'false',
+  npm_config_audit: 'false', npm_config_fund: 'false', OTEL_THREAD_CTX_REQUIRE_NATIVE: '1',
+};
+
+function run(cmd, args, cwd, options = {}) {
+  const r = spawnSync(cmd, args, { cwd, env: ENV, encoding: 'utf8', timeout: 180_000, ...options });
+  const shown = `${cmd} ${args.join(' ')} (in ${cwd}) exited ${r.status}${r.error ? ` (${r.error.message})` : ''}\n` +
+    `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
+  return { ...r, shown };
+}
+
+function ok(cmd, args, cwd) {
+  const r = run(cmd, args, cwd);
+  assert.equal(r.status, 0, r.shown);
+  return r;
+}
+
+let dist;
+function release() {
+  if (dist) return dist;
+  const out = path.join(work, 'dist');
+  // The checkout's own environment: building needs cargo.
+  const r = spawnSync('bash', [path.join(ROOT, 'scripts/release.sh'), '--out', out], { encoding: 'utf8', timeout: 900_000 });
+  assert.equal(r.status, 0, `scripts/release.sh failed:\n${r.stdout}\n${r.stderr}`);
+  const tgz = (dir, name) => path.join(dir, `${name}-${pkg.version}.tgz`);
+  dist = {
+    main: tgz(out, pkg.name), platform: tgz(out, PLATFORM_PACKAGE), registry: tgz(path.join(out, 'registry'), pkg.name),
+    log: r.stdout,
+  };
+  for (const f of Object.values(dist).slice(0, 3)) assert.ok(fs.existsSync(f), `release.sh did not write ${f}:\n${r.stdout}`);
+  return dist;
+}
+
+function newService(name, tarballs) {
+  const dir = path.join(work, name);
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
+  // --offline: nothing may come from a registry; our packages are in the files, peers in the cache.
+  ok('npm', ['install', '--offline', '--no-package-lock', ...tarballs, ...PEERS], dir);
+  return dir;
+}
+
+function tarList(tgz) {
+  return execFileSync('tar', ['-tzf', tgz], { encoding: 'utf8' }).trim().split('\n').sort();
+}
+
+// What a service sees: publishes a span, reads it back; prints where everything loaded from.
+const PUBLISH = `
+  const api = require('otel-thread-ctx');
+  api.setSpanContext('${IDS.traceA}', '${IDS.spanA}', 1);
+  console.log(JSON.stringify({
+    info: api.threadInfo(), read: api.getSpanContext(), entry: require.resolve('otel-thread-ctx'),
+    addons: Object.keys(require.cache).filter((f) => f.endsWith('.node')),
+    manager: typeof api.ThreadContextManager,
+  }, (k, v) => (typeof v === 'bigint' ? String(v) : v)));
+`;
+
+function checkPublishes(dir, addonDir) {
+  const rust = run('sh', ['-c', 'command -v cargo || command -v rustc'], dir);
+  assert.ok(rust.status !== 0 && rust.stdout === '', `cargo or rustc is on the test PATH: ${rust.stdout}`);
+  const r = ok('node', ['-e', PUBLISH], dir);
+  const seen = JSON.parse(r.stdout);
+  assert.equal(seen.info.supported, true, `threadInfo() of the installed package: ${JSON.stringify(seen.info)}`);
+  assert.deepEqual(seen.read, { traceId: IDS.traceA, spanId: IDS.spanA, traceFlags: 1 });
+  assert.equal(seen.entry, path.join(dir, 'node_modules', pkg.name, 'js', 'index.js'));
+  assert.deepEqual(seen.addons, [path.join(addonDir, `${pkg.name}.linux-x64-gnu.node`)], 'the addon loaded from the platform package');
+  assert.equal(seen.manager, 'function', 'the context manager loads with the installed peers');
+}
+
+function checkVersion(dir) {
+  const r = ok('npx', ['--no', '--offline', 'thread-ctx', '--version'], dir);
+  assert.equal(r.stdout.trim(), `thread-ctx ${pkg.version}`);
+}
+
+test('the release tarball bundles the addon and thread-ctx, and nothing from the checkout', { timeout: 900_000 }, (t) => {
+  const d = release();
+  const files = tarList(d.main);
+  const nested = `package/node_modules/${PLATFORM_PACKAGE}`;
+  for (const f of ['package/package.json', 'package/bin/thread-ctx.js', 'package/js/index.js', 'package/js/native.js',
+    'package/index.d.ts', 'package/README.md', `${nested}/package.json`, `${nested}/thread-ctx`,
+    `${nested}/${pkg.name}.linux-x64-gnu.node`]) {
+    assert.ok(files.includes(f), `${f} is missing from ${d.main}: ${files.join(' ')}`);
+  }
+  for (const f of files) {
+    assert.match(f, /^package\/(js\/|bin\/|index\.d\.ts$|README\.md$|package\.json$|node_modules\/otel-thread-ctx-linux-x64-gnu\/)/,
+      `${f} should not be in the tarball`);
+  }
+  const manifest = JSON.parse(execFileSync('tar', ['-xzOf', d.main, 'package/package.json'], { encoding: 'utf8' }));
+  assert.deepEqual(manifest.optionalDependencies, { [PLATFORM_PACKAGE]: pkg.version });
+  assert.deepEqual(manifest.bundleDependencies, [PLATFORM_PACKAGE]);
+  assert.equal(manifest.scripts, undefined, 'no development scripts in the published manifest');
+  assert.equal(manifest.bin['thread-ctx'], 'bin/thread-ctx.js');
+  const platform = JSON.parse(execFileSync('tar', ['-xzOf', d.platform, 'package/package.json'], { encoding: 'utf8' }));
+  assert.deepEqual([platform.os, platform.cpu, platform.libc], [['linux'], ['x64'], ['glibc']]);
+  const registryFiles = tarList(d.registry);
+  assert.ok(!registryFiles.some((f) => f.includes('node_modules/')), `the registry tarball bundles nothing: ${registryFiles}`);
+  // Stripped: no .symtab in thread-ctx; the addon keeps otel_thread_ctx_v1 in .dynsym.
+  const unpacked = path.join(work, 'unpacked');
+  fs.mkdirSync(unpacked);
+  execFileSync('tar', ['-xzf', d.platform, '-C', unpacked]);
+  const binary = path.join(unpacked, 'package/thread-ctx');
+  const sections = execFileSync('readelf', ['-SW', binary], { encoding: 'utf8' });
+  assert.ok(!sections.includes('.symtab'), 'thread-ctx is stripped');
+  // libelf and zlib are linked in: the binary needs nothing a glibc system lacks.
+  const needed = [...execFileSync('readelf', ['-dW', binary], { encoding: 'utf8' }).matchAll(/\(NEEDED\).*\[(.+)\]/g)].map((m) => m[1]);
+  for (const lib of needed) assert.match(lib, /^(libc\.so\.6|libgcc_s\.so\.1|libm\.so\.6|ld-linux-x86-64\.so\.2)$/, `thread-ctx needs ${needed}`);
+  const dynsym = execFileSync('readelf', ['--dyn-syms', '-W', path.join(unpacked, `package/${pkg.name}.linux-x64-gnu.node`)], { encoding: 'utf8' });
+  assert.match(dynsym, /TLS\s+GLOBAL\s+DEFAULT\s+\d+\s+otel_thread_ctx_v1/);
+  t.diagnostic(`${path.basename(d.main)}: ${(fs.statSync(d.main).size / 1024).toFixed(0)} KiB, ${files.length} files`);
+});
+
+test('npm install of the tarball, offline, without Rust: the package publishes and npx thread-ctx runs', { timeout: 900_000 }, async (t) => {
+  const d = release();
+  const dir = newService('service', [d.main]);
+  const installed = path.join(dir, 'node_modules', pkg.name);
+  const platformDir = path.join(installed, 'node_modules', PLATFORM_PACKAGE);
+  assert.ok(!fs.lstatSync(installed).isSymbolicLink(), 'installed as files, not a link to the checkout');
+  checkPublishes(dir, platformDir);
+  checkVersion(dir);
+
+  // A platform without a prebuilt: the package loads as no-ops, the command says why.
+  const fake = path.join(work, 'pretend-darwin.js');
+  fs.writeFileSync(fake, "Object.defineProperty(process, 'platform', { value: 'darwin' });\n");
+  const noop = run('node', ['-r', fake, '-e', "const a = require('otel-thread-ctx'); console.log(a.threadInfo().supported)"], dir,
+    { env: { ...ENV, OTEL_THREAD_CTX_REQUIRE_NATIVE: '' } });
+  assert.equal(noop.status, 0, noop.shown);
+  assert.equal(noop.stdout.trim(), 'false');
+  assert.match(noop.stderr, /OTEL_THREAD_CTX_NATIVE_UNAVAILABLE|native addon unavailable \(no prebuilt otel-thread-ctx for darwin-x64/);
+  const cli = run('node', ['-r', fake, path.join(installed, 'bin', 'thread-ctx.js'), '--version'], dir);
+  assert.equal(cli.status, 3, cli.shown);
+  assert.match(cli.stderr, /^thread-ctx: no prebuilt otel-thread-ctx for darwin-x64 \(prebuilt for: linux-x64-gnu\)/);
+
+  if (!isRoot) {
+    t.diagnostic('SKIPPED thread-ctx dump of the installed service: ptrace of another process needs root here');
+    return;
+  }
+  // `thread-ctx dump` (through npx) of a service that uses the installed package.
+  const service = spawn('node', ['-e', `${PUBLISH}; setInterval(() => {}, 1000);`], { cwd: dir, env: ENV, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => service.kill('SIGKILL'));
+  const [line] = await Promise.race([
+    new Promise((resolve) => service.stdout.once('data', (b) => resolve(String(b).split('\n')))),
+    new Promise((_, reject) => setTimeout(() => reject(new Error('the service did not start in 60 s')), 60_000).unref()),
+  ]);
+  const tid = JSON.parse(line).info.tid;
+  const dump = ok('npx', ['--no', '--offline', 'thread-ctx', 'dump', String(service.pid), '--json'], dir);
+  const thread = JSON.parse(dump.stdout).threads.find((th) => th.tid === tid);
+  assert.ok(thread, `no thread ${tid} in the dump: ${dump.stdout}`);
+  assert.deepEqual([thread.state, thread.trace_id, thread.span_id, thread.writer],
+    ['valid', IDS.traceA, IDS.spanA, path.join(platformDir, `${pkg.name}.linux-x64-gnu.node`)], dump.stdout);
+});
+
+test('the registry layout: the platform package installed beside the package, found by name', { timeout: 900_000 }, () => {
+  const d = release();
+  const dir = newService('service-registry', [d.platform, d.registry]);
+  checkPublishes(dir, path.join(dir, 'node_modules', PLATFORM_PACKAGE));
+  checkVersion(dir);
+});

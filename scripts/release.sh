@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Builds a release: the addon and `thread-ctx` in release mode (binary stripped), laid out the way
+# napi-rs lays out prebuilt platform packages, packed with `npm pack`:
+#
+#   DIR/otel-thread-ctx-V.tgz                the package with the platform package bundled in it:
+#                                            installs from the file alone, offline, without Rust
+#   DIR/otel-thread-ctx-linux-x64-gnu-V.tgz  the platform package: the addon and thread-ctx
+#   DIR/registry/otel-thread-ctx-V.tgz       the package for a registry: bundles nothing, names the
+#                                            platform package in optionalDependencies (publish the
+#                                            platform package first, then this one)
+#
+#   scripts/release.sh [--out DIR]      (DIR defaults to dist/)
+#
+# Needs what scripts/setup.sh installs (Rust, clang, libbpf headers, binutils) and nothing else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+out="$root/dist"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out="$(mkdir -p "$2" && cd "$2" && pwd)"; shift 2 ;;
+    *) echo "release: unknown argument '$1' (expected --out DIR)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+
+# The tuple napi-rs would name this target; the only one built so far.
+tuple=linux-x64-gnu
+platform_dir="npm/$tuple"
+field() { node -p "require('./$1').$2"; }
+name="$(field package.json name)"
+version="$(field package.json version)"
+platform_name="$(field "$platform_dir/package.json" name)"
+
+# One version everywhere: the package, its platform package and the two crates.
+crate_version() { sed -n 's/^version = "\(.*\)"/\1/p' "$1" | head -1; }
+for v in "$(field "$platform_dir/package.json" version)" "$(crate_version Cargo.toml)" "$(crate_version reader/Cargo.toml)"; do
+  if [[ "$v" != "$version" ]]; then
+    echo "release: version mismatch: package.json says $version, but $platform_dir/package.json, Cargo.toml" \
+      "and reader/Cargo.toml must all say it too (found $v)" >&2
+    exit 1
+  fi
+done
+if [[ "$platform_name" != "$name-$tuple" ]]; then
+  echo "release: $platform_dir/package.json must be named $name-$tuple (napi-rs's naming), not $platform_name" >&2
+  exit 1
+fi
+
+echo "release: building $name $version for $tuple (cargo build --release)"
+cargo build --release --quiet -p otel-thread-ctx -p thread-ctx
+
+stage="$(mktemp -d "${TMPDIR:-/tmp}/otel-thread-ctx-release.XXXXXX")"
+trap 'rm -rf "$stage"' EXIT
+
+# The platform package: the addon (symbol table kept: .dynsym carries otel_thread_ctx_v1 either
+# way, the rest names the addon's frames in profiles) and the stripped binary.
+plat="$stage/$tuple"
+mkdir -p "$plat"
+cp "$platform_dir/package.json" "$platform_dir/README.md" "$plat/"
+cp target/release/libotel_thread_ctx.so "$plat/$name.$tuple.node"
+strip --strip-debug "$plat/$name.$tuple.node"
+cp target/release/thread-ctx "$plat/thread-ctx"
+strip "$plat/thread-ctx"
+chmod 755 "$plat/thread-ctx"
+
+# The main package: the files package.json lists, and a manifest for users (no dev scripts, no
+# devDependencies) that names the platform package as napi-rs's prepublish step does.
+main="$stage/main"
+mkdir -p "$main"
+node -p "require('./package.json').files.join('\n')" | while read -r f; do cp -r --parents "$f" "$main/"; done
+manifest() { # BUNDLED(true|false): writes the main package's package.json
+  node - "$main/package.json" "$platform_name" "$version" "$1" <<'EOF'
+const fs = require('node:fs');
+const [file, platformName, version, bundled] = process.argv.slice(2);
+const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
+delete pkg.scripts;
+delete pkg.devDependencies;
+pkg.optionalDependencies = { ...pkg.optionalDependencies, [platformName]: version };
+// Bundled, npm installs the platform package from this tarball and never asks a registry for it.
+if (bundled === 'true') pkg.bundleDependencies = [platformName];
+fs.writeFileSync(file, `${JSON.stringify(pkg, null, 2)}\n`);
+EOF
+}
+
+pack() { # DIR DEST: npm pack DIR into DEST, prints the tarball's path
+  mkdir -p "$2"
+  local tgz
+  tgz="$(cd "$1" && npm pack --silent --pack-destination "$2")"
+  echo "$2/$tgz"
+}
+
+platform_tgz="$(pack "$plat" "$out")"
+manifest false
+registry_tgz="$(pack "$main" "$out/registry")"
+# npm pack takes bundled dependencies from node_modules: the platform package as npm unpacks it.
+manifest true
+mkdir -p "$main/node_modules/$platform_name"
+tar -xzf "$platform_tgz" -C "$main/node_modules/$platform_name" --strip-components=1
+main_tgz="$(pack "$main" "$out")"
+
+glibc="$(objdump -T "$plat/thread-ctx" "$plat/$name.$tuple.node" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
+echo "release: needs $glibc or newer (the build machine's glibc); Node-API 6 (Node >= 18.19)"
+for t in "$main_tgz" "$platform_tgz" "$registry_tgz"; do
+  echo "release: $t ($(du -k "$t" | cut -f1) KiB)"
+  tar -tzvf "$t" | awk '{ printf "  %10s  %s\n", $3, $6 }'
+done
