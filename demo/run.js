@@ -98,7 +98,7 @@ function startAgent(pid, grpcPort) {
   const child = spawn(THREAD_CTX, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const lines = [];
   let pending = '';
-  const exited = new Promise((r) => child.once('exit', (code) => r(code)));
+  const exited = new Promise((r) => child.once('close', (code) => r(code))); // after its stderr is read
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`thread-ctx agent did not track process ${pid} within 30 s:\n${lines.join('\n')}`)); }, 30_000);
     child.stderr.on('data', (d) => {

@@ -77,7 +77,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         .collect();
     if shown.is_empty() && total > 0 && (!args.pid.is_empty() || args.service.is_some()) {
         let flag = if args.pid.is_empty() { "--service" } else { "--pid" };
-        let held: Vec<String> = all.iter().map(|p| who(p)).collect();
+        let held: Vec<String> = all.iter().map(who).collect();
         return Err(usage(format!("{flag}: no such process in {} (it holds {})", args.otlp.display(), held.join(", "))));
     }
     println!(

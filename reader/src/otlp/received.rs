@@ -283,7 +283,7 @@ mod tests {
         let m = message(otlp::Sample { link_index: 1, values: vec![1], ..Default::default() });
         let mut bytes = framed(&[m.clone(), m.clone()]);
         let whole = bytes.len();
-        bytes.extend(framed(&[m.clone()])[..7].iter());
+        bytes.extend(framed(std::slice::from_ref(&m))[..7].iter());
         let file = decode_file_exporter(&bytes).unwrap();
         assert_eq!((file.messages.len(), file.incomplete_tail), (2, bytes.len() - whole));
         let samples = resolve(&file.messages[0]).unwrap();
