@@ -1,9 +1,10 @@
 'use strict';
 // Cost of `thread-ctx agent` (as root): its CPU (fraction of one core, from /proc/PID/stat) and
 // peak RSS (VmHWM) while it profiles 1, 5 and 20 busy Node services (bench/agent/service.js) at
-// 19, 49 and 99 Hz, with the samples it takes and exports per second and the BPF program's run
-// time (kernel BPF stats). Exports OTLP to the repository's test Collector when it is built
-// (target/otelcol), else writes pprof files to a temporary directory.
+// 19, 49 and 99 Hz, with the samples it takes and exports per second, the BPF program's run time
+// (kernel BPF stats) and the peak RSS each added service costs. Exports OTLP to the repository's
+// test Collector when it is built (target/otelcol), else writes pprof files to a temporary
+// directory.
 //   node bench/agent/run.js [--seconds 120] [--services 1,5,20] [--hz 19,49,99]
 // One configuration at a time; on a shared machine, other work competes with the services (not
 // with the measurement of the agent's own CPU time).
@@ -176,6 +177,15 @@ async function measure(services, hz, endpoint) {
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     console.log(`| ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} |`);
+  }
+  // What each tracked process adds to the agent's memory: the peak RSS slope between the fewest
+  // and the most services at the same rate (the fixed part, sampler and exporter, cancels out).
+  for (const hz of RATES) {
+    const at = rows.filter((r) => r.hz === hz).sort((a, b) => a.services - b.services);
+    const [lo, hi] = [at[0], at[at.length - 1]];
+    if (at.length > 1 && hi.services > lo.services) {
+      console.log(`peak RSS per added service at ${hz} Hz: ${f((hi.rss - lo.rss) / (hi.services - lo.services), 2)} MiB (${lo.services} → ${hi.services} services)`);
+    }
   }
 })().catch((e) => {
   console.error(e);

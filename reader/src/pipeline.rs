@@ -26,6 +26,8 @@ pub struct Tracked {
 pub struct Pipeline {
     sampler: Sampler,
     settings: ProfileSettings,
+    /// Tracked processes get a [`ProfileBuilder`] (else events only reach `poll`'s sink).
+    build_profiles: bool,
     processes: BTreeMap<u32, Tracked>,
     events: Vec<Event>,
     /// Events of processes no longer tracked (arrived after `untrack`).
@@ -37,9 +39,20 @@ pub struct Pipeline {
 impl Pipeline {
     /// Loads and attaches the sampler; nothing is sampled until [`Pipeline::track`].
     pub fn start(opts: SamplerOptions) -> Result<Pipeline, SamplerError> {
+        Self::start_with(opts, true)
+    }
+
+    /// Like [`Pipeline::start`], but builds no profiles and never reads the
+    /// targets: events only reach `poll`'s sink (the agent symbolizes on
+    /// another thread, where a target that blocks a read cannot stall sampling).
+    pub fn start_unsymbolized(opts: SamplerOptions) -> Result<Pipeline, SamplerError> {
+        Self::start_with(opts, false)
+    }
+
+    fn start_with(opts: SamplerOptions, build_profiles: bool) -> Result<Pipeline, SamplerError> {
         let sampler = Sampler::start(opts)?;
         let settings = ProfileSettings { hz: opts.hz, user_stacks: opts.user_stacks, kernel_stacks: opts.kernel_stacks, off_cpu: opts.off_cpu };
-        Ok(Pipeline { sampler, settings, processes: BTreeMap::new(), events: Vec::new(), late_events: 0, undecodable: 0 })
+        Ok(Pipeline { sampler, settings, build_profiles, processes: BTreeMap::new(), events: Vec::new(), late_events: 0, undecodable: 0 })
     }
 
     pub fn sampler(&self) -> &Sampler {
@@ -60,7 +73,7 @@ impl Pipeline {
     pub fn track(&mut self, discovery: Discovery) -> Result<()> {
         let pid = discovery.pid as u32;
         let access = discovery.sampled_writer().map_err(anyhow::Error::msg)?.and_then(|w| w.access.clone().ok());
-        let builder = if self.settings.user_stacks || self.settings.kernel_stacks {
+        let builder = if self.build_profiles && (self.settings.user_stacks || self.settings.kernel_stacks) {
             let symbolizer = Symbolizer::new(discovery.pid)?;
             Some(ProfileBuilder::new(symbolizer, discovery.key_map(), self.settings))
         } else {
@@ -88,14 +101,6 @@ impl Pipeline {
 
     pub fn get_mut(&mut self, pid: u32) -> Option<&mut Tracked> {
         self.processes.get_mut(&pid)
-    }
-
-    pub fn tracked(&self) -> impl Iterator<Item = &Tracked> {
-        self.processes.values()
-    }
-
-    pub fn pids(&self) -> Vec<u32> {
-        self.processes.keys().copied().collect()
     }
 
     /// Waits up to `timeout` for events, routes each to its process's builder

@@ -329,3 +329,53 @@ fn collector_down_restarted_or_silent_sampling_goes_on() {
     assert!(silent.connections() > 0, "the agent did connect");
     eprintln!("{test}: {} windows, dropped for a full queue: {}, max RSS {} KiB", windows.len(), last_count(&windows, "queue full "), max_rss);
 }
+
+/// Builds and starts tests/fixtures/uffd_ctx.c: a process whose OTEL_CTX page blocks every read from outside.
+fn blocking_target() -> WriterProcess {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("agent-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("uffd_ctx");
+    common::cc(&["-O1", "-Wall", "-o", exe.to_str().unwrap(), common::test_file("fixtures/uffd_ctx.c").to_str().unwrap()]);
+    common::start_writer(Command::new(&exe), false)
+}
+
+#[test]
+fn a_target_that_blocks_reads_is_skipped_and_every_window_still_reports() {
+    let test = "a_target_that_blocks_reads_is_skipped_and_every_window_still_reports";
+    if !ebpf_or_skip(test) {
+        return;
+    }
+    let _one = one_at_a_time();
+    let hostile = blocking_target();
+    // Given by pid, it cannot be read: the agent says so and does not start.
+    let out = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(["agent", "--pid", &hostile.pid.to_string(), "--process-timeout", "1s", "--duration", "5s", "--pprof-dir", env!("CARGO_TARGET_TMPDIR")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("the target blocks the read"), "--pid of a blocking target: {:?}\n{stderr}", out.status);
+
+    // Host-wide: discovery blocks on it, is replaced after --process-timeout, and meanwhile
+    // every window still ends with its status line and the service's samples reach the Collector.
+    let collector = Collector::running();
+    let w = workload("cpu");
+    spans(&w, 2, Duration::from_secs(20));
+    let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--process-timeout", "2s", "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
+    let note = agent.wait_line(&format!("process {}: skipped: discovery blocked", hostile.pid), WAIT);
+    let windows_at_note = agent.windows().len();
+    let noted_at = unix_ns();
+    agent.wait_line(&format!("tracking process {}", w.pid), WAIT);
+    // A status line per window: 5 more windows of 1 s take well under 30 s even on a busy host.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while agent.windows().len() < windows_at_note + 5 {
+        assert!(Instant::now() < deadline, "status lines stopped after the blocked read:\n{}", agent.seen.join("\n"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(agent.windows().iter().any(|l| l.contains(", 1 stuck)")), "the window counts the stuck process:\n{}", agent.seen.join("\n"));
+    collector.wait_for(WAIT, "samples taken after the blocked read was given up", |r| {
+        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).any(|t| t > noted_at)
+    });
+    let (code, stderr) = agent.terminate();
+    assert_eq!(code, Some(0), "SIGTERM ends the agent with 0 though a worker is still blocked:\n{stderr}");
+    eprintln!("{test}: {note}");
+}

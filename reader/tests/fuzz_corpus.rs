@@ -85,9 +85,12 @@ fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
 }
 
+/// Input files of one target: (file name, bytes).
+type Inputs = Vec<(String, Vec<u8>)>;
+
 /// The kept corpus and crashers of `target`.
 fn inputs(target: &str) -> &'static [(String, Vec<u8>)] {
-    static ALL: OnceLock<Vec<(String, Vec<(String, Vec<u8>)>)>> = OnceLock::new();
+    static ALL: OnceLock<Vec<(String, Inputs)>> = OnceLock::new();
     let all = ALL.get_or_init(|| {
         targets::TARGETS
             .iter()

@@ -67,6 +67,8 @@ struct Measured {
 
 /// Runs `thread-ctx ARGS` and measures its peak RSS; fails (instead of hanging
 /// the suite) if it has not exited within `limit`.
+// The child is reaped by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
 fn measured(args: &[&str], limit: Duration) -> Measured {
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))

@@ -24,8 +24,11 @@ use thread_ctx::sampler::event::EVENT_SIZE;
 use thread_ctx::sampler::Event;
 use thread_ctx::TlsAccess;
 
+/// A fuzz target: one input, any outcome but a panic.
+pub type Target = fn(&[u8]);
+
 /// Every target by name (the corpus directory under `reader/fuzz/corpus/`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("maps", maps),
     ("process_context", process_context),
     ("ctx_record", ctx_record),

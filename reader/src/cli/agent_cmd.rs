@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use thread_ctx::agent::{Agent, AgentOptions, Window};
+use thread_ctx::agent::{Agent, AgentOptions, Window, WindowStats};
 use thread_ctx::otlp::{ConfigError, Exporter, ExporterConfig, ExporterStats, Overrides};
 use thread_ctx::output::otlp::{export_request, ProcessWindow};
 use thread_ctx::output::pprof;
@@ -57,6 +57,10 @@ pub struct AgentArgs {
     /// Stop after this long (default: run until SIGTERM or SIGINT).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// How long reading one process (finding its writer, symbolizing its stacks) may block
+    /// before that process is skipped for good, with one line saying so.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub process_timeout: Duration,
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -92,6 +96,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         interval: args.interval,
         scan_interval: args.interval.min(MAX_SCAN_INTERVAL),
         pids: args.pids.clone(),
+        process_timeout: args.process_timeout,
     };
     let mut agent = Agent::start(opts).context("starting the agent")?;
     // SAFETY: installing async-signal-safe handlers that only store an atomic.
@@ -109,18 +114,24 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let end = args.duration.map(|d| Instant::now() + d);
     let stop = || STOP.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
     let mut last_error = None;
+    let pprof_dir = args.pprof_dir.as_deref();
+    let mut on_window = |w: Window| write_outputs(&w, exporter.as_ref(), pprof_dir);
     loop {
         let until = end.map_or(agent.window_end(), |e| e.min(agent.window_end()));
-        agent.run_until(until, &stop)?;
-        let window = agent.take_window()?;
+        agent.run_until(until, &stop, &mut on_window)?;
+        let stats = agent.end_window()?;
         for note in agent.take_notes() {
             eprintln!("thread-ctx agent: {note}");
         }
-        let written = write_outputs(&window, exporter.as_ref(), args.pprof_dir.as_deref());
-        status_line(&window, exporter.as_ref().map(Exporter::stats), written, &mut last_error);
+        status_line(&stats, exporter.as_ref().map(Exporter::stats), &mut last_error);
         if stop() || agent.all_given_exited() {
             break;
         }
+    }
+    // The last window: symbolized and handed over, then sent.
+    let unfinished = agent.finish(SHUTDOWN_GRACE, &mut on_window);
+    if unfinished > 0 {
+        eprintln!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
     }
     if let Some(e) = exporter {
         let stats = e.shutdown(SHUTDOWN_GRACE);
@@ -152,8 +163,8 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
     Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
 }
 
-/// Hands the window to the exporter and writes its pprof files; returns the files written.
-fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Path>) -> usize {
+/// Hands a finished window to the exporter and writes its pprof files.
+fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Path>) {
     if let Some(e) = exporter.filter(|_| !w.processes.is_empty()) {
         let windows: Vec<ProcessWindow> = w
             .processes
@@ -162,8 +173,7 @@ fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Pat
             .collect();
         e.export(export_request(&windows));
     }
-    let Some(dir) = pprof_dir else { return 0 };
-    let mut written = 0;
+    let Some(dir) = pprof_dir else { return };
     for p in &w.processes {
         let name = format!("{}-{}-{}.pb.gz", file_safe(&p.service_name), p.pid, w.start_unix_ns / 1_000_000_000);
         let meta = pprof::Meta {
@@ -172,35 +182,35 @@ fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Pat
             duration_ns: w.duration_ns as i64,
             comments: vec![format!("thread-ctx agent, pid {}", p.pid)],
         };
-        match pprof::write_file(&dir.join(&name), &p.profile, &meta) {
-            Ok(()) => written += 1,
-            Err(e) => eprintln!("thread-ctx agent: --pprof-dir: {e:#}"),
+        if let Err(e) = pprof::write_file(&dir.join(&name), &p.profile, &meta) {
+            eprintln!("thread-ctx agent: --pprof-dir: {e:#}");
         }
     }
-    written
 }
 
 fn file_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
 }
 
-fn status_line(w: &Window, export: Option<ExporterStats>, files: usize, last_error: &mut Option<String>) {
-    let s = &w.stats;
-    let with_span: u64 = w.processes.iter().flat_map(|p| &p.profile.entries).filter(|e| e.span_id.is_some() && !e.kind.is_off_cpu()).map(|e| e.count).sum();
+fn status_line(s: &WindowStats, export: Option<ExporterStats>, last_error: &mut Option<String>) {
     let mut line = format!(
-        "thread-ctx agent: window {:.1}s: {} processes ({} new, {} exited, {} skipped), {} CPU samples ({} with a span)",
-        w.duration_ns as f64 / 1e9,
+        "thread-ctx agent: window {:.1}s: {} processes ({} new, {} exited, {} skipped{}), {} CPU samples ({} with a span)",
+        s.duration_ns as f64 / 1e9,
         s.processes,
         s.new,
         s.exited,
         s.skipped,
+        if s.stuck > 0 { format!(", {} stuck", s.stuck) } else { String::new() },
         s.cpu_samples,
-        with_span
+        s.with_span
     );
     if s.off_cpu_intervals > 0 {
         line += &format!(", {} off-CPU intervals", s.off_cpu_intervals);
     }
     line += &format!("; dropped: {} ring buffer full, {} over the distinct-stack cap", s.dropped_ring_full, s.dropped_entry_cap);
+    if s.dropped_behind > 0 {
+        line += &format!(", {} with symbolization behind", s.dropped_behind);
+    }
     if let Some(stats) = &export {
         line += &format!("; {}", export_text(stats));
         if stats.last_error != *last_error {
@@ -209,9 +219,6 @@ fn status_line(w: &Window, export: Option<ExporterStats>, files: usize, last_err
             }
             last_error.clone_from(&stats.last_error);
         }
-    }
-    if files > 0 {
-        line += &format!("; {files} pprof files");
     }
     eprintln!("{line}");
 }

@@ -25,7 +25,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         other => return Err(format!("unknown unit {other:?}: {EXPECTED}")),
     };
     let secs = value * scale;
-    if !(secs >= 1e-3 && secs <= MAX_SECONDS) {
+    if !(1e-3..=MAX_SECONDS).contains(&secs) {
         return Err("expected a duration from 1ms to 24h".into());
     }
     Ok(Duration::from_secs_f64(secs))

@@ -67,6 +67,14 @@ impl HostScanner {
 
     /// Processes that publish now and for which `known` says false, oldest pid first.
     pub fn scan(&mut self, known: &dyn Fn(u32) -> bool) -> Vec<ProcessKey> {
+        self.scan_each(known, &mut |_, look| look())
+    }
+
+    /// [`HostScanner::scan`], with each look at one process (reading its maps,
+    /// opening objects it maps for the first time) run inside `around`: the
+    /// agent marks its worker busy with that process, so it can tell when a
+    /// target blocks the read.
+    pub fn scan_each(&mut self, known: &dyn Fn(u32) -> bool, around: &mut dyn FnMut(ProcessKey, &mut dyn FnMut() -> bool) -> bool) -> Vec<ProcessKey> {
         let now = Instant::now();
         let me = std::process::id();
         let uptime = uptime_ticks();
@@ -85,7 +93,7 @@ impl HostScanner {
                     continue;
                 }
             }
-            if self.publishes(pid) {
+            if around(key, &mut || self.publishes(pid)) {
                 self.quiet.remove(&pid);
                 found.push(key);
             } else {

@@ -23,6 +23,13 @@ pub struct StackLosses {
     pub kernel: u64,
 }
 
+impl std::ops::AddAssign for StackLosses {
+    fn add_assign(&mut self, other: StackLosses) {
+        self.user += other.user;
+        self.kernel += other.kernel;
+    }
+}
+
 /// What a profile records about its sampling.
 #[derive(Debug, Clone, Copy)]
 pub struct ProfileSettings {
@@ -30,6 +37,13 @@ pub struct ProfileSettings {
     pub user_stacks: bool,
     pub kernel_stacks: bool,
     pub off_cpu: bool,
+}
+
+impl ProfileSettings {
+    /// Nanoseconds one CPU sample stands for.
+    pub fn cpu_period_ns(&self) -> u64 {
+        1_000_000_000 / self.hz.max(1) as u64
+    }
 }
 
 pub struct ProfileBuilder {
@@ -66,7 +80,7 @@ impl ProfileBuilder {
 
     fn empty(pid: i32, settings: ProfileSettings) -> Profile {
         let mut profile = Profile::new(pid);
-        profile.cpu_period_ns = 1_000_000_000 / settings.hz.max(1) as u64;
+        profile.cpu_period_ns = settings.cpu_period_ns();
         profile.off_cpu_traced = settings.off_cpu;
         profile
     }
@@ -93,34 +107,14 @@ impl ProfileBuilder {
         if self.only_tid.is_some_and(|t| t != e.tid) {
             return;
         }
-        let user_stack = if self.settings.user_stacks { Self::stack(&e.user_stack, &mut self.losses.user, false) } else { Vec::new() };
-        let kernel_stack = if self.settings.kernel_stacks { Self::stack(&e.kernel_stack, &mut self.losses.kernel, true) } else { Vec::new() };
-        let (trace_id, span_id, flags, attrs) = match e.span() {
-            Some((t, s, f)) => {
-                let (t, s) = Sample::ids_from_record(t, s);
-                let (decoded, _) = decode_attrs(&e.attrs, self.key_map.as_deref());
-                (t, s, f, Sample::attrs_from_record(&decoded))
-            }
-            None => (None, None, 0, Vec::new()),
-        };
-        let (kind, weight_ns) = match (e.kind, e.preempted) {
-            (EventKind::Cpu, _) => (SampleKind::Cpu, self.profile.cpu_period_ns),
-            (EventKind::OffCpu, false) => (SampleKind::Blocked, e.duration_ns),
-            (EventKind::OffCpu, true) => (SampleKind::Preempted, e.duration_ns),
-        };
-        self.name_thread(e.tid);
-        self.pending.push(Sample {
-            kind,
-            time_ns: e.time_ns,
-            tid: e.tid,
-            trace_id,
-            span_id,
-            flags,
-            attrs,
-            user_stack,
-            kernel_stack,
-            weight_ns,
-        });
+        let sample = sample_of(e, self.key_map.as_deref(), self.settings, &mut self.losses);
+        self.add_sample(sample);
+    }
+
+    /// Adds a sample decoded elsewhere (the agent decodes on its sampling thread and symbolizes on another).
+    pub fn add_sample(&mut self, sample: Sample) {
+        self.name_thread(sample.tid);
+        self.pending.push(sample);
         if self.pending.len() >= BATCH_SAMPLES || self.last_flush.elapsed() >= BATCH_INTERVAL {
             self.flush();
         }
@@ -168,18 +162,6 @@ impl ProfileBuilder {
         }
     }
 
-    fn stack(stack: &Result<Vec<u64>, i32>, lost: &mut u64, kernel: bool) -> Vec<u64> {
-        match stack {
-            Ok(s) => s.clone(),
-            // A kernel stack of a sample taken in user mode is empty (-EFAULT): not a loss.
-            Err(e) if kernel && -e == libc::EFAULT => Vec::new(),
-            Err(_) => {
-                *lost += 1;
-                Vec::new()
-            }
-        }
-    }
-
     fn name_thread(&mut self, tid: u32) {
         let names = &mut self.profile.thread_names;
         if names.contains_key(&tid) || names.len() >= MAX_THREAD_NAMES {
@@ -189,5 +171,39 @@ impl ProfileBuilder {
             .map(|s| s.trim_end().to_string())
             .unwrap_or_else(|_| format!("thread-{tid}"));
         names.insert(tid, comm);
+    }
+}
+
+/// One event as a [`Sample`]: the record's attributes decoded with the
+/// process's key map, stacks as captured (those the kernel could not take
+/// are counted in `losses`), weighed by the sampling period or the off-CPU time.
+pub fn sample_of(e: &Event, key_map: Option<&[String]>, settings: ProfileSettings, losses: &mut StackLosses) -> Sample {
+    let user_stack = if settings.user_stacks { stack(&e.user_stack, &mut losses.user, false) } else { Vec::new() };
+    let kernel_stack = if settings.kernel_stacks { stack(&e.kernel_stack, &mut losses.kernel, true) } else { Vec::new() };
+    let (trace_id, span_id, flags, attrs) = match e.span() {
+        Some((t, s, f)) => {
+            let (t, s) = Sample::ids_from_record(t, s);
+            let (decoded, _) = decode_attrs(&e.attrs, key_map);
+            (t, s, f, Sample::attrs_from_record(&decoded))
+        }
+        None => (None, None, 0, Vec::new()),
+    };
+    let (kind, weight_ns) = match (e.kind, e.preempted) {
+        (EventKind::Cpu, _) => (SampleKind::Cpu, settings.cpu_period_ns()),
+        (EventKind::OffCpu, false) => (SampleKind::Blocked, e.duration_ns),
+        (EventKind::OffCpu, true) => (SampleKind::Preempted, e.duration_ns),
+    };
+    Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, weight_ns }
+}
+
+fn stack(stack: &Result<Vec<u64>, i32>, lost: &mut u64, kernel: bool) -> Vec<u64> {
+    match stack {
+        Ok(s) => s.clone(),
+        // A kernel stack of a sample taken in user mode is empty (-EFAULT): not a loss.
+        Err(e) if kernel && -e == libc::EFAULT => Vec::new(),
+        Err(_) => {
+            *lost += 1;
+            Vec::new()
+        }
     }
 }

@@ -393,7 +393,7 @@ mod tests {
                 b.extend(*name);
                 b.push(0);
             }
-            while (b.len() + RECORD_HEADER_BYTES) % 8 != 0 {
+            while !(b.len() + RECORD_HEADER_BYTES).is_multiple_of(8) {
                 b.push(0);
             }
             self.record(JIT_CODE_DEBUG_INFO, &b);

@@ -3,8 +3,9 @@
 //!
 //! Flow: [`ProfileBuilder`] turns the sampler's events of one process into
 //! [`Sample`]s (stacks as raw addresses, leaf first); [`Symbolizer`] names each
-//! address for that pid (native frames through blazesym's process source, JS
-//! frames from V8's `/tmp/perf-PID.map`, kernel frames from kallsyms);
+//! address for that pid (native frames from the mapped objects' ELF symbols,
+//! parsed once per object for all processes by [`NativeSymbols`]; JS frames
+//! from V8's jitdump or `/tmp/perf-PID.map`; kernel frames from kallsyms);
 //! [`Profile::add`] symbolizes and aggregates them, batch by batch while
 //! recording, into one entry per (kind × stack × thread × span × attrs),
 //! bounded in distinct entries. A [`Filter`] selects entries for an output.
@@ -14,6 +15,7 @@ pub mod builder;
 pub mod filter;
 pub mod frame;
 pub mod jitdump;
+pub mod native_symbols;
 pub mod perf_map;
 pub mod sample;
 pub mod symbolizer;
@@ -22,5 +24,6 @@ pub use aggregate::{Entry, Profile};
 pub use builder::{ProfileBuilder, ProfileSettings};
 pub use filter::Filter;
 pub use frame::{Frame, FrameKind, SourcePos};
+pub use native_symbols::NativeSymbols;
 pub use sample::{Sample, SampleKind};
 pub use symbolizer::Symbolizer;

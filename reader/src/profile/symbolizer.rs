@@ -1,18 +1,20 @@
-//! Names the addresses of one process's stacks: native frames through
-//! blazesym's process source (it reads /proc/PID/maps and the ELF symbols of
-//! each mapped object itself), JS frames from V8's jitdump (`--perf-prof`:
-//! down to the line) or else its perf map (`--perf-basic-prof*`: the
-//! function), kernel frames from kallsyms. Every lookup address is cached.
+//! Names the addresses of one process's stacks: native frames from the ELF
+//! symbols of the mapped objects (through [`NativeSymbols`], which symbolizers
+//! of many processes share: each object is opened and parsed once), JS frames
+//! from V8's jitdump (`--perf-prof`: down to the line) or else its perf map
+//! (`--perf-basic-prof*`: the function), kernel frames from kallsyms. Every
+//! lookup address is cached.
 
-use super::frame::{Frame, FrameKind};
+use super::frame::Frame;
 use super::jitdump::{self, JitDumpFile};
+use super::native_symbols::{NativeSymbols, ObjectId};
 use super::perf_map::{self, PerfMap};
 use crate::discovery::maps::{read_maps, Mapping};
 use anyhow::{bail, Context, Result};
-use blazesym::symbolize::source::{Kernel, Process, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// Named addresses kept (~100 bytes each).
 const MAX_CACHED_ADDRESSES: usize = 500_000;
@@ -33,7 +35,9 @@ enum Space {
 
 pub struct Symbolizer {
     pid: i32,
-    blaze: Blaze,
+    natives: Rc<RefCell<NativeSymbols>>,
+    /// The object of each file mapping looked at, by (start, inode).
+    objects: HashMap<(u64, u64), Option<ObjectId>>,
     maps: Vec<Mapping>,
     perf_map_path: PathBuf,
     perf_map: Option<PerfMap>,
@@ -56,14 +60,21 @@ fn lookup_addr(addr: u64, depth: usize) -> u64 {
 }
 
 impl Symbolizer {
+    /// A symbolizer with native symbols of its own (one process).
     pub fn new(pid: i32) -> Result<Self> {
+        Self::sharing(pid, Rc::new(RefCell::new(NativeSymbols::new())))
+    }
+
+    /// A symbolizer whose native symbols are shared with other processes' symbolizers.
+    pub fn sharing(pid: i32, natives: Rc<RefCell<NativeSymbols>>) -> Result<Self> {
         if pid <= 0 {
             bail!("pid {pid}: expected a positive process id");
         }
         let maps = read_maps(pid).with_context(|| format!("symbolizing process {pid}"))?;
         let mut s = Symbolizer {
             pid,
-            blaze: Blaze::new(),
+            natives,
+            objects: HashMap::new(),
             maps,
             perf_map_path: perf_map::path_for(pid),
             perf_map: None,
@@ -189,7 +200,7 @@ impl Symbolizer {
         stack.iter().enumerate().map(|(d, a)| self.cache[&(Space::Kernel, lookup_addr(*a, d))].clone()).collect()
     }
 
-    /// Resolves, in one blazesym call per space, every stack address not yet
+    /// Resolves, in one blazesym call per object, every stack address not yet
     /// cached: call once with all samples before naming them one by one.
     pub fn prefetch(&mut self, user_stacks: &[&[u64]], kernel_stacks: &[&[u64]]) {
         // A long-running agent names addresses forever (JIT code moves): start over past the bound.
@@ -218,27 +229,11 @@ impl Symbolizer {
         if let Ok(m) = read_maps(self.pid) {
             self.maps = m; // libraries dlopen'ed since the last look
         }
-        let mut src = Process::new((self.pid as u32).into());
-        src.perf_map = false; // JS frames go through our own perf map reader
-        src.debug_syms = false;
-        let resolved = self.blaze.symbolize(&Source::Process(src), Input::AbsAddr(&addrs));
-        let names: Vec<Option<(String, Option<String>)>> = match resolved {
-            Ok(v) => v
-                .into_iter()
-                .map(|s| match s {
-                    Symbolized::Sym(sym) => {
-                        Some((sym.name.into_owned(), sym.module.map(|m| m.to_string_lossy().into_owned())))
-                    }
-                    Symbolized::Unknown(_) => None,
-                })
-                .collect(),
-            // The process went away or is unreadable: every frame falls back to its mapping name.
-            Err(_) => vec![None; addrs.len()],
-        };
+        let names = self.native_names(&addrs);
         let mut reloaded = false;
         for (addr, name) in addrs.into_iter().zip(names) {
             let frame = match name {
-                Some((name, module)) => Frame { kind: FrameKind::Native, name, file: module, line: None, column: None, pos: None },
+                Some((name, object)) => Frame::native(&name, Some(&object)),
                 None => {
                     if !reloaded && self.in_anonymous_code(addr) {
                         self.reload_jit_names();
@@ -273,22 +268,44 @@ impl Symbolizer {
         }
     }
 
+    /// ELF symbol and object path of each address (None: not in a file mapping, or no symbol).
+    fn native_names(&mut self, addrs: &[u64]) -> Vec<Option<(String, String)>> {
+        let mut by_object: HashMap<ObjectId, (String, Vec<(usize, u64)>)> = HashMap::new();
+        for (i, &addr) in addrs.iter().enumerate() {
+            let Some(m) = self.maps.iter().find(|m| m.contains(addr) && m.is_file_backed()) else { continue };
+            let natives = &self.natives;
+            let pid = self.pid;
+            let object = *self.objects.entry((m.start, m.inode)).or_insert_with(|| natives.borrow_mut().object(pid, m));
+            if let Some(id) = object {
+                let e = by_object.entry(id).or_insert_with(|| (m.path().to_string(), Vec::new()));
+                e.1.push((i, addr - m.start + m.offset));
+            }
+        }
+        let mut names = vec![None; addrs.len()];
+        let mut natives = self.natives.borrow_mut();
+        for (id, (path, wanted)) in by_object {
+            let offsets: Vec<u64> = wanted.iter().map(|w| w.1).collect();
+            for ((i, _), name) in wanted.into_iter().zip(natives.names(id, &offsets)) {
+                names[i] = name.map(|n| (n, path.clone()));
+            }
+        }
+        names
+    }
+
     fn prefetch_kernel(&mut self, addrs: Vec<u64>) {
         let addrs = self.uncached(Space::Kernel, addrs);
         if addrs.is_empty() {
             return;
         }
-        let src = Source::Kernel(Kernel::default());
-        let names: Vec<Option<String>> = match self.blaze.symbolize(&src, Input::AbsAddr(&addrs)) {
-            Ok(v) => v.into_iter().map(|s| s.into_sym().map(|s| s.name.into_owned())).collect(),
-            Err(_) => vec![None; addrs.len()],
-        };
-        for (addr, name) in addrs.into_iter().zip(names) {
-            let frame = match name {
-                Some(name) => Frame { kind: FrameKind::Kernel, name, file: None, line: None, column: None, pos: None },
-                None => Frame { kind: FrameKind::Kernel, name: "[kernel]".into(), file: None, line: None, column: None, pos: None },
-            };
+        let frames = self.natives.borrow_mut().kernel_frames(&addrs);
+        for (addr, frame) in addrs.into_iter().zip(frames) {
             self.cache.insert((Space::Kernel, addr), frame);
         }
+    }
+}
+
+impl Drop for Symbolizer {
+    fn drop(&mut self) {
+        self.natives.borrow_mut().release(self.pid);
     }
 }

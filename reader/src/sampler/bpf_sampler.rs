@@ -14,7 +14,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
 use std::cell::RefCell;
 use std::mem::{ManuallyDrop, MaybeUninit};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -50,11 +50,12 @@ pub struct ProgramStats {
 
 /// A loaded and attached sampler. Dropping it detaches and unloads everything.
 pub struct Sampler {
-    // Field order is drop order: stop polling, detach, close the events, unload, free.
+    // Field order is drop order: stop polling, detach (closing the perf events), unload, free.
     ring: RingBuffer<'static>,
     received: Rc<RefCell<Received>>,
+    /// Each per-CPU link owns its perf event: libbpf closes it on detach.
     links: Vec<Link>,
-    perf_events: Vec<OwnedFd>,
+    off_cpu_attached: bool,
     skel: ManuallyDrop<SamplerSkel<'static>>,
     /// Storage the skeleton borrows for its whole life (freed in Drop, after it).
     object: *mut MaybeUninit<OpenObject>,
@@ -72,7 +73,6 @@ struct Received {
 impl Drop for Sampler {
     fn drop(&mut self) {
         self.links.clear();
-        self.perf_events.clear();
         // SAFETY: the skeleton is dropped exactly once, here, before the storage it borrows;
         // `object` came from Box::into_raw in `start` and nothing else refers to it afterwards.
         unsafe {
@@ -128,7 +128,7 @@ impl Sampler {
             ring,
             received,
             links: Vec::with_capacity(cpus.len() + 1),
-            perf_events: Vec::with_capacity(cpus.len()),
+            off_cpu_attached: false,
             skel: ManuallyDrop::new(skel),
             object,
             stats: None,
@@ -143,6 +143,7 @@ impl Sampler {
                 .attach()
                 .map_err(|e| bpf_error("attaching the sched_switch tracepoint of", e.to_string(), Some(take_libbpf_log())))?;
             sampler.links.push(link);
+            sampler.off_cpu_attached = true;
         }
         for &cpu in &cpus {
             let fd = open_cpu_clock(cpu, opts.hz).map_err(|source| perf_event_error(cpu, opts.hz, source))?;
@@ -153,7 +154,9 @@ impl Sampler {
                 .attach_perf_event(fd.as_raw_fd())
                 .map_err(|e| bpf_error("attaching", e.to_string(), None))?;
             sampler.links.push(link);
-            sampler.perf_events.push(fd);
+            // The link closes it when detached: owning it here too closed it twice (and,
+            // with other threads opening files, could close one of theirs).
+            let _ = fd.into_raw_fd();
         }
         Ok(sampler)
     }
@@ -242,8 +245,8 @@ impl Sampler {
 
     /// Likewise for the sched_switch program (one run per context switch on the machine).
     pub fn off_cpu_program_stats(&self) -> Result<Option<ProgramStats>, SamplerError> {
-        if self.links.len() == self.perf_events.len() {
-            return Ok(None); // not attached
+        if !self.off_cpu_attached {
+            return Ok(None);
         }
         stats_of(self.skel.progs.off_cpu_switch.as_fd().as_raw_fd()).map(Some)
     }

@@ -1,0 +1,146 @@
+//! The agent's discovery thread: every scan it checks which tracked
+//! processes exited, re-reads their process contexts (a service registers
+//! attribute keys as it goes) and, host-wide, looks for new processes that
+//! publish span context. It tells the sampling loop what it found through a
+//! channel; every read of a target runs under its [`Heartbeat`], one process
+//! at a time, so the loop can tell a stuck read from a slow scan.
+
+use super::registry::{Registry, State};
+use super::watchdog::Heartbeat;
+use crate::discovery::host_scan::{HostScanner, ProcessKey};
+use crate::discovery::maps::read_maps;
+use crate::discovery::process_context::read_process_context;
+use crate::discovery::{discover, Discovery};
+use crate::output::otlp::resource_of;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use std::collections::HashMap;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What discovery tells the sampling loop.
+pub enum Found {
+    /// A process to sample, with its resource.
+    Track { key: ProcessKey, discovery: Box<Discovery>, resource: Resource },
+    /// It publishes but cannot be sampled (why).
+    Refused { key: ProcessKey, reason: String },
+    /// A tracked process exited.
+    Exited { key: ProcessKey },
+    /// A tracked process's context changed: new key map and resource.
+    Updated { key: ProcessKey, key_map: Option<Vec<String>>, resource: Resource },
+}
+
+/// What the discovery thread needs; cloned for each worker the loop starts.
+#[derive(Clone)]
+pub struct DiscoveryConfig {
+    pub scan_interval: Duration,
+    /// Look for new processes host-wide (else only the given pids are watched).
+    pub host_wide: bool,
+    pub host_name: String,
+}
+
+/// Runs one discovery worker until it is retired or the loop hangs up.
+pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Found>) {
+    beat.bind_current_thread();
+    let mut worker = Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), published_at: HashMap::new() };
+    let mut next = Instant::now();
+    loop {
+        while Instant::now() < next {
+            if worker.beat.retired() || worker.registry.stopping() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50).min(next.saturating_duration_since(Instant::now())));
+        }
+        next = Instant::now() + worker.config.scan_interval;
+        if !worker.scan() {
+            return;
+        }
+    }
+}
+
+struct Worker {
+    config: DiscoveryConfig,
+    registry: Arc<Registry>,
+    beat: Heartbeat,
+    to_loop: Sender<Found>,
+    scanner: HostScanner,
+    /// The process context version last reported per tracked pid.
+    published_at: HashMap<u32, u64>,
+}
+
+impl Worker {
+    /// One scan; false when this worker should stop.
+    fn scan(&mut self) -> bool {
+        for key in self.registry.with(State::Tracked) {
+            if !key.alive() {
+                self.published_at.remove(&key.pid);
+                if !self.send(Found::Exited { key }) {
+                    return false;
+                }
+                continue;
+            }
+            if let Some(update) = self.context_update(key) {
+                if !self.send(update) {
+                    return false;
+                }
+            }
+        }
+        self.registry.forget_exited();
+        if !self.config.host_wide {
+            return true;
+        }
+        let registry = self.registry.clone();
+        let beat = self.beat.clone();
+        let found = self.scanner.scan_each(&|pid| registry.knows(pid), &mut |key, look| {
+            let _busy = beat.busy(key, "reading its maps");
+            look()
+        });
+        for key in found {
+            if self.beat.retired() {
+                return false;
+            }
+            // Pending before the loop hears of it: the next scan must not report it again.
+            self.registry.set(key, State::Pending);
+            let message = {
+                let _busy = self.beat.busy(key, "finding its writer and process context");
+                self.discover(key)
+            };
+            if !self.send(message) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn discover(&mut self, key: ProcessKey) -> Found {
+        match discover(key.pid as i32) {
+            Ok(d) => {
+                if let Some(pc) = d.context() {
+                    self.published_at.insert(key.pid, pc.published_at_ns);
+                }
+                let resource = resource_of(&d, &self.config.host_name);
+                Found::Track { key, discovery: Box::new(d), resource }
+            }
+            Err(e) => Found::Refused { key, reason: e.to_string() },
+        }
+    }
+
+    /// The process's context, when it was published again since last reported.
+    fn context_update(&mut self, key: ProcessKey) -> Option<Found> {
+        let _busy = self.beat.busy(key, "reading its process context");
+        let maps = read_maps(key.pid as i32).ok()?;
+        let pc = read_process_context(key.pid as i32, &maps).ok()??;
+        if self.published_at.get(&key.pid) == Some(&pc.published_at_ns) {
+            return None;
+        }
+        self.published_at.insert(key.pid, pc.published_at_ns);
+        let key_map = pc.attribute_key_map.clone();
+        let d = Discovery { pid: key.pid as i32, writers: Vec::new(), skipped_objects: Vec::new(), process_context: Some(Ok(pc)) };
+        Some(Found::Updated { key, key_map, resource: resource_of(&d, &self.config.host_name) })
+    }
+
+    /// Sends to the loop unless this worker was retired; false when it should stop.
+    fn send(&self, message: Found) -> bool {
+        !self.beat.retired() && self.to_loop.send(message).is_ok()
+    }
+}

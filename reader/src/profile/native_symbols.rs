@@ -1,0 +1,229 @@
+//! ELF and kernel symbols shared by the symbolizers of every process: an
+//! object that many processes map (every Node service maps the same `node`,
+//! ~100 MB with ~5 MB of symbol tables) is opened and parsed once, not once
+//! per process.
+//!
+//! An object is one file as the kernel sees it: device, inode, size and
+//! modification time (a binary rewritten in place is another object). We hold
+//! it open ourselves, found through `/proc/PID/map_files` (which reaches
+//! deleted files and other mount namespaces), and hand blazesym its
+//! `/proc/self/fd/N` path: its file cache then keys the parsed symbols by that
+//! file, however many processes map it, and blazesym never reads a target's
+//! /proc itself. Names are cached per (object, file offset). An object is
+//! closed and its symbols dropped once no process that maps it is tracked.
+
+use super::frame::Frame;
+use crate::discovery::maps::Mapping;
+use crate::target_file;
+use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+/// Names kept per (object, offset) (~100 bytes each); past this the cache starts over.
+const MAX_CACHED_NAMES: usize = 200_000;
+/// Objects held open at once; past this, objects of new processes stay unnamed
+/// (a bound on file descriptors on a host with churn).
+const MAX_OBJECTS: usize = 2048;
+
+/// One object: a file as the kernel identifies it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FileIdentity {
+    dev: u64,
+    inode: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileIdentity {
+    fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        FileIdentity { dev: meta.dev(), inode: meta.ino(), size: meta.size(), mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128 }
+    }
+}
+
+/// Which object a mapping is, for [`NativeSymbols::names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObjectId(u64);
+
+struct Object {
+    /// Held open so the object stays readable after the process unmaps or deletes it.
+    _file: File,
+    /// `/proc/self/fd/N` of `_file`: what blazesym opens and caches by.
+    path: PathBuf,
+    id: ObjectId,
+    /// Processes whose symbolizers use it.
+    users: HashSet<i32>,
+}
+
+pub struct NativeSymbols {
+    blaze: Blaze,
+    objects: HashMap<FileIdentity, Object>,
+    names: HashMap<(ObjectId, u64), Option<String>>,
+    next_id: u64,
+}
+
+impl Default for NativeSymbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NativeSymbols {
+    pub fn new() -> NativeSymbols {
+        NativeSymbols { blaze: Blaze::new(), objects: HashMap::new(), names: HashMap::new(), next_id: 0 }
+    }
+
+    /// Objects held open now.
+    pub fn objects_open(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// The object behind file mapping `m` of process `pid`, opened on first
+    /// use by any process; None when it cannot be opened (gone, no
+    /// permission, not a regular file).
+    pub fn object(&mut self, pid: i32, m: &Mapping) -> Option<ObjectId> {
+        if !m.is_file_backed() {
+            return None;
+        }
+        // map_files reaches deleted files and other mount namespaces; the path is the fallback.
+        // Opened as a file the target controls: non-blocking, regular files only.
+        let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
+        let via_root = PathBuf::from(format!("/proc/{pid}/root{}", m.path()));
+        let file = [via_map_files, via_root].into_iter().find_map(|p| target_file::open(pid, &p).ok())?;
+        let meta = file.metadata().ok()?;
+        if meta.ino() != m.inode {
+            return None; // not the file the process maps (replaced since)
+        }
+        let identity = FileIdentity::of(&meta);
+        if let Some(o) = self.objects.get_mut(&identity) {
+            o.users.insert(pid);
+            return Some(o.id);
+        }
+        if self.objects.len() >= MAX_OBJECTS {
+            return None;
+        }
+        let id = ObjectId(self.next_id);
+        self.next_id += 1;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        self.objects.insert(identity, Object { _file: file, path, id, users: HashSet::from([pid]) });
+        Some(id)
+    }
+
+    /// ELF symbol names at `offsets` (file offsets) of object `id`, None where there is none.
+    pub fn names(&mut self, id: ObjectId, offsets: &[u64]) -> Vec<Option<String>> {
+        if self.names.len() > MAX_CACHED_NAMES {
+            self.names.clear();
+        }
+        let missing: Vec<u64> = {
+            let mut m: Vec<u64> = offsets.iter().copied().filter(|o| !self.names.contains_key(&(id, *o))).collect();
+            m.sort_unstable();
+            m.dedup();
+            m
+        };
+        if !missing.is_empty() {
+            let resolved = match self.objects.values().find(|o| o.id == id) {
+                Some(o) => {
+                    let mut elf = Elf::new(&o.path);
+                    elf.debug_syms = false;
+                    match self.blaze.symbolize(&Source::Elf(elf), Input::FileOffset(&missing)) {
+                        Ok(v) => v.into_iter().map(|s| s.into_sym().map(|s| s.name.into_owned())).collect(),
+                        Err(_) => vec![None; missing.len()],
+                    }
+                }
+                None => vec![None; missing.len()],
+            };
+            for (offset, name) in missing.into_iter().zip(resolved) {
+                self.names.insert((id, offset), name);
+            }
+        }
+        offsets.iter().map(|o| self.names.get(&(id, *o)).cloned().flatten()).collect()
+    }
+
+    /// Kernel frames for `addrs` (kallsyms, parsed once).
+    pub fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Frame> {
+        let src = Source::Kernel(Kernel::default());
+        let names: Vec<Option<String>> = match self.blaze.symbolize(&src, Input::AbsAddr(addrs)) {
+            Ok(v) => v.into_iter().map(|s| match s {
+                Symbolized::Sym(s) => Some(s.name.into_owned()),
+                Symbolized::Unknown(_) => None,
+            }).collect(),
+            Err(_) => vec![None; addrs.len()],
+        };
+        names.iter().map(|name| Frame::kernel(name.as_deref().unwrap_or("[kernel]"))).collect()
+    }
+
+    /// Process `pid` is no longer symbolized: objects no other process uses are closed.
+    pub fn release(&mut self, pid: i32) {
+        let mut unused = Vec::new();
+        for (identity, o) in self.objects.iter_mut() {
+            if o.users.remove(&pid) && o.users.is_empty() {
+                unused.push(identity.clone());
+            }
+        }
+        for identity in unused {
+            if let Some(o) = self.objects.remove(&identity) {
+                let _ = self.blaze.evict(&blazesym::symbolize::evict::Elf::new(&o.path).into());
+                self.names.retain(|(id, _), _| *id != o.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::maps::read_maps;
+    use std::process::{Child, Command};
+
+    fn text_mapping(pid: i32) -> Mapping {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        // The child may still be exec'ing: wait until its maps show the new program.
+        for _ in 0..200 {
+            if let Some(m) = read_maps(pid).unwrap().into_iter().find(|m| m.path() == exe.to_str().unwrap() && m.perms.contains('x')) {
+                return m;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("no text mapping of {} in process {pid}", exe.display());
+    }
+
+    struct Sleeper(Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn an_object_mapped_by_two_processes_is_opened_once_and_closed_with_its_last_user() {
+        let a = Sleeper(Command::new("sleep").arg("30").spawn().unwrap());
+        let b = Sleeper(Command::new("sleep").arg("30").spawn().unwrap());
+        let (pa, pb) = (a.0.id() as i32, b.0.id() as i32);
+        let (ma, mb) = (text_mapping(pa), text_mapping(pb));
+        let mut n = NativeSymbols::new();
+        let ia = n.object(pa, &ma).expect("sleep's text opens");
+        let ib = n.object(pb, &mb).expect("sleep's text opens");
+        assert_eq!(ia, ib, "the same file in two processes is one object");
+        assert_eq!(n.objects_open(), 1);
+        n.release(pa);
+        assert_eq!(n.objects_open(), 1, "still used by the other process");
+        n.release(pb);
+        assert_eq!(n.objects_open(), 0);
+    }
+
+    #[test]
+    fn names_come_from_the_objects_symbols() {
+        let me = std::process::id() as i32;
+        let text = text_mapping(me);
+        let mut n = NativeSymbols::new();
+        let id = n.object(me, &text).unwrap();
+        // This very function is in the object: its file offset has its name.
+        let addr = names_come_from_the_objects_symbols as fn() as usize as u64;
+        let names = n.names(id, &[addr - text.start + text.offset]);
+        assert!(names[0].as_deref().is_some_and(|s| s.contains("names_come_from_the_objects_symbols")), "{names:?}");
+    }
+}
