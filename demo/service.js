@@ -1,48 +1,31 @@
 'use strict';
-// The demo service: node:http + the OpenTelemetry SDK + otel-thread-ctx's context manager. Three
-// routes with different CPU profiles; finished spans are logged (JSON lines) so the demo can name
-// the routes and traces behind the CPU samples it takes from outside.
+// The demo service: node:http instrumented the way the README sets a service up: the
+// OpenTelemetry SDK (NodeSDK) with otel-thread-ctx's context manager as its one extra option.
+// Three routes with different CPU profiles. Finished spans go to a JSON-lines log
+// (span-log.js) so that the demo can name the slowest trace; the profiler outside needs
+// nothing from the service but the package and that option.
 //   PORT=0 SPAN_LOG=/tmp/spans.jsonl node demo/service.js   -> prints {"pid":..,"port":..}
-const fs = require('node:fs');
 const { trace, context } = require('@opentelemetry/api');
-const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
+const { NodeSDK } = require('@opentelemetry/sdk-node');
 const { SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
-const { registerInstrumentations } = require('@opentelemetry/instrumentation');
 const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
-const { ThreadContextManager, publishProcessContext, registerAttributeKeys } = require('..');
+const { ThreadContextManager } = require('..');
+const { JsonLinesSpanExporter } = require('./span-log');
 
-// Span log for the demo's report: which route each span id belongs to.
-class JsonLinesExporter {
-  constructor(path) { this.fd = path ? fs.openSync(path, 'w') : null; }
-  export(spans, done) {
-    if (this.fd !== null) {
-      const lines = spans.map((s) => JSON.stringify({
-        traceId: s.spanContext().traceId,
-        spanId: s.spanContext().spanId,
-        parentSpanId: s.parentSpanContext?.spanId ?? s.parentSpanId ?? null,
-        name: s.name,
-        route: s.attributes['http.route'] ?? null,
-        startMs: s.startTime[0] * 1e3 + s.startTime[1] / 1e6, // epoch
-        durationMs: s.duration[0] * 1e3 + s.duration[1] / 1e6,
-      })).join('\n') + '\n';
-      fs.writeSync(this.fd, lines);
-    }
-    done({ code: 0 });
-  }
-  shutdown() { if (this.fd !== null) fs.closeSync(this.fd); return Promise.resolve(); }
-}
-
-const resource = resourceFromAttributes({ 'service.name': process.env.OTEL_SERVICE_NAME || 'demo-shop', 'service.version': '1.0.0' });
-const provider = new NodeTracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor(new JsonLinesExporter(process.env.SPAN_LOG))] });
-provider.register({ contextManager: new ThreadContextManager() });
-// The OTEP 4719 process context (profilers read it first) and the attributes records carry:
-// every CPU sample then knows its request's route, even for traces the SDK did not sample.
-publishProcessContext({ resource });
-registerAttributeKeys(['http.route', 'http.request.method']);
-registerInstrumentations({ instrumentations: [new HttpInstrumentation()] });
+// The context manager publishes the process context (service.name and the rest of the SDK's
+// resource) and keeps each thread's record on the active span; `attributes` makes every record
+// carry its request's http.route, so each CPU sample knows its route.
+const sdk = new NodeSDK({
+  serviceName: process.env.OTEL_SERVICE_NAME || 'demo-shop',
+  resource: resourceFromAttributes({ 'service.version': '1.0.0' }),
+  contextManager: new ThreadContextManager({ attributes: ['http.route'] }),
+  spanProcessors: [new SimpleSpanProcessor(new JsonLinesSpanExporter(process.env.SPAN_LOG))],
+  instrumentations: [new HttpInstrumentation()],
+});
+sdk.start();
 const tracer = trace.getTracer('demo');
-// Required after registerInstrumentations so that the HTTP instrumentation can patch it.
+// Required after sdk.start() so that the HTTP instrumentation can patch it.
 const http = require('node:http');
 
 // CPU-burning pieces, named so they stand out in flame graphs.
@@ -96,4 +79,4 @@ const server = http.createServer(async (req, res) => {
 server.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
   console.log(JSON.stringify({ pid: process.pid, port: server.address().port }));
 });
-process.on('SIGTERM', () => server.close(() => provider.shutdown().then(() => process.exit(0))));
+process.on('SIGTERM', () => server.close(() => sdk.shutdown().finally(() => process.exit(0))));

@@ -12,6 +12,7 @@ mod flamegraph_cmd;
 mod inspect_cmd;
 mod profile_args;
 mod record_cmd;
+mod report_cmd;
 mod render;
 
 use clap::{Parser, Subcommand};
@@ -49,6 +50,10 @@ enum Command {
     Flamegraph(flamegraph_cmd::FlamegraphArgs),
     /// Profile every process that publishes span context, continuously, and stream OTLP/Profiles.
     Agent(agent_cmd::AgentArgs),
+    /// Summarize what an OpenTelemetry Collector received (its file exporter's output): CPU per
+    /// route, trace or span, links, resource, build ids; flame graphs of it.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Command::Record(a) => record_cmd::run(a),
         Command::Flamegraph(a) => flamegraph_cmd::run(a),
         Command::Agent(a) => agent_cmd::run(a),
+        Command::Report(a) => report_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! The profile flags of `thread-ctx record` (flattened into its arguments):
 //! checked before anything is loaded, so bad input fails at once and names
 //! the flag, and the files they ask for, written once the recording ends.
+//! The files ([`ProfileFiles`]) are `report`'s too.
 
 use thread_ctx::output::{flame, pprof};
 use thread_ctx::profile::{Filter, Profile};
@@ -17,6 +18,13 @@ pub struct ProfileArgs {
     /// attributed to the span it had published when it left the CPU.
     #[arg(long)]
     pub off_cpu: bool,
+    #[command(flatten)]
+    pub files: ProfileFiles,
+}
+
+/// The profile files asked for, and which samples the flame graph and folded stacks show.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct ProfileFiles {
     /// Write a gzipped pprof profile (trace_id, span_id, attributes, thread and service.name labels).
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
@@ -85,25 +93,33 @@ pub struct ProfilePlan {
 }
 
 impl ProfileArgs {
+    /// Validates the flags; errors name the flag at fault.
+    pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
+        let filter = self.files.filter()?;
+        if self.files.writes_files() && !user_stacks && !self.kernel {
+            return Err(usage("--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)"));
+        }
+        Ok(ProfilePlan { filter, symbolize: user_stacks || self.kernel })
+    }
+}
+
+impl ProfileFiles {
     pub fn writes_files(&self) -> bool {
         self.pprof.is_some() || self.flamegraph.is_some() || self.folded.is_some()
     }
 
-    /// Validates the flags; errors name the flag at fault.
-    pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
+    /// The selection, checked with the files' paths; errors name the flag at fault.
+    pub fn filter(&self) -> Result<Filter> {
         let filter = self.select.filter()?;
         if !filter.is_empty() && self.flamegraph.is_none() && self.folded.is_none() {
             return Err(usage("--trace/--span/--attr select what --flamegraph and --folded show: give one of them (--pprof keeps every sample, labelled)"));
-        }
-        if self.writes_files() && !user_stacks && !self.kernel {
-            return Err(usage("--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)"));
         }
         for (flag, path) in [("--pprof", &self.pprof), ("--flamegraph", &self.flamegraph), ("--folded", &self.folded)] {
             if let Some(p) = path {
                 check_writable(flag, p)?;
             }
         }
-        Ok(ProfilePlan { filter, symbolize: user_stacks || self.kernel })
+        Ok(filter)
     }
 
     /// Writes every file asked for (the pprof unfiltered); each written path is
@@ -155,17 +171,18 @@ mod tests {
     #[test]
     fn bad_combinations_name_the_flag() {
         let select = |trace: &str| FilterArgs { trace: Some(trace.into()), ..Default::default() };
-        let filter_only = ProfileArgs { select: select(&"ab".repeat(16)), pprof: Some("/tmp/p.pb.gz".into()), ..Default::default() };
+        let files = |f: ProfileFiles| ProfileArgs { files: f, ..Default::default() };
+        let filter_only = files(ProfileFiles { select: select(&"ab".repeat(16)), pprof: Some("/tmp/p.pb.gz".into()), ..Default::default() });
         assert!(filter_only.plan(true).unwrap_err().to_string().starts_with("--trace/--span/--attr select"));
-        let bad_trace = ProfileArgs { select: select("xyz"), folded: Some("/tmp/f".into()), ..Default::default() };
+        let bad_trace = files(ProfileFiles { select: select("xyz"), folded: Some("/tmp/f".into()), ..Default::default() });
         assert!(bad_trace.plan(true).unwrap_err().to_string().starts_with("--trace: expected 32 hex digits"));
-        let no_stacks = ProfileArgs { pprof: Some("/tmp/p.pb.gz".into()), ..Default::default() };
+        let no_stacks = files(ProfileFiles { pprof: Some("/tmp/p.pb.gz".into()), ..Default::default() });
         assert!(no_stacks.plan(false).unwrap_err().to_string().starts_with("--no-user-stacks"));
         let kernel_only = ProfileArgs { kernel: true, ..no_stacks.clone() };
         assert!(kernel_only.plan(false).unwrap().symbolize);
-        let bad_dir = ProfileArgs { flamegraph: Some("/nonexistent-dir/x.svg".into()), ..Default::default() };
+        let bad_dir = files(ProfileFiles { flamegraph: Some("/nonexistent-dir/x.svg".into()), ..Default::default() });
         assert!(bad_dir.plan(true).unwrap_err().to_string().starts_with("--flamegraph: directory /nonexistent-dir does not exist"));
-        let a_dir = ProfileArgs { folded: Some("/tmp".into()), ..Default::default() };
+        let a_dir = files(ProfileFiles { folded: Some("/tmp".into()), ..Default::default() });
         assert!(a_dir.plan(true).unwrap_err().to_string().starts_with("--folded: \"/tmp\" is not a file path"));
     }
 }

@@ -198,7 +198,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             comments: vec![format!("thread-ctx record {} --hz {}", args.pid, args.hz)],
         };
         let subtitle = format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz);
-        outputs = args.profile.write(p, &plan.filter, &meta, &subtitle);
+        outputs = args.profile.files.write(p, &plan.filter, &meta, &subtitle);
     }
     let top_frames = profile.as_ref().map(|p| top::top_frames(p, &by, 3));
     let mut written = Ok(());

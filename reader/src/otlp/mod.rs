@@ -10,6 +10,8 @@
 //! ones. [`ExporterStats`] counts every outcome; [`Exporter::shutdown`] sends what is queued
 //! within a deadline.
 //!
+//! [`received`] reads back what a Collector's file exporter wrote (the tests, `thread-ctx report`).
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use thread_ctx::otlp::{Exporter, ExporterConfig, Overrides, ExportProfilesServiceRequest};
@@ -26,6 +28,7 @@ mod config;
 mod exporter;
 mod grpc;
 mod http;
+pub mod received;
 mod retry;
 mod stats;
 mod transport;

@@ -344,12 +344,14 @@ impl Dictionary {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::profile::aggregate::{Observation, StackFrame};
     use crate::profile::{Frame, SampleKind};
 
-    fn profile() -> Profile {
+    /// A V8 process's window: JS, JIT and native frames (a mapping with a build id), a CPU entry
+    /// with a span and attributes, an off-CPU one without.
+    pub(crate) fn profile() -> Profile {
         let mut p = Profile::new(42);
         (p.cpu_period_ns, p.off_cpu_traced, p.runs_v8, p.monotonic_to_unix_ns) = (10_000_000, true, true, 1_000_000_000_000);
         p.mappings = vec![MapsLine { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }];

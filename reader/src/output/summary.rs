@@ -4,6 +4,8 @@
 //! samples without a span and why, the off-CPU time per group when traced,
 //! and (given them) each group's top frames. Memory stays bounded however long
 //! the recording: past [`MAX_GROUPS`] groups, new ones are counted together.
+//! Samples come one by one from the sampler ([`Summary::add`]) or aggregated
+//! from a profile ([`Summary::add_entry`]: a profile a Collector received).
 
 use crate::ctx_record::decode_attrs;
 use crate::ids::hex;
@@ -105,6 +107,8 @@ struct Row {
     off_cpu_ns: u64,
     /// Span rows: the attrs-data of the latest sample (attributes can change during a span).
     attrs: Vec<u8>,
+    /// Span rows filled from profile entries: their attributes, already decoded.
+    attr_pairs: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -118,6 +122,8 @@ pub struct Summary {
     overflow: Row,
     /// Samples without a span context, by what the sampler found.
     no_context: HashMap<CtxState, u64>,
+    /// Samples without a span context whose reason is not known (profile entries).
+    no_context_unexplained: u64,
     total: u64,
     /// Off-CPU time is traced: the table gets its column.
     off_cpu_traced: bool,
@@ -151,6 +157,7 @@ impl Summary {
             members_complete: true,
             overflow: Row::default(),
             no_context: HashMap::new(),
+            no_context_unexplained: 0,
             total: 0,
             off_cpu_traced: false,
             off_cpu_no_context_ns: 0,
@@ -180,23 +187,48 @@ impl Summary {
             }
             return;
         };
-        if let (Some((trace, span, _)), false) = (e.span(), matches!(group, Group::Span(..))) {
-            self.add_member(&group, trace, span);
-        }
-        let full = self.rows.len() >= MAX_GROUPS;
-        let row = match self.rows.get_mut(&group) {
-            Some(row) => row,
-            None if full => &mut self.overflow,
-            None => self.rows.entry(group).or_default(),
-        };
-        if off_cpu {
-            row.off_cpu_ns += e.duration_ns;
-        } else {
-            row.samples += 1;
-        }
-        if matches!(self.by, GroupBy::Span) && row.attrs != e.attrs {
+        let by_span = matches!(self.by, GroupBy::Span);
+        let ids = e.span().map(|(trace, span, _)| (trace, span));
+        let row = if off_cpu { self.count_in(group, ids, 0, e.duration_ns) } else { self.count_in(group, ids, 1, 0) };
+        if by_span && row.attrs != e.attrs {
             row.attrs.clone_from(&e.attrs);
         }
+    }
+
+    /// Adds a profile entry (`count` CPU samples, or off-CPU time): what [`Summary::add`]
+    /// does for each of its samples, without the reason a sample had no span.
+    pub fn add_entry(&mut self, e: &Entry) {
+        let off_cpu = e.kind.is_off_cpu();
+        self.off_cpu_traced |= off_cpu;
+        if !off_cpu {
+            self.total += e.count;
+        }
+        let Some(group) = self.by.group_of_entry(e) else {
+            if off_cpu {
+                self.off_cpu_no_context_ns += e.weight_ns;
+            } else {
+                self.no_context_unexplained += e.count;
+            }
+            return;
+        };
+        let by_span = matches!(self.by, GroupBy::Span);
+        let ids = e.trace_id.map(|trace| (trace, e.span_id.unwrap_or([0; 8])));
+        let row = if off_cpu { self.count_in(group, ids, 0, e.weight_ns) } else { self.count_in(group, ids, e.count, 0) };
+        if by_span && row.attr_pairs != e.attrs {
+            row.attr_pairs.clone_from(&e.attrs);
+        }
+    }
+
+    /// Counts CPU `samples` and `off_cpu_ns` in `group`'s row (the overflow row past
+    /// [`MAX_GROUPS`]), noting the trace and span behind them; returns the row.
+    fn count_in(&mut self, group: Group, ids: Option<([u8; 16], [u8; 8])>, samples: u64, off_cpu_ns: u64) -> &mut Row {
+        if let (Some((trace, span)), false) = (ids, matches!(group, Group::Span(..))) {
+            self.add_member(&group, trace, span);
+        }
+        let row = if self.rows.len() < MAX_GROUPS || self.rows.contains_key(&group) { self.rows.entry(group).or_default() } else { &mut self.overflow };
+        row.samples += samples;
+        row.off_cpu_ns += off_cpu_ns;
+        row
     }
 
     fn add_member(&mut self, group: &Group, trace: [u8; 16], span: [u8; 8]) {
@@ -220,15 +252,13 @@ impl Summary {
 
     /// CPU samples without a span context.
     pub fn no_context(&self) -> u64 {
-        self.no_context.values().sum()
+        self.no_context.values().sum::<u64>() + self.no_context_unexplained
     }
 
-    /// The table, with `notes` (top frames) under the groups they name.
+    /// The recording's line, then the table, with `notes` (top frames) under the groups they name.
     pub fn render(&self, info: &RunInfo, notes: Option<&GroupNotes>) -> String {
         let mut out = String::new();
-        let pct = |n: u64| if self.total == 0 { 0.0 } else { 100.0 * n as f64 / self.total as f64 };
         let cpu_s = |n: u64| n as f64 / info.hz.max(1) as f64;
-        let off = self.off_cpu_traced;
         let who = match (info.tid, info.service_name) {
             (Some(tid), _) => format!("thread {tid} of pid {}", info.pid),
             (None, Some(s)) => format!("pid {} ({s})", info.pid),
@@ -244,10 +274,22 @@ impl Summary {
             cpu_s(self.total),
             info.dropped
         );
+        out.push_str(&self.render_table(info.hz, info.top, notes));
+        out
+    }
+
+    /// The table: a header, the `top` groups (0: all) with their notes, the rest in one
+    /// "other" row, the samples without a span, the total, and a line of facts. `hz` turns
+    /// samples into CPU seconds.
+    pub fn render_table(&self, hz: u32, top: usize, notes: Option<&GroupNotes>) -> String {
+        let mut out = String::new();
+        let pct = |n: u64| if self.total == 0 { 0.0 } else { 100.0 * n as f64 / self.total as f64 };
+        let cpu_s = |n: u64| n as f64 / hz.max(1) as f64;
+        let off = self.off_cpu_traced;
 
         let mut rows: Vec<(&Group, &Row)> = self.rows.iter().collect();
         rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(b.1.off_cpu_ns.cmp(&a.1.off_cpu_ns)).then(a.0.cmp(b.0)));
-        let shown = if info.top == 0 { rows.len() } else { rows.len().min(info.top) };
+        let shown = if top == 0 { rows.len() } else { rows.len().min(top) };
         let (head, rest) = rows.split_at(shown);
 
         let member_counts = self.member_counts();
@@ -289,7 +331,7 @@ impl Summary {
         };
         for ((group, row), label) in head.iter().zip(&labels) {
             let extra = match self.by {
-                GroupBy::Span => format!("  {}", self.attrs_text(&row.attrs)),
+                GroupBy::Span => format!("  {}", self.attrs_text(row)),
                 _ => String::new(),
             };
             line(&mut out, label, row, member_counts.get(*group).copied(), extra.trim_end());
@@ -311,9 +353,9 @@ impl Summary {
             };
             line(&mut out, &more, &other, None, "");
         }
-        let none = Row { samples: self.no_context(), off_cpu_ns: self.off_cpu_no_context_ns, attrs: vec![] };
+        let none = Row { samples: self.no_context(), off_cpu_ns: self.off_cpu_no_context_ns, ..Row::default() };
         line(&mut out, "(no span)", &none, None, "");
-        let all = Row { samples: self.total, off_cpu_ns: 0, attrs: vec![] };
+        let all = Row { samples: self.total, ..Row::default() };
         line(&mut out, "total", &all, None, "");
 
         let with_span = self.total - none.samples;
@@ -324,7 +366,7 @@ impl Summary {
             let share = if with_span == 0 { 0.0 } else { 100.0 * carried as f64 / with_span as f64 };
             facts.push(format!("{share:.1}% of those carry {key}"));
         }
-        if none.samples > 0 {
+        if !self.no_context.is_empty() {
             let mut why: Vec<_> = self.no_context.iter().collect();
             why.sort_by_key(|(s, _)| **s);
             let why: Vec<String> = why.iter().map(|(s, n)| format!("{} {n}", s.name())).collect();
@@ -353,8 +395,11 @@ impl Summary {
         }
     }
 
-    fn attrs_text(&self, attrs: &[u8]) -> String {
-        let (attrs, _) = decode_attrs(attrs, self.key_map.as_deref());
+    fn attrs_text(&self, row: &Row) -> String {
+        if !row.attr_pairs.is_empty() {
+            return row.attr_pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        }
+        let (attrs, _) = decode_attrs(&row.attrs, self.key_map.as_deref());
         let words: Vec<String> =
             attrs.iter().map(|a| format!("{}={}", a.key.clone().unwrap_or_else(|| attr_index_name(a.key_index)), a.value)).collect();
         words.join(" ")
@@ -471,6 +516,38 @@ mod tests {
         assert_eq!(lines[3], "    top: burn (a.js:3) 100%", "{text}");
         assert!(lines[4].starts_with(&"03".repeat(16)) && lines[4].contains("      50.0"), "{text}");
         assert!(lines[5].starts_with("(no span)") && lines[5].contains("       7.0"), "{text}");
+    }
+
+    #[test]
+    fn entries_count_as_their_samples_would() {
+        let km = key_map();
+        let (mut by_event, mut by_entry) = (Summary::new(GroupBy::Attr("http.route".into()), Some(&km)), Summary::new(GroupBy::Attr("http.route".into()), None));
+        let entry = |trace: Option<u8>, route: Option<&str>, count| Entry {
+            kind: crate::profile::SampleKind::Cpu,
+            stack: vec![],
+            tid: 1,
+            trace_id: trace.map(|t| [t; 16]),
+            span_id: trace.map(|t| [t; 8]),
+            attrs: route.map(|r| vec![("http.route".to_string(), r.to_string())]).unwrap_or_default(),
+            count,
+            weight_ns: 0,
+            times: vec![],
+        };
+        for (trace, route, count) in [(Some(1), Some("/a"), 3), (Some(2), Some("/a"), 1), (Some(3), Some("/b"), 2), (Some(4), None, 1), (None, None, 2)] {
+            by_entry.add_entry(&entry(trace, route, count));
+            for _ in 0..count {
+                let state = if trace.is_some() { CtxState::Valid } else { CtxState::Invalid };
+                by_event.add(&sample(state, trace.unwrap_or(0), trace.unwrap_or(0), route));
+            }
+        }
+        assert_eq!((by_entry.total(), by_entry.no_context()), (9, 2));
+        let (events, entries) = (by_event.render_table(49, 10, None), by_entry.render_table(49, 10, None));
+        assert_eq!(entries.lines().collect::<Vec<_>>()[..6], events.lines().collect::<Vec<_>>()[..6], "{entries}\n{events}");
+        assert!(events.ends_with("; no span because: not_valid 2.\n"), "{events}");
+        assert!(entries.ends_with("77.8% of CPU samples carry a span; 85.7% of those carry http.route.\n"), "a profile does not say why: {entries}");
+        let mut by_span = Summary::new(GroupBy::Span, None);
+        by_span.add_entry(&entry(Some(1), Some("/a"), 3));
+        assert!(by_span.render_table(49, 10, None).lines().nth(1).unwrap().ends_with("  http.route=/a"), "span rows show their attributes");
     }
 
     #[test]

@@ -3,14 +3,13 @@
 //! directory and the repository's `collector/config.yaml`, whose file exporter writes every
 //! profiles request it receives as length-prefixed protobuf. [`Collector::received`] decodes that
 //! file back into `ProfilesData` messages, and [`Received::samples`] resolves their dictionary
-//! indices into plain values for assertions.
+//! indices into plain values for assertions (both with the library's `otlp::received`, which
+//! `thread-ctx report` uses too).
 //!
 //! Also [`SilentListener`], an endpoint that accepts connections and never answers.
 #![allow(dead_code)]
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,9 +18,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use prost::Message;
-use thread_ctx::otlp::common::{any_value, AnyValue};
-use thread_ctx::otlp::profiles::{ProfilesData, ProfilesDictionary};
+use thread_ctx::otlp::profiles::ProfilesData;
+use thread_ctx::otlp::received::{decode_file_exporter, resolve};
+// (Not every test file that includes this module names all of them.)
+#[allow(unused_imports)]
+pub use thread_ctx::otlp::received::{ResolvedFrame, ResolvedMapping, ResolvedSample};
 
 /// How long a Collector may take to start on a busy machine.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -224,6 +225,11 @@ impl Collector {
         self.dir.path().join(format!("received-{generation}.pb"))
     }
 
+    /// The file the current (or last) incarnation's file exporter writes.
+    pub fn output_file(&self) -> PathBuf {
+        self.output_path(self.generation)
+    }
+
     /// Everything every incarnation wrote so far, in order.
     pub fn received(&self) -> Received {
         let mut messages = Vec::new();
@@ -262,17 +268,10 @@ impl Drop for Collector {
     }
 }
 
-/// The file exporter's `proto` format: each message preceded by its size, 4 bytes big endian.
-/// A message still being written (an incomplete tail) is left for the next read.
-pub fn decode_file(mut bytes: &[u8]) -> Vec<ProfilesData> {
-    let mut messages = Vec::new();
-    while bytes.len() >= 4 {
-        let size = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
-        let Some(message) = bytes.get(4..4 + size) else { break };
-        messages.push(ProfilesData::decode(message).unwrap_or_else(|e| panic!("undecodable ProfilesData: {e}")));
-        bytes = &bytes[4 + size..];
-    }
-    messages
+/// The file exporter's `proto` format, decoded by the library (`thread-ctx report` reads it the
+/// same way). A message still being written (an incomplete tail) is left for the next read.
+pub fn decode_file(bytes: &[u8]) -> Vec<ProfilesData> {
+    decode_file_exporter(bytes).unwrap_or_else(|e| panic!("{e:#}")).messages
 }
 
 /// What the Collector received: one `ProfilesData` per request it exported (the file exporter
@@ -283,206 +282,10 @@ pub struct Received {
 }
 
 impl Received {
-    /// Every sample of every message, with its indices resolved.
+    /// Every sample of every message, with its indices resolved; panics on a malformed message.
     pub fn samples(&self) -> Vec<ResolvedSample> {
-        self.messages.iter().flat_map(resolve).collect()
+        self.messages.iter().flat_map(|m| resolve(m).unwrap_or_else(|e| panic!("a malformed message: {e:#}"))).collect()
     }
-}
-
-/// A sample with everything its indices point at, as plain values.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedSample {
-    /// The resource's attributes (values as text, see [`value_text`]).
-    pub resource: BTreeMap<String, String>,
-    pub scope_name: String,
-    /// The profile's `sample_type` (type, unit) and `period_type` with `period`.
-    pub sample_type: (String, String),
-    pub period: (String, String, i64),
-    pub profile_attributes: BTreeMap<String, String>,
-    /// Leaf first, one entry per line of each location (inlined frames expand).
-    pub frames: Vec<ResolvedFrame>,
-    /// The link's trace and span id, `None` for index 0 (no link).
-    pub link: Option<(Vec<u8>, Vec<u8>)>,
-    pub attributes: BTreeMap<String, String>,
-    pub values: Vec<i64>,
-    pub timestamps_unix_nano: Vec<u64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedFrame {
-    pub function: String,
-    pub system_name: String,
-    pub file: String,
-    pub line: i64,
-    pub address: u64,
-    /// The location's attributes (e.g. `profile.frame.type`).
-    pub attributes: BTreeMap<String, String>,
-    /// `None` for mapping index 0.
-    pub mapping: Option<ResolvedMapping>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedMapping {
-    pub filename: String,
-    pub memory_start: u64,
-    pub memory_limit: u64,
-    pub file_offset: u64,
-    /// E.g. `process.executable.build_id.gnu`.
-    pub attributes: BTreeMap<String, String>,
-}
-
-/// Resolves every sample of one message against its dictionary. Panics, naming the table, on
-/// an index out of range: the message is malformed.
-pub fn resolve(data: &ProfilesData) -> Vec<ResolvedSample> {
-    let default = ProfilesDictionary::default();
-    let d = data.dictionary.as_ref().unwrap_or(&default);
-    let mut out = Vec::new();
-    for rp in &data.resource_profiles {
-        let resource: BTreeMap<String, String> = rp
-            .resource
-            .iter()
-            .flat_map(|r| &r.attributes)
-            .map(|kv| {
-                // The Collector moves resource attribute keys and string values into the
-                // dictionary's string table (key_strindex, string_value_strindex).
-                let key = if kv.key.is_empty() { string(d, kv.key_strindex) } else { kv.key.clone() };
-                (key, kv.value.as_ref().map(|v| value_text(d, v)).unwrap_or_default())
-            })
-            .collect();
-        for sp in &rp.scope_profiles {
-            let scope_name = sp.scope.as_ref().map(|s| s.name.clone()).unwrap_or_default();
-            for p in &sp.profiles {
-                let vt = |v: &Option<thread_ctx::otlp::profiles::ValueType>| {
-                    v.as_ref().map_or((String::new(), String::new()), |v| {
-                        (string(d, v.type_strindex), string(d, v.unit_strindex))
-                    })
-                };
-                let sample_type = vt(&p.sample_type);
-                let (pt, pu) = vt(&p.period_type);
-                let profile_attributes = attributes(d, &p.attribute_indices);
-                for s in &p.samples {
-                    let stack = at(&d.stack_table, s.stack_index, "stack_table");
-                    let frames = stack
-                        .location_indices
-                        .iter()
-                        .flat_map(|&li| location_frames(d, li))
-                        .collect();
-                    let link = (s.link_index != 0).then(|| {
-                        let l = at(&d.link_table, s.link_index, "link_table");
-                        (l.trace_id.clone(), l.span_id.clone())
-                    });
-                    out.push(ResolvedSample {
-                        resource: resource.clone(),
-                        scope_name: scope_name.clone(),
-                        sample_type: sample_type.clone(),
-                        period: (pt.clone(), pu.clone(), p.period),
-                        profile_attributes: profile_attributes.clone(),
-                        frames,
-                        link,
-                        attributes: attributes(d, &s.attribute_indices),
-                        values: s.values.clone(),
-                        timestamps_unix_nano: s.timestamps_unix_nano.clone(),
-                    });
-                }
-            }
-        }
-    }
-    out
-}
-
-fn location_frames(d: &ProfilesDictionary, index: i32) -> Vec<ResolvedFrame> {
-    let loc = at(&d.location_table, index, "location_table");
-    let mapping = (loc.mapping_index != 0).then(|| {
-        let m = at(&d.mapping_table, loc.mapping_index, "mapping_table");
-        ResolvedMapping {
-            filename: string(d, m.filename_strindex),
-            memory_start: m.memory_start,
-            memory_limit: m.memory_limit,
-            file_offset: m.file_offset,
-            attributes: attributes(d, &m.attribute_indices),
-        }
-    });
-    let frame = |function: String, system_name: String, file: String, line: i64| ResolvedFrame {
-        function,
-        system_name,
-        file,
-        line,
-        address: loc.address,
-        attributes: attributes(d, &loc.attribute_indices),
-        mapping: mapping.clone(),
-    };
-    if loc.lines.is_empty() {
-        return vec![frame(String::new(), String::new(), String::new(), 0)];
-    }
-    loc.lines
-        .iter()
-        .map(|l| {
-            let f = at(&d.function_table, l.function_index, "function_table");
-            frame(
-                string(d, f.name_strindex),
-                string(d, f.system_name_strindex),
-                string(d, f.filename_strindex),
-                l.line,
-            )
-        })
-        .collect()
-}
-
-fn attributes(d: &ProfilesDictionary, indices: &[i32]) -> BTreeMap<String, String> {
-    indices
-        .iter()
-        .map(|&i| {
-            let kv = at(&d.attribute_table, i, "attribute_table");
-            (string(d, kv.key_strindex), kv.value.as_ref().map(|v| value_text(d, v)).unwrap_or_default())
-        })
-        .collect()
-}
-
-fn string(d: &ProfilesDictionary, index: i32) -> String {
-    at(&d.string_table, index, "string_table").clone()
-}
-
-fn at<'a, T>(table: &'a [T], index: i32, name: &str) -> &'a T {
-    usize::try_from(index)
-        .ok()
-        .and_then(|i| table.get(i))
-        .unwrap_or_else(|| panic!("{name}[{index}] is out of range (the table has {} entries)", table.len()))
-}
-
-/// An attribute value as text: strings as they are (string-table references resolved), numbers
-/// and booleans in decimal, bytes in hex, arrays and maps in a JSON-like form.
-pub fn value_text(d: &ProfilesDictionary, v: &AnyValue) -> String {
-    let text = |v: &AnyValue| value_text(d, v);
-    match &v.value {
-        None => String::new(),
-        Some(any_value::Value::StringValue(s)) => s.clone(),
-        Some(any_value::Value::StringValueStrindex(i)) => string(d, *i),
-        Some(any_value::Value::BoolValue(b)) => b.to_string(),
-        Some(any_value::Value::IntValue(i)) => i.to_string(),
-        Some(any_value::Value::DoubleValue(f)) => f.to_string(),
-        Some(any_value::Value::BytesValue(b)) => hex(b),
-        Some(any_value::Value::ArrayValue(a)) => {
-            format!("[{}]", a.values.iter().map(text).collect::<Vec<_>>().join(","))
-        }
-        Some(any_value::Value::KvlistValue(l)) => format!(
-            "{{{}}}",
-            l.values
-                .iter()
-                .map(|kv| {
-                    let key = if kv.key.is_empty() { string(d, kv.key_strindex) } else { kv.key.clone() };
-                    format!("{key}={}", kv.value.as_ref().map(text).unwrap_or_default())
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    }
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// A TCP endpoint that accepts connections and never reads or answers: what an exporter sees
