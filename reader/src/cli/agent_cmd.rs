@@ -226,7 +226,7 @@ fn status_line(s: &WindowStats, export: Option<ExporterStats>, last_error: &mut 
 fn export_text(s: &ExporterStats) -> String {
     let d = s.dropped();
     format!(
-        "exported {} requests ({} samples), {} queued, {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}",
+        "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} queued, {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}",
         s.sent.requests,
         s.sent.samples,
         s.queued.requests + s.in_flight.requests,
