@@ -74,12 +74,15 @@ function runInAsyncScope(fn, thisArg, ...args) {
 }
 
 // Runs inside the resource's frame (`this`: the tracking that was current when the scope began).
+// A scope whose tracking was stopped inside it (the manager disabled, or taken over by a newer
+// one) does not exit: that tracking's restore stack is gone, and an exit would overwrite what was
+// written since (a direct write, or the newer manager's context) with a stale entry.
 function runScope(fn, thisArg, args) {
   this.enter(this.active());
   try {
     return Reflect.apply(fn, thisArg, args);
   } finally {
-    this.exit();
+    if (scopeTracking === this) this.exit();
   }
 }
 
