@@ -145,3 +145,25 @@ test('broken spans and attribute values never throw out of the package (hooks an
     manager.disable();
   }
 });
+
+test('trace ids decoded once are reused for the same digits only (cache slots shared by other ids)', () => {
+  const hexOf = (entry) => Buffer.from(entry.buffer, entry.byteOffset, 16).toString('hex');
+  // Same last three digits (the same cache slot), different trace ids, alternately.
+  const ids = ['0af7651916cd43dd8448eb211c80319c', 'ffffffffffffffffffffffffffff319c', '1000000000000000000000000000019c'];
+  for (let round = 0; round < 3; round++) {
+    for (const traceId of ids) {
+      // A fresh string with the same digits (not the cached object) decodes to the same bytes.
+      const copy = (traceId + ' ').slice(0, 32);
+      assert.equal(hexOf(encodeEntry({ ...SC, traceId })), traceId);
+      assert.equal(hexOf(encodeEntry({ ...SC, traceId: copy })), traceId);
+    }
+  }
+  // Uppercase digits decode as the same bytes; invalid ids never enter the cache.
+  assert.equal(hexOf(encodeEntry({ ...SC, traceId: ids[0].toUpperCase() })), ids[0]);
+  for (let i = 0; i < 2; i++) {
+    assert.equal(encodeEntry({ ...SC, traceId: '0'.repeat(32) }), NONE, 'all-zero trace id: none');
+    assert.equal(encodeEntry({ ...SC, traceId: '0af7651916cd43dd8448eb211c8031\u0100c' }), NONE, 'non-hex digit: none');
+    assert.equal(encodeEntry({ ...SC, traceId: 'x' + ids[0].slice(1) }), NONE, 'non-hex digit in the same slot: none');
+  }
+  assert.equal(hexOf(encodeEntry({ ...SC, traceId: ids[0] })), ids[0], 'still decoded right after the invalid ones');
+});

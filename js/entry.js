@@ -38,6 +38,38 @@ function decodeHexId(entry, firstWord, hex, chars) {
   return any === 0 ? 0 : 1;
 }
 
+// The spans of a trace share its trace id (the SDK hands the parent's string to the child): the
+// last valid trace ids decoded are kept, direct-mapped on their last three hex digits, so a trace's
+// later spans copy four words instead of decoding 32 digits again (the decode was ~40 % of the
+// cost of building an entry). A different string with the same digits also hits (=== compares
+// contents); a slot is only ever filled from a successful decode.
+const TRACE_SLOTS = 1024; // 16 KiB of words; with 50 traces in flight, ~95 % of later spans hit
+const traceIds = new Array(TRACE_SLOTS).fill('');
+const traceWords = new Uint32Array(TRACE_SLOTS * 4);
+
+function decodeTraceId(entry, hex) {
+  if (typeof hex !== 'string' || hex.length !== 32) return -1;
+  // Three random hex digits (any other character maps to -1: a valid slot all the same).
+  const slot = ((HEX[hex.charCodeAt(29) & 0x7f] << 8) ^ (HEX[hex.charCodeAt(30) & 0x7f] << 4) ^ HEX[hex.charCodeAt(31) & 0x7f]) & (TRACE_SLOTS - 1);
+  const at = slot * 4;
+  if (traceIds[slot] === hex) {
+    entry[0] = traceWords[at];
+    entry[1] = traceWords[at + 1];
+    entry[2] = traceWords[at + 2];
+    entry[3] = traceWords[at + 3];
+    return 1;
+  }
+  const valid = decodeHexId(entry, 0, hex, 32);
+  if (valid === 1) {
+    traceIds[slot] = hex;
+    traceWords[at] = entry[0];
+    traceWords[at + 1] = entry[1];
+    traceWords[at + 2] = entry[2];
+    traceWords[at + 3] = entry[3];
+  }
+  return valid;
+}
+
 // The control word of a valid record: valid 1, the flags byte, the attrs size.
 function controlWord(traceFlags, attrsBytes) {
   return (1 | ((traceFlags & 0xff) << 8) | (attrsBytes << 16)) >>> 0;
@@ -55,7 +87,7 @@ function encodeEntry(spanContext, attrs, fullSize = false) {
     throw new RangeError(`attrs: expected at most ${MAX_ATTRS_SIZE} bytes, got ${attrsBytes}`);
   }
   const entry = new Uint32Array(fullSize ? RECORD_WORDS : HEADER_WORDS + Math.ceil(attrsBytes / 4));
-  if (decodeHexId(entry, 0, spanContext.traceId, 32) <= 0 || decodeHexId(entry, 4, spanContext.spanId, 16) <= 0) {
+  if (decodeTraceId(entry, spanContext.traceId) <= 0 || decodeHexId(entry, 4, spanContext.spanId, 16) <= 0) {
     return NONE;
   }
   if (attrsBytes > 0) new Uint8Array(entry.buffer, HEADER_WORDS * 4).set(attrs);
