@@ -34,7 +34,10 @@ function packageAtRevision(rev) {
   } catch {
     throw new TypeError(`OTEL_THREAD_CTX_BENCH_REV or rev:REV: expected a git revision of this repository, got ${JSON.stringify(rev)}`);
   }
-  const dir = path.join(os.tmpdir(), `otel-thread-ctx-bench-rev-${commit.slice(0, 12)}`);
+  // Per checkout too: the copy links this checkout's addon and node_modules (a copy made from a
+  // worktree since removed would load nothing).
+  const checkout = require('node:crypto').createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
+  const dir = path.join(os.tmpdir(), `otel-thread-ctx-bench-rev-${commit.slice(0, 12)}-${checkout}`);
   if (fs.existsSync(path.join(dir, 'package.json'))) return dir;
   const staging = fs.mkdtempSync(`${dir}.staging-`);
   const archive = execFileSync('git', ['archive', commit, ...COPIED], { cwd: ROOT, maxBuffer: 1 << 28 });

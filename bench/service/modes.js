@@ -13,13 +13,18 @@ const MODES = Object.freeze({
 const DEFAULT_MODES = ['stock', 'floor', 'full'];
 
 // proto:A+B: the ThreadContextManager from a copy of js/ with bench/prototypes/A.patch, B.patch.
+// rev:REV: the ThreadContextManager of git revision REV's js/ (a before/after pair in one run).
 function modeByName(name) {
+  if (typeof name === 'string' && name.startsWith('rev:') && name.length > 'rev:'.length) {
+    const revision = name.slice('rev:'.length);
+    return { kind: 'manager', patches: { revision }, label: `ThreadContextManager, js/ of git revision ${revision}` };
+  }
   if (typeof name === 'string' && name.startsWith('proto:') && name.length > 'proto:'.length) {
     const patches = name.slice('proto:'.length).split('+');
     return { kind: 'manager', patches, label: `ThreadContextManager + bench/prototypes/${patches.join('.patch + ')}.patch` };
   }
   const mode = MODES[name];
-  if (mode === undefined) throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')}, got ${JSON.stringify(name)}`);
+  if (mode === undefined) throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')}, or proto:PATCH[+PATCH] or rev:REV, got ${JSON.stringify(name)}`);
   return mode;
 }
 

@@ -5,7 +5,7 @@
 // server process pinned to one CPU; autocannon and PostgreSQL on the other; modes alternated
 // round after round; the event-loop thread's CPU per request; ratios with bootstrap intervals.
 //
-//   node bench/service/run.js [--node 24|PATH] [--modes stock,floor,full,proto:PATCH] [--rounds 15]
+//   node bench/service/run.js [--node 24|PATH] [--modes stock,floor,full,proto:PATCH,rev:REV] [--rounds 15]
 //     [--duration 5] [--fast] [--connections 20] [--server-cpu 0] [--client-cpu 1]
 //     (each server warms up with 3000 requests; --fast measures 2 s instead of 5)
 //     [--json FILE] [--rounds-table] [--node-arg ARG]...
@@ -91,6 +91,11 @@ function markdown(report) {
     const added = name === 'stock' ? '–' : interval(pairedDifference(samples, name, 'stock', cpu), 2, { sign: true });
     lines.push(`| ${name}: ${modeByName(name).label} | ${own[0].mechanism ?? '–'} | ${fixed(median(own.map((s) => s.requestsPerSecond)), 0)} | ` +
       `${fixed(median(own.map((s) => s.spansPerRequest)), 1)} | ${fixed(median(own.map(cpu)), 1)} | ${vsStock} | ${vsFloor} | ${added} |`);
+  }
+  // Before/after in one run: the working tree's manager against another revision's.
+  for (const name of config.modes.filter((m) => m.startsWith('rev:'))) {
+    if (!config.modes.includes('full')) break;
+    lines.push('', `full ÷ ${name} (after ÷ before, same rounds): ${interval(pairedRatio(samples, 'full', name, cpu))}`);
   }
   lines.push('');
   lines.push(`Command: \`${command}\` at ${revision}. CPU = the server's event-loop thread (scheduler run time, /proc/thread-self/schedstat) ` +
