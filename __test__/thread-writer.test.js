@@ -7,6 +7,12 @@ const assert = require('node:assert/strict');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
 const { lib } = require('./context-helpers');
 const { NONE, encodeEntry } = require('../js/entry');
+
+// The bytes of an entry's first `n` header bytes, as its arena slot holds them.
+function entryBytes(entry, n) {
+  const writer = threadWriter();
+  return Buffer.from(writer.entries.buffer, writer.wordsAt(entry) * 4, n).toString('hex');
+}
 const { entryForContext } = require('../js/span-entries');
 const { threadWriter } = require('../js/thread-writer');
 const { MAX_ATTRS_SIZE } = require('../js/layout');
@@ -16,7 +22,7 @@ const view = lib.recordView();
 
 test('publish() writes the OTEP 4947 header byte for byte; none zeroes valid, flags and attrs size', () => {
   const writer = threadWriter();
-  writer.publish(encodeEntry({ ...SC, traceFlags: 0x03 }));
+  writer.publish(encodeEntry(threadWriter(), { ...SC, traceFlags: 0x03 }));
   assert.deepEqual(Buffer.from(view.subarray(0, 16)).toString('hex'), SC.traceId, 'trace id bytes at 0..16');
   assert.deepEqual(Buffer.from(view.subarray(16, 24)).toString('hex'), SC.spanId, 'span id bytes at 16..24');
   assert.deepEqual([...view.subarray(24, 28)], [1, 3, 0, 0], 'valid 1, flags 3, attrs size 0');
@@ -26,7 +32,7 @@ test('publish() writes the OTEP 4947 header byte for byte; none zeroes valid, fl
   assert.deepEqual(Buffer.from(view.subarray(0, 24)).toString('hex'), SC.traceId + SC.spanId, 'expected the ids left in place');
   assert.equal(lib.getSpanContext(), null);
   // clearSpanContext() is the same detach, stored unconditionally.
-  writer.publish(encodeEntry(SC));
+  writer.publish(encodeEntry(threadWriter(), SC));
   lib.clearSpanContext();
   assert.deepEqual([...view.subarray(24, 28)], [0, 0, 0, 0], 'expected clearSpanContext() to store the same none');
   assert.equal(writer.current, NONE);
@@ -34,7 +40,7 @@ test('publish() writes the OTEP 4947 header byte for byte; none zeroes valid, fl
 
 test('a direct setSpanContext() is known to the writer: the next publish rewrites the record in full', () => {
   const writer = threadWriter();
-  const entry = encodeEntry(SC);
+  const entry = encodeEntry(threadWriter(), SC);
   writer.publish(entry);
   writer.publish(NONE);
   lib.setSpanContext('4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 0);
@@ -59,7 +65,7 @@ test('one writer per thread, even for a second copy of the module', () => {
 
 test('publish() skips the stores when the entry is already published', () => {
   const writer = threadWriter();
-  const entry = encodeEntry(SC);
+  const entry = encodeEntry(threadWriter(), SC);
   writer.publish(entry);
   view[0] = 0xee; // a foreign write the writer does not know about
   writer.publish(entry);
@@ -67,7 +73,7 @@ test('publish() skips the stores when the entry is already published', () => {
   writer.publish(NONE);
   writer.publish(entry);
   assert.equal(view[0], 0xee, 'expected the body kept when returning to the entry whose body is in the page');
-  writer.publish(encodeEntry({ ...SC, spanId: '00000000000000aa' }));
+  writer.publish(encodeEntry(threadWriter(), { ...SC, spanId: '00000000000000aa' }));
   writer.publish(entry);
   assert.equal(view[0], 0x0a, 'expected the body rewritten after another span');
   lib.clearSpanContext();
@@ -90,11 +96,11 @@ test('entries are encoded once per context and per span context', () => {
 test('attrs-data bytes follow the header and set the size (for record attributes)', () => {
   const attrs = Uint8Array.from([0, 3, 0x47, 0x45, 0x54, 1, 1, 0x2f]); // key 0 "GET", key 1 "/"
   const writer = threadWriter();
-  writer.publish(encodeEntry(SC, attrs));
+  writer.publish(encodeEntry(threadWriter(), SC, attrs));
   assert.deepEqual([...view.subarray(24, 28)], [1, 1, attrs.length, 0]);
   assert.deepEqual([...view.subarray(28, 28 + attrs.length)], [...attrs]);
   lib.clearSpanContext();
-  assert.throws(() => encodeEntry(SC, new Uint8Array(MAX_ATTRS_SIZE + 1)),
+  assert.throws(() => encodeEntry(threadWriter(), SC, new Uint8Array(MAX_ATTRS_SIZE + 1)),
     { name: 'RangeError', message: /^attrs: expected at most 612 bytes, got 613/ });
 });
 
@@ -111,11 +117,11 @@ test('encodeEntry accepts exactly the span contexts the API calls valid, and dec
   ];
   for (const [traceId, spanId] of cases) {
     const sc = { traceId, spanId, traceFlags: 1 };
-    const entry = encodeEntry(sc);
+    const entry = encodeEntry(threadWriter(), sc);
     const label = JSON.stringify([traceId, spanId]);
     assert.equal(entry !== NONE, isSpanContextValid(sc), `${label}: encodeEntry and isSpanContextValid disagree`);
     if (entry === NONE) continue;
-    const bytes = Buffer.from(entry.buffer, 0, 24).toString('hex');
+    const bytes = entryBytes(entry, 24);
     assert.equal(bytes, (traceId + spanId).toLowerCase(), `${label}: decoded id bytes`);
   }
 });
@@ -147,23 +153,23 @@ test('broken spans and attribute values never throw out of the package (hooks an
 });
 
 test('trace ids decoded once are reused for the same digits only (cache slots shared by other ids)', () => {
-  const hexOf = (entry) => Buffer.from(entry.buffer, entry.byteOffset, 16).toString('hex');
+  const hexOf = (entry) => entryBytes(entry, 16);
   // Same last three digits (the same cache slot), different trace ids, alternately.
   const ids = ['0af7651916cd43dd8448eb211c80319c', 'ffffffffffffffffffffffffffff319c', '1000000000000000000000000000019c'];
   for (let round = 0; round < 3; round++) {
     for (const traceId of ids) {
       // A fresh string with the same digits (not the cached object) decodes to the same bytes.
       const copy = (traceId + ' ').slice(0, 32);
-      assert.equal(hexOf(encodeEntry({ ...SC, traceId })), traceId);
-      assert.equal(hexOf(encodeEntry({ ...SC, traceId: copy })), traceId);
+      assert.equal(hexOf(encodeEntry(threadWriter(), { ...SC, traceId })), traceId);
+      assert.equal(hexOf(encodeEntry(threadWriter(), { ...SC, traceId: copy })), traceId);
     }
   }
   // Uppercase digits decode as the same bytes; invalid ids never enter the cache.
-  assert.equal(hexOf(encodeEntry({ ...SC, traceId: ids[0].toUpperCase() })), ids[0]);
+  assert.equal(hexOf(encodeEntry(threadWriter(), { ...SC, traceId: ids[0].toUpperCase() })), ids[0]);
   for (let i = 0; i < 2; i++) {
-    assert.equal(encodeEntry({ ...SC, traceId: '0'.repeat(32) }), NONE, 'all-zero trace id: none');
-    assert.equal(encodeEntry({ ...SC, traceId: '0af7651916cd43dd8448eb211c8031\u0100c' }), NONE, 'non-hex digit: none');
-    assert.equal(encodeEntry({ ...SC, traceId: 'x' + ids[0].slice(1) }), NONE, 'non-hex digit in the same slot: none');
+    assert.equal(encodeEntry(threadWriter(), { ...SC, traceId: '0'.repeat(32) }), NONE, 'all-zero trace id: none');
+    assert.equal(encodeEntry(threadWriter(), { ...SC, traceId: '0af7651916cd43dd8448eb211c8031\u0100c' }), NONE, 'non-hex digit: none');
+    assert.equal(encodeEntry(threadWriter(), { ...SC, traceId: 'x' + ids[0].slice(1) }), NONE, 'non-hex digit in the same slot: none');
   }
-  assert.equal(hexOf(encodeEntry({ ...SC, traceId: ids[0] })), ids[0], 'still decoded right after the invalid ones');
+  assert.equal(hexOf(encodeEntry(threadWriter(), { ...SC, traceId: ids[0] })), ids[0], 'still decoded right after the invalid ones');
 });

@@ -101,7 +101,9 @@ class ThreadContextManager {
       const delegate = this._delegate;
       return arguments.length <= 3 ? delegate.with(context, fn, thisArg) : delegate.with.apply(delegate, arguments);
     } finally {
-      writer.switchBack(previous, epoch);
+      // An entry whose arena slot was reused inside fn (thousands of spans built there) is built
+      // again from the context now current, rather than shown as none.
+      writer.switchBack(writer.isLive(previous) ? previous : entryForContext(writer, this._delegate.active()), epoch);
     }
   }
 

@@ -1,12 +1,10 @@
 'use strict';
-// Entries: a span context encoded once into the record words it is stored as (a Uint32Array:
-// ids, then the control word valid | flags << 8 | attrs size << 16, then attrs-data). Publishing
-// an entry is then a handful of u32 stores. NONE is the entry of "no span": valid 0.
+// Entries: a span context encoded once into the record words it is stored as (ids, then the
+// control word valid | flags << 8 | attrs size << 16, then attrs-data), in the thread writer's
+// arena. Publishing an entry is then a handful of u32 stores. NONE is the entry of "no span".
 
-const { CONTROL_WORD, HEADER_WORDS, RECORD_WORDS, MAX_ATTRS_SIZE } = require('./layout');
-
-/** The entry published for "no span": only its control word (valid 0) is ever stored. */
-const NONE = new Uint32Array(HEADER_WORDS);
+const { CONTROL_WORD, ID_WORDS, MAX_ATTRS_SIZE } = require('./layout');
+const { NONE } = require('./thread-writer');
 
 const HEX = new Int8Array(128).fill(-1);
 for (let i = 0; i < 16; i++) {
@@ -14,10 +12,10 @@ for (let i = 0; i < 16; i++) {
   HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
 }
 
-// Decodes a hex id of `chars` digits into entry words [firstWord, firstWord + chars / 8), validating
+// Decodes a hex id of `chars` digits into words [firstWord, firstWord + chars / 8), validating
 // as it goes (one pass instead of the API's isSpanContextValid plus a decode). Returns 1 for a
 // valid id, 0 for an all-zero id, -1 for anything but `chars` hex digits (W3C: both invalid).
-function decodeHexId(entry, firstWord, hex, chars) {
+function decodeHexId(words, firstWord, hex, chars) {
   if (typeof hex !== 'string' || hex.length !== chars) return -1;
   let any = 0;
   for (let w = 0; w < chars >> 3; w++) {
@@ -32,7 +30,7 @@ function decodeHexId(entry, firstWord, hex, chars) {
       if ((hi | lo) < 0) return -1;
       word = (word << 8) | (hi << 4) | lo;
     }
-    entry[firstWord + w] = word;
+    words[firstWord + w] = word;
     any |= word;
   }
   return any === 0 ? 0 : 1;
@@ -47,25 +45,25 @@ const TRACE_SLOTS = 1024; // 16 KiB of words; with 50 traces in flight, ~95 % of
 const traceIds = new Array(TRACE_SLOTS).fill('');
 const traceWords = new Uint32Array(TRACE_SLOTS * 4);
 
-function decodeTraceId(entry, hex) {
+function decodeTraceId(words, hex) {
   if (typeof hex !== 'string' || hex.length !== 32) return -1;
   // Three random hex digits (any other character maps to -1: a valid slot all the same).
   const slot = ((HEX[hex.charCodeAt(29) & 0x7f] << 8) ^ (HEX[hex.charCodeAt(30) & 0x7f] << 4) ^ HEX[hex.charCodeAt(31) & 0x7f]) & (TRACE_SLOTS - 1);
   const at = slot * 4;
   if (traceIds[slot] === hex) {
-    entry[0] = traceWords[at];
-    entry[1] = traceWords[at + 1];
-    entry[2] = traceWords[at + 2];
-    entry[3] = traceWords[at + 3];
+    words[0] = traceWords[at];
+    words[1] = traceWords[at + 1];
+    words[2] = traceWords[at + 2];
+    words[3] = traceWords[at + 3];
     return 1;
   }
-  const valid = decodeHexId(entry, 0, hex, 32);
+  const valid = decodeHexId(words, 0, hex, 32);
   if (valid === 1) {
     traceIds[slot] = hex;
-    traceWords[at] = entry[0];
-    traceWords[at + 1] = entry[1];
-    traceWords[at + 2] = entry[2];
-    traceWords[at + 3] = entry[3];
+    traceWords[at] = words[0];
+    traceWords[at + 1] = words[1];
+    traceWords[at + 2] = words[2];
+    traceWords[at + 3] = words[3];
   }
   return valid;
 }
@@ -75,24 +73,36 @@ function controlWord(traceFlags, attrsBytes) {
   return (1 | ((traceFlags & 0xff) << 8) | (attrsBytes << 16)) >>> 0;
 }
 
+// The ids of the entry being encoded: decoded here first, so an invalid span context takes no slot.
+const ids = new Uint32Array(ID_WORDS);
+
 /**
- * The entry of a span context; `attrs` (optional Uint8Array of encoded attrs-data) follows the
- * header. Invalid span contexts give NONE. `fullSize`: allocate the whole record, so that record
- * attributes can later be rewritten in place (caches and stacks hold entries by identity).
+ * A new entry in `writer`'s arena for a span context (js/thread-writer.js); `attrs` (optional
+ * Uint8Array of encoded attrs-data) follows the header. Invalid span contexts give NONE.
  */
-function encodeEntry(spanContext, attrs, fullSize = false) {
+function encodeEntry(writer, spanContext, attrs) {
   if (spanContext == null) return NONE;
   const attrsBytes = attrs === undefined ? 0 : attrs.length;
   if (attrsBytes > MAX_ATTRS_SIZE) {
     throw new RangeError(`attrs: expected at most ${MAX_ATTRS_SIZE} bytes, got ${attrsBytes}`);
   }
-  const entry = new Uint32Array(fullSize ? RECORD_WORDS : HEADER_WORDS + Math.ceil(attrsBytes / 4));
-  if (decodeTraceId(entry, spanContext.traceId) <= 0 || decodeHexId(entry, 4, spanContext.spanId, 16) <= 0) {
+  if (decodeTraceId(ids, spanContext.traceId) <= 0 || decodeHexId(ids, 4, spanContext.spanId, 16) <= 0) {
     return NONE;
   }
-  if (attrsBytes > 0) new Uint8Array(entry.buffer, HEADER_WORDS * 4).set(attrs);
-  entry[CONTROL_WORD] = controlWord(spanContext.traceFlags, attrsBytes);
+  const entry = writer.allocate();
+  const entries = writer.entries;
+  const at = writer.wordsAt(entry);
+  for (let i = 0; i < ID_WORDS; i++) entries[at + i] = ids[i];
+  entries[at + CONTROL_WORD] = controlWord(spanContext.traceFlags, 0);
+  if (attrsBytes > 0) writer.setAttrs(entry, attrWords(attrs), attrsBytes);
   return entry;
 }
 
-module.exports = { NONE, encodeEntry };
+/** attrs-data bytes as the whole words the writer stores (zero-padded). */
+function attrWords(attrs) {
+  const words = new Uint32Array((attrs.length + 3) >>> 2);
+  new Uint8Array(words.buffer).set(attrs);
+  return words;
+}
+
+module.exports = { NONE, encodeEntry, attrWords };

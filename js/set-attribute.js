@@ -24,7 +24,7 @@ function setAttribute(key, value) {
   }
   const span = trace.getActiveSpan();
   if (span === undefined) return false;
-  entryForSpan(span);
+  entryForSpan(threadWriter(), span);
   return setRecordValue(span, index, value);
 }
 

@@ -5,13 +5,12 @@
 // non-recording spans carry them too), and settable in the record only with setAttribute(). The
 // latest write of a key wins, whichever way it came. A child span created in the same thread
 // starts with its parent's values.
-// Such an entry is allocated at the full record size and rewritten in place when a value
-// changes: the writer's caches and stacks hold entries by identity.
+// Such an entry's attrs-data is rewritten in place when a value changes (the writer's caches and
+// stacks hold entries by handle); an entry whose arena slot was reused is rebuilt from the state.
 
 const { trace } = require('@opentelemetry/api');
 const { encodeAttributes } = require('./attributes');
-const { NONE, encodeEntry } = require('./entry');
-const { CONTROL_WORD, HEADER_SIZE } = require('./layout');
+const { NONE, encodeEntry, attrWords } = require('./entry');
 const { registeredKeys, cachedKeyIndex } = require('./process-context');
 const { threadWriter } = require('./thread-writer');
 
@@ -63,11 +62,12 @@ function countDrops(state, droppedKeys) {
 }
 
 function rewrite(state) {
-  const bytes = encodeState(state);
+  const writer = threadWriter();
   const entry = state.entry;
-  new Uint8Array(entry.buffer, entry.byteOffset + HEADER_SIZE, bytes.length).set(bytes);
-  entry[CONTROL_WORD] = ((entry[CONTROL_WORD] & 0xffff) | (bytes.length << 16)) >>> 0;
-  threadWriter().refresh(entry);
+  if (entry === NONE || !writer.isLive(entry)) return; // its slot was reused: rebuilt from the state when next needed
+  const bytes = encodeState(state);
+  writer.setAttrs(entry, bytes.length === 0 ? null : attrWords(bytes), bytes.length);
+  writer.refresh(entry);
 }
 
 // Returns whether the value of a registered key changed.
@@ -114,14 +114,21 @@ function setAttributesAndRecord(attributes) {
 }
 
 /**
- * Builds the entry of a span (once per span). Without registered keys it is the plain entry;
- * with keys, a full-size entry holding the span's attrs-data, rewritten when they change.
+ * Builds the entry of a span (once per span, and again if its slot was reused). Without
+ * registered keys it is the plain entry; with keys, an entry holding the span's attrs-data,
+ * rewritten when they change.
  */
-function encodeSpanEntry(span, spanContext) {
+function encodeSpanEntry(writer, span, spanContext) {
   const keys = registeredKeys();
-  if (keys.length === 0 || typeof span.setAttribute !== 'function' || typeof span.setAttributes !== 'function' ||
+  if (keys.length === 0) return encodeEntry(writer, spanContext); // (keys are never removed: no state either)
+  const known = span[STATE];
+  if (known !== undefined) { // rebuilt: the values are the state's, the methods already watched
+    known.entry = encodeEntry(writer, spanContext, encodeState(known));
+    return known.entry;
+  }
+  if (typeof span.setAttribute !== 'function' || typeof span.setAttributes !== 'function' ||
       Object.isFrozen(span)) {
-    return encodeEntry(spanContext);
+    return encodeEntry(writer, spanContext);
   }
   const state = new RecordState(keys.length, span.setAttribute, span.setAttributes);
   // A local child starts with its parent's record values (a sample in a child span keeps the
@@ -137,7 +144,7 @@ function encodeSpanEntry(span, spanContext) {
       if (text !== undefined) state.values[i] = text;
     }
   }
-  const entry = encodeEntry(spanContext, encodeState(state), true);
+  const entry = encodeEntry(writer, spanContext, encodeState(state));
   if (entry === NONE) return entry; // invalid span context
   state.entry = entry;
   span[STATE] = state;

@@ -4,9 +4,7 @@
 // throw would end the process: anything unexpected in a context or span means "none".
 
 const { trace } = require('@opentelemetry/api');
-const { NONE } = require('./entry');
-const { CONTROL_WORD } = require('./layout');
-const { threadWriter } = require('./thread-writer');
+const { threadWriter, NONE } = require('./thread-writer');
 const { encodeSpanEntry } = require('./span-attributes');
 const { noteSpanResource } = require('./sdk-resource');
 
@@ -38,25 +36,28 @@ function cacheEntry(object, entry) {
   }
 }
 
-/** The entry of a span (built once per span; NONE for anything that is not a live span). */
-function entryForSpan(span) {
+/**
+ * The entry of a span (built once per span, again if the arena reused its slot since; NONE for
+ * anything that is not a live span, and once it has ended).
+ */
+function entryForSpan(writer, span) {
   if (span === undefined || span === null || typeof span !== 'object') return NONE;
   let entry = cachedEntry(span);
-  if (entry === undefined) {
-    entry = buildSpanEntry(span);
+  if (entry === undefined || !writer.isLive(entry)) {
+    entry = buildSpanEntry(writer, span);
     cacheEntry(span, entry);
   }
   return entry;
 }
 
-function buildSpanEntry(span) {
+function buildSpanEntry(writer, span) {
   try {
     if (typeof span.spanContext !== 'function') return NONE;
     const spanContext = span.spanContext();
     if (spanContext == null || span.ended === true) return NONE;
     // SDK spans carry their provider's resource: the process context follows it (identity check).
     noteSpanResource(span.resource);
-    const entry = encodeSpanEntry(span, spanContext);
+    const entry = encodeSpanEntry(writer, span, spanContext);
     if (entry !== NONE) unpublishOnEnd(span);
     return entry;
   } catch {
@@ -68,14 +69,15 @@ function buildSpanEntry(span) {
 // (a timer armed during the request, such as Node's Date-header cache refresh, fires up to a
 // second later) is outside the span's window, and a sample there would point at a finished span.
 // The span's end() is wrapped (a shared function, the original kept on the span) to turn its
-// entry into "none" and rewrite the record if that entry is published.
+// entry into "none", rewrite the record if that entry is published, and cache none on the span
+// (a context that still holds it and whose entry's slot is reused rebuilds none from that).
 const kOriginalEnd = Symbol('otel-thread-ctx span end');
 
 function endAndUnpublish(endTime) {
   const entry = cachedEntry(this);
-  if (entry !== undefined && entry !== NONE && entry[CONTROL_WORD] !== 0) {
-    entry[CONTROL_WORD] = 0;
-    threadWriter().refresh(entry);
+  if (entry !== undefined && entry !== NONE) {
+    threadWriter().endEntry(entry);
+    cacheEntry(this, NONE);
   }
   const end = this[kOriginalEnd];
   return typeof end === 'function' ? end.call(this, endTime) : undefined;
@@ -94,12 +96,12 @@ function unpublishOnEnd(span) {
 
 /** The entry of a context: its span's, or NONE. The writer remembers the last lookup. */
 function entryForContext(writer, context) {
-  if (context === writer.lastContext) return writer.lastEntry;
+  if (context === writer.lastContext && writer.isLive(writer.lastEntry)) return writer.lastEntry;
   if (context == null) return NONE;
   // A cached entry proves it was a Context, so the full check runs on a cache miss only.
   let entry = cachedEntry(context);
-  if (entry === undefined) {
-    entry = buildContextEntry(context);
+  if (entry === undefined || !writer.isLive(entry)) {
+    entry = buildContextEntry(writer, context);
     if (typeof context === 'object') cacheEntry(context, entry);
   }
   writer.lastContext = context;
@@ -107,10 +109,10 @@ function entryForContext(writer, context) {
   return entry;
 }
 
-function buildContextEntry(context) {
+function buildContextEntry(writer, context) {
   if (typeof context !== 'object' || typeof context.getValue !== 'function') return NONE;
   try {
-    return entryForSpan(trace.getSpan(context));
+    return entryForSpan(writer, trace.getSpan(context));
   } catch {
     return NONE; // a Context implementation whose getValue throws
   }
