@@ -36,8 +36,9 @@ if (isMainThread) {
   const ctx = require(pkg);
   const { encodeEntry } = require(path.join(pkg, 'js', 'entry'));
   const publisher = require(path.join(pkg, 'js', 'thread-writer')).threadWriter();
-  const entryA = encodeEntry({ ...A, isRemote: false }, A.attrs);
-  const entryB = encodeEntry({ ...B, isRemote: false }, B.attrs);
+  const entryA = encodeEntry(publisher, { ...A, isRemote: false }, A.attrs);
+  const entryB = encodeEntry(publisher, { ...B, isRemote: false }, B.attrs);
+  if (entryA <= 0 || entryB <= 0) throw new Error(`encodeEntry gave no entry (${entryA}, ${entryB})`);
   const info = ctx.threadInfo();
   if (info.error) throw new Error(`threadInfo().error: ${info.error}`);
   parentPort.postMessage(`thread ${info.tid} ${describe(A)} 0x${info.recordAddress.toString(16)} ${hex(A.attrs)} ` +
