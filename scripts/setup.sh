@@ -27,6 +27,11 @@ fi
 if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
   npm ci --no-audit --no-fund
 fi
+# The install test puts the release tarball into a new service with `npm install --offline`: the
+# peer dependencies' metadata must be in npm's cache, and `npm ci` caches tarballs only.
+peers=$(node -p "const p = require('./package.json'); Object.keys(p.peerDependencies).map((n) => n + '@' + p.devDependencies[n]).join(' ')")
+# shellcheck disable=SC2086 # one argument per package
+npm cache add $peers >/dev/null
 
 npm run build --silent
 cargo build --release --workspace
