@@ -6,7 +6,8 @@
 //
 //   node bench/span-workload/instructions.js [--node 20] [--modes stock,floor,lookup,full]
 //     [--rounds 1] [--requests 4000] [--warmup 5000] [--top 25 --diff full:lookup] [--keep DIR]
-//     [--workload span|per-span]   (per-span: per-span.js's loop, --requests spans)
+//     [--workload span|per-span|per-await]   (per-span.js's loop, --requests spans; per-await.js's
+//     loop of `await null` in a span, --requests awaits)
 //
 // Node runs with V8's --predictable (single-threaded: GC and compilation on the event-loop thread,
 // scheduled deterministically) and a full GC just before the window: without them the same mode
@@ -35,6 +36,7 @@ const { packagesOrThrow, copiesDirectory, commandLine, measuredRevision } = requ
 const WORKLOADS = {
   span: { script: path.join(__dirname, 'child.js'), args: (c, mode, dir) => ['--mode', mode, '--package', dir, '--requests', String(c.requests), '--warmup', String(c.warmup), '--gc-before-window'], unit: 'request' },
   'per-span': { script: path.join(__dirname, 'per-span.js'), args: (c, mode, dir) => ['--child', mode, '--package', dir, '--spans', String(c.requests)], unit: 'span' },
+  'per-await': { script: path.join(__dirname, 'per-await.js'), args: (c, mode, dir) => ['--child', mode, '--package', dir, '--spans', String(c.requests)], unit: 'await' },
 };
 
 function parse() {
@@ -72,7 +74,7 @@ function parse() {
     }
   }
   const workload = WORKLOADS[values.workload];
-  if (workload === undefined) throw new TypeError(`--workload: expected span or per-span, got ${JSON.stringify(values.workload)}`);
+  if (workload === undefined) throw new TypeError(`--workload: expected span, per-span or per-await, got ${JSON.stringify(values.workload)}`);
   return {
     workload, nodeBin: resolveNode(values.node), modes, rounds: int('rounds'), requests: int('requests'),
     warmup: int('warmup'), top: int('top'), diff, keep: values.keep,
