@@ -113,7 +113,8 @@ test('encodeEntry accepts exactly the span contexts the API calls valid, and dec
     ['0'.repeat(31) + '1', '0'.repeat(15) + '1'], [T.slice(1), S], [T + '0', S], [T, S.slice(1)],
     [T.slice(0, 31) + 'g', S], [T, S.slice(0, 15) + 'G'], [T.slice(0, 31) + '\u0130', S],
     [T.slice(0, 31) + '\u0661', S], [T, S.slice(0, 15) + '\uff10'], [T.slice(0, 31) + ' ', S],
-    [T, S.slice(0, 15) + '-'], [undefined, S], [T, null], [123, S], ['', ''],
+    [T, S.slice(0, 15) + '-'], [T, '\u00e9' + S.slice(1)], [T.slice(0, 30) + '\u00ff' + T[31], S],
+    ['\u0100' + T.slice(1), S], [undefined, S], [T, null], [123, S], ['', ''],
   ];
   for (const [traceId, spanId] of cases) {
     const sc = { traceId, spanId, traceFlags: 1 };
