@@ -16,7 +16,8 @@
 // The child marks its measured window by calling os.getPriority() (uv_os_getpriority), which
 // callgrind is told to dump its counters before; the window's counts are dump 2 of thread 1.
 // --diff A:B prints the functions whose self instructions per request differ most between two
-// modes (V8's builtins and runtime functions are named; JIT-compiled JS shows as '???').
+// modes (V8's builtins and runtime functions by their C++ names, JIT-compiled JavaScript by V8's
+// perf map: '*name file:line' optimized, '+' Maglev, '^' Sparkplug, '~' interpreted).
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -86,8 +87,11 @@ function parse() {
 
 function callgrind(config, mode, packageDir, outDir) {
   const prefix = path.join(outDir, `${mode.replace(/[^\w+-]/g, '_')}.%p`);
+  // With --diff, V8 writes /tmp/perf-PID.map (address, size, name of each piece of JIT code) so
+  // that JavaScript functions are named in the diff instead of shown as bare addresses.
+  const nodeFlags = ['--predictable', '--expose-gc', ...(config.diff !== null ? ['--perf-basic-prof'] : [])];
   const args = ['--tool=callgrind', '--separate-threads=yes', '--dump-before=uv_os_getpriority',
-    `--callgrind-out-file=${prefix}`, config.nodeBin, '--predictable', '--expose-gc', config.workload.script,
+    `--callgrind-out-file=${prefix}`, config.nodeBin, ...nodeFlags, config.workload.script,
     ...config.workload.args(config, mode, packageDir)];
   return new Promise((resolve, reject) => {
     execFile('valgrind', args, { encoding: 'utf8', maxBuffer: 1 << 26 }, (err, stdout, stderr) => {
@@ -97,19 +101,50 @@ function callgrind(config, mode, packageDir, outDir) {
       if (pid === undefined || !fs.existsSync(file)) return reject(new Error(`valgrind ${mode}: expected the window's dump ${file}, it is missing`));
       const total = Number(/^totals: (\d+)/m.exec(fs.readFileSync(file, 'utf8'))?.[1]);
       const majorGc = majorGcInstructions(file) / config.requests;
-      resolve({ instructionsPerRequest: total / config.requests - majorGc, majorGcPerRequest: majorGc, file });
+      const perfMap = `/tmp/perf-${pid}.map`;
+      const jitNames = fs.existsSync(perfMap) ? readPerfMap(perfMap) : null;
+      if (jitNames !== null) fs.rmSync(perfMap, { force: true });
+      resolve({ instructionsPerRequest: total / config.requests - majorGc, majorGcPerRequest: majorGc, file, jitNames });
     });
   });
 }
 
-// Self instructions per function of one dump (callgrind_annotate's flat profile).
-function selfByFunction(file) {
+// V8's perf map: one line per piece of JIT code, "START SIZE NAME" (hex), sorted by start.
+function readPerfMap(file) {
+  const entries = [];
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const m = /^([0-9a-f]+) ([0-9a-f]+) (.+)$/.exec(line);
+    if (m !== null) entries.push({ start: parseInt(m[1], 16), end: parseInt(m[1], 16) + parseInt(m[2], 16), name: m[3] });
+  }
+  return entries.sort((x, y) => x.start - y.start);
+}
+
+// The name of the JIT code at `address` (binary search), or null.
+function jitName(entries, address) {
+  let lo = 0;
+  let hi = entries.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (entries[mid].start <= address) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  const e = entries[hi];
+  return e !== undefined && address < e.end ? e.name : null;
+}
+
+// Self instructions per function of one dump (callgrind_annotate's flat profile); JIT code named
+// from `jitNames` (a perf map) when given. The frames that enclose the whole window (main, the
+// event loop) are listed with the window's total: they are left out.
+function selfByFunction(file, jitNames = null) {
   const out = execFileSync('callgrind_annotate', ['--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 26 });
   const map = new Map();
   for (const line of out.split('\n')) {
-    const m = /^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.+?)\s*$/.exec(line);
-    if (m === null || m[2].includes('PROGRAM TOTALS')) continue;
-    const fn = m[2].replace(/^\?\?\?:/, '').replace(/ \[[^\]]*\]$/, '');
+    const m = /^\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(.+?)\s*$/.exec(line);
+    if (m === null || m[3].includes('PROGRAM TOTALS') || m[2] === '100.0') continue;
+    let fn = m[3].replace(/^\?\?\?:/, '').replace(/ \[[^\]]*\]$/, '');
+    const address = /^0x([0-9a-f]+)('\d+)?$/.exec(fn);
+    const name = address !== null && jitNames !== null ? jitName(jitNames, parseInt(address[1], 16)) : null;
+    if (name !== null) fn = name;
     map.set(fn, (map.get(fn) ?? 0) + Number(m[1].replace(/,/g, '')));
   }
   return map;
@@ -165,8 +200,9 @@ function main() {
     lines.push(`Command: \`${commandLine(`node bench/span-workload/instructions.js ${process.argv.slice(2).join(' ')}`)}\` at ${measuredRevision(codeRevision)}.`);
     if (config.diff !== null) {
       const [a, b] = config.diff;
-      const fa = selfByFunction(samples.find((s) => s.mode === a).file);
-      const fb = selfByFunction(samples.find((s) => s.mode === b).file);
+      const first = (mode) => samples.find((s) => s.mode === mode);
+      const fa = selfByFunction(first(a).file, first(a).jitNames);
+      const fb = selfByFunction(first(b).file, first(b).jitNames);
       const rows = [...new Set([...fa.keys(), ...fb.keys()])]
         .map((fn) => ({ fn, d: ((fa.get(fn) ?? 0) - (fb.get(fn) ?? 0)) / config.requests }))
         .sort((x, y) => Math.abs(y.d) - Math.abs(x.d)).slice(0, config.top);
