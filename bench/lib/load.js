@@ -2,8 +2,9 @@
 // The load generator: one bounded autocannon run against a benchmark server on 127.0.0.1, printed
 // as one JSON line on stdout. processes.js starts it pinned to the client CPU. Each connection
 // cycles through the comma-separated paths.
-//   node bench/lib/load.js <port> <seconds | Nreq> <connections> <path[,path...]>
-// (a duration in seconds, or e.g. 3000req: exactly that many requests, for a warm-up by count).
+//   node bench/lib/load.js <port> <seconds | Nreq> <connections> <path[,path...]> [timeout seconds]
+// (a duration in seconds, or e.g. 3000req: exactly that many requests, for a warm-up by count;
+// the timeout per request is autocannon's 10 s unless given: a server under valgrind needs more).
 
 const autocannon = require('autocannon');
 
@@ -16,7 +17,7 @@ function positiveInteger(name, text) {
 }
 
 async function main() {
-  const [portText, secondsText, connectionsText, pathsText = '/'] = process.argv.slice(2);
+  const [portText, secondsText, connectionsText, pathsText = '/', timeoutText = '10'] = process.argv.slice(2);
   const port = positiveInteger('port', portText);
   const byCount = /^\d+req$/.test(secondsText);
   const length = byCount ? { amount: positiveInteger('requests', secondsText.slice(0, -3)) } : { duration: positiveInteger('seconds', secondsText) };
@@ -27,6 +28,7 @@ async function main() {
     connections,
     ...length,
     pipelining: 1,
+    timeout: positiveInteger('timeout', timeoutText),
   });
   process.stdout.write(JSON.stringify({
     requestsPerSecond: result.requests.average,

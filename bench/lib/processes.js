@@ -8,9 +8,12 @@ const { spawn } = require('node:child_process');
 const LOAD = path.join(__dirname, 'load.js');
 const READY_TIMEOUT_MS = 30_000;
 
-// `script` is run as `node [nodeArgs] script modeKey [args]`; `env` adds to the environment.
-function startServer({ nodeBin, nodeArgs = [], script, modeKey, args = [], env = {}, cpu }) {
-  const child = spawn('taskset', ['-c', String(cpu), nodeBin, ...nodeArgs, script, modeKey, ...args], {
+// `script` is run as `node [nodeArgs] script modeKey [args]`; `env` adds to the environment;
+// `wrapper` is a command line the node command runs under (e.g. valgrind and its options), and
+// `timeoutMs` how long to wait for each of the server's replies (a server under valgrind starts
+// and answers tens of times slower).
+function startServer({ nodeBin, nodeArgs = [], script, modeKey, args = [], env = {}, cpu, wrapper = [], timeoutMs = READY_TIMEOUT_MS }) {
+  const child = spawn('taskset', ['-c', String(cpu), ...wrapper, nodeBin, ...nodeArgs, script, modeKey, ...args], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     env: { ...process.env, OTEL_THREAD_CTX_REQUIRE_NATIVE: '1', ...env },
   });
@@ -47,7 +50,7 @@ function startServer({ nodeBin, nodeArgs = [], script, modeKey, args = [], env =
     });
   }
   async function request(type, replyType) {
-    const reply = expect(replyType, READY_TIMEOUT_MS);
+    const reply = expect(replyType, timeoutMs);
     child.send({ type });
     return reply;
   }
@@ -59,15 +62,16 @@ function startServer({ nodeBin, nodeArgs = [], script, modeKey, args = [], env =
       child.kill('SIGTERM');
     });
   }
-  return expect('ready', READY_TIMEOUT_MS).then((ready) => ({ ready, request, stop }));
+  return expect('ready', timeoutMs).then((ready) => ({ ready, request, stop }));
 }
 
 // `paths`: the request paths each connection cycles through (default: bench:http's one path).
 // `requests` instead of `seconds`: exactly that many requests.
-function runLoad({ nodeBin, port, seconds, requests, connections, cpu, paths = ['/api/users?id=42'] }) {
+// `timeoutSeconds`: per request (autocannon's default, 10 s, unless given).
+function runLoad({ nodeBin, port, seconds, requests, connections, cpu, paths = ['/api/users?id=42'], timeoutSeconds = 10 }) {
   const length = requests === undefined ? String(seconds) : `${requests}req`;
   return new Promise((resolve, reject) => {
-    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), length, String(connections), paths.join(',')], {
+    const child = spawn('taskset', ['-c', String(cpu), nodeBin, LOAD, String(port), length, String(connections), paths.join(','), String(timeoutSeconds)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
