@@ -57,4 +57,4 @@ async function measureServerRound({ server: serverOptions, load: loadOptions, wa
   }
 }
 
-module.exports = { measureServerRound };
+module.exports = { measureServerRound, checkLoad };

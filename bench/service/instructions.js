@@ -16,14 +16,16 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
-const { execFileSync } = require('node:child_process');
 const { modeByName } = require('./modes');
+const { checkSelfCheck, spansPerRequest } = require('./checks');
 const { startPostgres } = require('./postgres');
 const { seedSql, CUSTOMERS, CATEGORIES } = require('./seed');
 const { loadPaths } = require('./routes');
 const { resolveNode, nodeVersion } = require('../lib/node-binary');
 const { positiveInteger, cpuNumber } = require('../lib/args');
 const { startServer, runLoad } = require('../lib/processes');
+const { checkLoad } = require('../lib/server-round');
+const { requireValgrind, callgrindOptions, windowDump } = require('../lib/callgrind');
 const { alternate } = require('../lib/rounds');
 const { median } = require('../lib/stats');
 const { fixed, signed, utcMinute } = require('../lib/format');
@@ -55,40 +57,24 @@ function parse(argv) {
   return config; // one CPU for both is fine here: instructions do not depend on contention
 }
 
-function checkLoad(load, mode) {
-  if (load.errors > 0 || load.timeouts > 0 || load.non2xx > 0) {
-    throw new Error(`mode ${mode}: expected no errors, timeouts or non-2xx responses, got ${load.errors} errors, ` +
-      `${load.timeouts} timeouts, ${load.non2xx} non-2xx`);
-  }
-}
-
 async function measure(config, mode, db, paths, packageDir, outDir) {
-  const prefix = path.join(outDir, `${mode.replace(/[^\w+-]/g, '_')}.%p`);
+  const { prefix, args: callgrindArgs } = callgrindOptions(outDir, mode);
   const server = await startServer({
     nodeBin: config.nodeBin, script: APP, modeKey: mode, cpu: config.serverCpu,
     args: [db.socketDir, String(db.port), db.database, db.user, packageDir],
     env: { OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none', OTEL_TRACES_EXPORTER: 'none' },
-    wrapper: ['valgrind', '-q', '--tool=callgrind', '--separate-threads=yes', '--dump-before=uv_os_getpriority', `--callgrind-out-file=${prefix}`],
+    wrapper: ['valgrind', '-q', ...callgrindArgs],
     timeoutMs: 600_000,
   });
   try {
-    const { selfCheck, pid } = server.ready;
-    if (selfCheck !== null && (selfCheck.checks === 0 || selfCheck.mismatches.length > 0)) {
-      throw new Error(`mode ${mode}: the record self-check failed after ${selfCheck.checks} queries: ${selfCheck.mismatches.join('; ')}`);
-    }
+    checkSelfCheck(mode, server.ready);
     const load = { nodeBin: process.execPath, port: server.ready.port, connections: config.connections, cpu: config.clientCpu, paths, timeoutSeconds: 600 };
     checkLoad(await runLoad({ ...load, requests: config.warmup }), mode);
     await server.request('start', 'started');
     checkLoad(await runLoad({ ...load, requests: config.requests }), mode);
     const stopped = await server.request('stop', 'stopped');
-    const file = `${prefix.replace('%p', String(pid))}.2-01`;
-    if (!fs.existsSync(file)) throw new Error(`mode ${mode}: expected callgrind's dump of the window, ${file}, it is missing`);
-    const total = Number(/^totals: (\d+)/m.exec(fs.readFileSync(file, 'utf8'))?.[1]);
-    const spansPerRequest = stopped.spansExported / stopped.totalRequests;
-    if (modeByName(mode).kind !== null && spansPerRequest < 3) {
-      throw new Error(`mode ${mode}: expected at least 3 exported spans per request (http, express, pg), got ${spansPerRequest.toFixed(2)}`);
-    }
-    return { instructionsPerRequest: total / stopped.requests, requests: stopped.requests, spansPerRequest, mechanism: server.ready.mechanism };
+    const { total } = windowDump(prefix, server.ready.pid, `mode ${mode}`);
+    return { instructionsPerRequest: total / stopped.requests, requests: stopped.requests, spansPerRequest: spansPerRequest(mode, stopped), mechanism: server.ready.mechanism };
   } finally {
     await server.stop();
   }
@@ -117,11 +103,7 @@ function markdown(report) {
 
 async function main() {
   const config = parse(process.argv.slice(2));
-  try {
-    execFileSync('valgrind', ['--version']);
-  } catch {
-    throw new Error('valgrind: expected it on PATH (apt-get install valgrind)');
-  }
+  requireValgrind();
   const log = (text) => process.stderr.write(`service instructions: ${text}\n`);
   const copies = copiesDirectory();
   const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-service-callgrind-'));

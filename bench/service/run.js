@@ -14,6 +14,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { DEFAULT_MODES, modeByName } = require('./modes');
+const { checkSelfCheck, spansPerRequest } = require('./checks');
 const { startPostgres } = require('./postgres');
 const { seedSql, CUSTOMERS, CATEGORIES } = require('./seed');
 const { loadPaths } = require('./routes');
@@ -51,19 +52,8 @@ function measure(config, modeName, db, paths, packageDir) {
     // cold and the CPU per request several times its warm value.
     warmup: { requests: WARMUP_REQUESTS },
     duration: config.duration,
-    checkReady: (ready) => {
-      if (ready.selfCheck !== null && (ready.selfCheck.checks === 0 || ready.selfCheck.mismatches.length > 0)) {
-        throw new Error(`mode ${modeName}: the record self-check failed after ${ready.selfCheck.checks} queries: ${ready.selfCheck.mismatches.join('; ')}`);
-      }
-    },
-    afterStop: (stopped) => {
-      const spansPerRequest = stopped.spansExported / stopped.totalRequests;
-      // http server span + express middleware/handler spans + pg spans: several per request.
-      if (modeByName(modeName).kind !== null && spansPerRequest < 3) {
-        throw new Error(`mode ${modeName}: expected at least 3 exported spans per request (http, express, pg), got ${spansPerRequest.toFixed(2)}`);
-      }
-      return { spansPerRequest };
-    },
+    checkReady: (ready) => checkSelfCheck(modeName, ready),
+    afterStop: (stopped) => ({ spansPerRequest: spansPerRequest(modeName, stopped) }),
   });
 }
 

@@ -31,6 +31,7 @@ const { median } = require('../lib/stats');
 const { fixed, signed, utcMinute } = require('../lib/format');
 const { describeMachine, codeRevision } = require('../lib/machine');
 const { packagesOrThrow, copiesDirectory, commandLine, measuredRevision } = require('../lib/package-copy');
+const { requireValgrind, callgrindOptions, windowDump } = require('../lib/callgrind');
 
 // The span workload (per request), or per-span.js's loop (per span: no I/O, so no ordering
 // nondeterminism; the finer tool for the per-span parts).
@@ -85,28 +86,27 @@ function parse() {
   };
 }
 
-function callgrind(config, mode, packageDir, outDir) {
-  const prefix = path.join(outDir, `${mode.replace(/[^\w+-]/g, '_')}.%p`);
+async function callgrind(config, mode, packageDir, outDir) {
+  const { prefix, args: callgrindArgs } = callgrindOptions(outDir, mode);
   // With --diff, V8 writes /tmp/perf-PID.map (address, size, name of each piece of JIT code) so
   // that JavaScript functions are named in the diff instead of shown as bare addresses.
   const nodeFlags = ['--predictable', '--expose-gc', ...(config.diff !== null ? ['--perf-basic-prof'] : [])];
-  const args = ['--tool=callgrind', '--separate-threads=yes', '--dump-before=uv_os_getpriority',
-    `--callgrind-out-file=${prefix}`, config.nodeBin, ...nodeFlags, config.workload.script,
+  const args = [...callgrindArgs, config.nodeBin, ...nodeFlags, config.workload.script,
     ...config.workload.args(config, mode, packageDir)];
-  return new Promise((resolve, reject) => {
-    execFile('valgrind', args, { encoding: 'utf8', maxBuffer: 1 << 26 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`valgrind ${mode}: ${stderr.trim().split('\n').slice(-5).join(' | ') || err.message}`));
-      const pid = /==(\d+)==/.exec(stderr)?.[1];
-      const file = prefix.replace('%p', pid) + '.2-01';
-      if (pid === undefined || !fs.existsSync(file)) return reject(new Error(`valgrind ${mode}: expected the window's dump ${file}, it is missing`));
-      const total = Number(/^totals: (\d+)/m.exec(fs.readFileSync(file, 'utf8'))?.[1]);
-      const majorGc = majorGcInstructions(file) / config.requests;
-      const perfMap = `/tmp/perf-${pid}.map`;
-      const jitNames = fs.existsSync(perfMap) ? readPerfMap(perfMap) : null;
-      if (jitNames !== null) fs.rmSync(perfMap, { force: true });
-      resolve({ instructionsPerRequest: total / config.requests - majorGc, majorGcPerRequest: majorGc, file, jitNames });
+  const stderr = await new Promise((resolve, reject) => {
+    execFile('valgrind', args, { encoding: 'utf8', maxBuffer: 1 << 26 }, (err, stdout, stderrText) => {
+      if (err) return reject(new Error(`valgrind ${mode}: ${stderrText.trim().split('\n').slice(-5).join(' | ') || err.message}`));
+      resolve(stderrText);
     });
   });
+  const pid = /==(\d+)==/.exec(stderr)?.[1];
+  if (pid === undefined) throw new Error(`valgrind ${mode}: expected its process id on stderr, got none`);
+  const { file, total } = windowDump(prefix, pid, `valgrind ${mode}`);
+  const majorGc = majorGcInstructions(file) / config.requests;
+  const perfMap = `/tmp/perf-${pid}.map`;
+  const jitNames = fs.existsSync(perfMap) ? readPerfMap(perfMap) : null;
+  if (jitNames !== null) fs.rmSync(perfMap, { force: true });
+  return { instructionsPerRequest: total / config.requests - majorGc, majorGcPerRequest: majorGc, file, jitNames };
 }
 
 // V8's perf map: one line per piece of JIT code, "START SIZE NAME" (hex), sorted by start.
@@ -163,11 +163,7 @@ function majorGcInstructions(file) {
 
 function main() {
   const config = parse();
-  try {
-    execFileSync('valgrind', ['--version']);
-  } catch {
-    throw new Error('valgrind: expected it on PATH (apt-get install valgrind)');
-  }
+  requireValgrind();
   const copies = copiesDirectory();
   const outDir = config.keep ?? fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-callgrind-'));
   fs.mkdirSync(outDir, { recursive: true });
