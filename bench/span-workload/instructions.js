@@ -38,7 +38,7 @@ const { requireValgrind, callgrindOptions, windowDump } = require('../lib/callgr
 const WORKLOADS = {
   span: { script: path.join(__dirname, 'child.js'), args: (c, mode, dir) => ['--mode', mode, '--package', dir, '--requests', String(c.requests), '--warmup', String(c.warmup), '--gc-before-window'], unit: 'request' },
   'per-span': { script: path.join(__dirname, 'per-span.js'), args: (c, mode, dir) => ['--child', mode, '--package', dir, '--spans', String(c.requests)], unit: 'span' },
-  'per-await': { script: path.join(__dirname, 'per-await.js'), args: (c, mode, dir) => ['--child', mode, '--package', dir, '--spans', String(c.requests)], unit: 'await' },
+  'per-await': { script: path.join(__dirname, 'per-await.js'), args: (c, mode, dir) => ['--child', mode, '--package', dir, '--awaits', String(c.requests)], unit: 'await' },
 };
 
 function parse() {

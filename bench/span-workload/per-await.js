@@ -3,7 +3,7 @@
 // `await null` (one promise reaction per await: the hooks' before and after, the context lookup,
 // the record left as it is since the span does not change). No I/O, so the count is the same from
 // process to process; bench/switch.js measures the same loop in CPU time.
-//   node bench/span-workload/per-await.js --child MODE --package DIR --spans N   (N awaits)
+//   node bench/span-workload/per-await.js --child MODE --package DIR --awaits N
 
 const os = require('node:os');
 const path = require('node:path');
@@ -33,10 +33,10 @@ async function child(modeName, packageDir, awaits) {
 }
 
 const { values } = parseArgs({
-  options: { child: { type: 'string' }, package: { type: 'string', default: PACKAGE_DIR }, spans: { type: 'string', default: '100000' } },
+  options: { child: { type: 'string' }, package: { type: 'string', default: PACKAGE_DIR }, awaits: { type: 'string', default: '100000' } },
 });
 if (values.child === undefined) throw new TypeError('per-await.js: expected --child MODE (run it through instructions.js --workload per-await)');
-child(values.child, path.resolve(values.package), positiveInteger('spans', values.spans)).catch((err) => {
+child(values.child, path.resolve(values.package), positiveInteger('awaits', values.awaits)).catch((err) => {
   process.stderr.write(`per-await: ${err.stack}\n`);
   process.exit(1);
 });
