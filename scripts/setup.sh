@@ -28,10 +28,11 @@ if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json
   npm ci --no-audit --no-fund
 fi
 # The install test puts the release tarball into a new service with `npm install --offline`: the
-# peer dependencies' metadata must be in npm's cache, and `npm ci` caches tarballs only.
+# peer dependencies' metadata must be in npm's cache, and `npm ci` caches tarballs only. Taken from
+# the cache when it is there already (so setup runs offline once it has run online).
 peers=$(node -p "const p = require('./package.json'); Object.keys(p.peerDependencies).map((n) => n + '@' + p.devDependencies[n]).join(' ')")
 # shellcheck disable=SC2086 # one argument per package
-npm cache add $peers >/dev/null
+npm cache add --prefer-offline $peers >/dev/null
 
 npm run build --silent
 cargo build --release --workspace
