@@ -32,7 +32,9 @@ const useEbpf = process.getuid() === 0 && !process.argv.includes('--snapshots');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function startService(spanLog) {
-  const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', path.join(__dirname, 'service.js')], {
+  // --logfile=/dev/null: with a perf map, Node 24+ also writes an isolate-*-v8.log into the working
+  // directory, which nothing here reads (the perf map goes to /tmp either way).
+  const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
     // The service exports spans to its log only: no metrics or logs pipeline to reach.
     env: { ...process.env, PORT: '0', SPAN_LOG: spanLog, OTEL_SERVICE_NAME: SERVICE_NAME, OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -84,7 +84,7 @@ async function measure(services, hz, endpoint) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-agent-'));
   const children = [];
   for (let i = 0; i < services; i++) {
-    const c = spawn(process.execPath, ['--perf-basic-prof-only-functions', path.join(__dirname, 'service.js')], {
+    const c = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
       env: { ...process.env, OTEL_SERVICE_NAME: `bench-service-${i}` },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -90,7 +90,7 @@ async function callgrind(config, mode, packageDir, outDir) {
   const { prefix, args: callgrindArgs } = callgrindOptions(outDir, mode);
   // With --diff, V8 writes /tmp/perf-PID.map (address, size, name of each piece of JIT code) so
   // that JavaScript functions are named in the diff instead of shown as bare addresses.
-  const nodeFlags = ['--predictable', '--expose-gc', ...(config.diff !== null ? ['--perf-basic-prof'] : [])];
+  const nodeFlags = ['--predictable', '--expose-gc', ...(config.diff !== null ? ['--perf-basic-prof', '--logfile=/dev/null'] : [])];
   const args = [...callgrindArgs, config.nodeBin, ...nodeFlags, config.workload.script,
     ...config.workload.args(config, mode, packageDir)];
   const stderr = await new Promise((resolve, reject) => {
