@@ -10,6 +10,9 @@
 //   node bench/service/instructions.js [--node 24|PATH] [--modes stock,floor,full,rev:REV]
 //     [--rounds 1] [--warmup 3000] [--requests 1500] [--connections 20] [--server-cpu 0]
 //     [--client-cpu 1] [--json FILE]      (the same CPU for both leaves the other to other work)
+//   node bench/service/instructions.js --report FILE.json   (the table of a saved run again)
+// With 3 or more rounds, each mode's ratio to stock and floor is also given per round (the modes
+// of a round ran next to each other) as a median with a bootstrap 95 % interval.
 // Needs valgrind (apt-get install valgrind). About 3 minutes per mode and round.
 
 const fs = require('node:fs');
@@ -27,8 +30,8 @@ const { startServer, runLoad } = require('../lib/processes');
 const { checkLoad } = require('../lib/server-round');
 const { requireValgrind, callgrindOptions, windowDump } = require('../lib/callgrind');
 const { alternate } = require('../lib/rounds');
-const { median } = require('../lib/stats');
-const { fixed, signed, utcMinute } = require('../lib/format');
+const { median, pairedRatio } = require('../lib/stats');
+const { fixed, signed, interval, utcMinute } = require('../lib/format');
 const { describeMachine, codeRevision } = require('../lib/machine');
 const { packagesOrThrow, copiesDirectory, commandLine, measuredRevision } = require('../lib/package-copy');
 
@@ -41,9 +44,10 @@ function parse(argv) {
       node: { type: 'string' }, modes: { type: 'string', default: 'stock,floor,full' }, rounds: { type: 'string', default: '1' },
       warmup: { type: 'string', default: '3000' }, requests: { type: 'string', default: '1500' },
       connections: { type: 'string', default: '20' }, 'server-cpu': { type: 'string', default: '0' },
-      'client-cpu': { type: 'string', default: '1' }, json: { type: 'string' },
+      'client-cpu': { type: 'string', default: '1' }, json: { type: 'string' }, report: { type: 'string' },
     },
   });
+  if (values.report !== undefined) return { report: values.report };
   const modes = values.modes.split(',').filter(Boolean);
   for (const m of modes) modeByName(m);
   if (!modes.includes('stock')) throw new TypeError(`--modes: expected stock among the modes, got ${JSON.stringify(values.modes)}`);
@@ -87,15 +91,20 @@ function markdown(report) {
   lines.push(`Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.kernel}. The bench:service app under valgrind callgrind, its event-loop ` +
     `thread only; ${config.requests} requests counted after ${config.warmup} warm-up, ${config.connections} connections; median of ` +
     `${config.rounds} process(es) per mode, alternated.`, '');
-  lines.push('| mode | hook mechanism | spans/req | instructions/request | spread of runs | ÷ stock | ÷ floor | over stock |');
-  lines.push('|---|---|---:|---:|---:|---:|---:|---:|');
+  // Per-round ratios need enough rounds for an interval worth the name (stats.medianInterval).
+  const perRound = config.rounds >= 3;
+  const paired = (m, base) => (per.has(base) && m !== base ? interval(pairedRatio(samples, m, base, (s) => s.instructionsPerRequest)) : '–');
+  lines.push('| mode | hook mechanism | spans/req | instructions/request | spread of runs | ÷ stock | ÷ floor | over stock |' +
+    (perRound ? ' ÷ stock, per round [95 %] | ÷ floor, per round [95 %] |' : ''));
+  lines.push('|---|---|---:|---:|---:|---:|---:|---:|' + (perRound ? '---:|---:|' : ''));
   for (const m of config.modes) {
     const own = samples.filter((s) => s.mode === m);
     const runs = own.map((s) => s.instructionsPerRequest);
     const ratio = (base) => (per.has(base) && m !== base ? fixed(per.get(m) / per.get(base), 3) : m === base ? '1' : '–');
     lines.push(`| ${m}: ${modeByName(m).label} | ${own[0].mechanism ?? '–'} | ${fixed(median(own.map((s) => s.spansPerRequest)), 1)} | ` +
       `${fixed(per.get(m), 0)} | ±${fixed((Math.max(...runs) - Math.min(...runs)) / 2, 0)} | ${ratio('stock')} | ${ratio('floor')} | ` +
-      `${m === 'stock' ? '–' : signed(per.get(m) - per.get('stock'), 0)} |`);
+      `${m === 'stock' ? '–' : signed(per.get(m) - per.get('stock'), 0)} |` +
+      (perRound ? ` ${paired(m, 'stock')} | ${paired(m, 'floor')} |` : ''));
   }
   lines.push('', `Command: \`${command}\` at ${revision}.`);
   return lines.join('\n');
@@ -103,6 +112,10 @@ function markdown(report) {
 
 async function main() {
   const config = parse(process.argv.slice(2));
+  if (config.report !== undefined) {
+    process.stdout.write(markdown(JSON.parse(fs.readFileSync(config.report, 'utf8'))) + '\n');
+    return;
+  }
   requireValgrind();
   const log = (text) => process.stderr.write(`service instructions: ${text}\n`);
   const copies = copiesDirectory();
