@@ -202,11 +202,12 @@ async function main() {
     process.stdout.write(JSON.stringify(result) + '\n');
     return;
   }
+  const revision = measuredRevision(codeRevision); // before the run: not a commit made during it
   const runs = [];
   for (const nodeRun of config.nodeRuns) runs.push(await runVersion(nodeRun, config));
   const command = commandLine(['npm run bench:switch --', ...process.argv.slice(2)].join(' ').replace(/ --$/, ''));
   const { nodeRuns, child: _, json, ...shown } = config;
-  const result = { command, config: shown, machine: describeMachine(), revision: measuredRevision(codeRevision), runs };
+  const result = { command, config: shown, machine: describeMachine(), revision, runs };
   if (json !== undefined) fs.writeFileSync(json, JSON.stringify(result, null, 2) + '\n');
   process.stdout.write(report(result) + '\n');
 }

@@ -134,6 +134,7 @@ async function main() {
     });
   }
   try {
+    const revision = measuredRevision(codeRevision); // before the run: not a commit made during it
     const startedAt = new Date();
     const paths = loadPaths({ customers: CUSTOMERS, categories: CATEGORIES });
     const samples = await alternate({
@@ -144,7 +145,7 @@ async function main() {
     });
     const { nodeBin, ...shownConfig } = config;
     const report = {
-      samples, config: shownConfig, machine: describeMachine(), node: nodeVersion(config.nodeBin), revision: measuredRevision(codeRevision),
+      samples, config: shownConfig, machine: describeMachine(), node: nodeVersion(config.nodeBin), revision,
       startedAt, command: commandLine(`node bench/service/instructions.js ${process.argv.slice(2).join(' ')}`),
     };
     process.stdout.write(markdown(report) + '\n');

@@ -125,6 +125,7 @@ async function main() {
   }
   try {
     const node = nodeVersion(config.nodeBin);
+    const revision = measuredRevision(codeRevision); // before the run: not a commit made during it
     const startedAt = new Date();
     const loadBefore = loadAverage();
     log(`PostgreSQL up on ${db.socketDir}; Node ${node}, ${config.rounds} rounds × ${config.modes.join(' ')}; load average ${loadBefore.join(' ')}`);
@@ -139,7 +140,7 @@ async function main() {
     const command = commandLine(['npm run bench:service --', ...process.argv.slice(2)].join(' ').replace(/ --$/, ''));
     const { nodeBin, ...shownConfig } = config;
     const report = {
-      samples, config: shownConfig, machine: describeMachine(), node, revision: measuredRevision(codeRevision), startedAt,
+      samples, config: shownConfig, machine: describeMachine(), node, revision, startedAt,
       finishedAt: new Date(), loadBefore, loadAfter: loadAverage(), command,
     };
     process.stdout.write(markdown(report) + '\n');

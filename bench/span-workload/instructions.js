@@ -169,6 +169,7 @@ function main() {
   fs.mkdirSync(outDir, { recursive: true });
   const dirs = packagesOrThrow(config.modes, (m) => modeByName(m), copies.dir);
   const startedAt = new Date();
+  const revision = measuredRevision(codeRevision); // before the run: not a commit made during it
   return alternate({
     rounds: config.rounds,
     modes: config.modes,
@@ -193,7 +194,7 @@ function main() {
       lines.push(`| ${m} | ${fixed(per.get(m), 0)} | ±${fixed((Math.max(...runs) - Math.min(...runs)) / 2, 0)} | ${over('stock')} | ${over('floor')} | ${fixed(gc, 0)} |`);
     }
     lines.push('');
-    lines.push(`Command: \`${commandLine(`node bench/span-workload/instructions.js ${process.argv.slice(2).join(' ')}`)}\` at ${measuredRevision(codeRevision)}.`);
+    lines.push(`Command: \`${commandLine(`node bench/span-workload/instructions.js ${process.argv.slice(2).join(' ')}`)}\` at ${revision}.`);
     if (config.diff !== null) {
       const [a, b] = config.diff;
       const first = (mode) => samples.find((s) => s.mode === mode);

@@ -104,6 +104,8 @@ async function main() {
     const saved = JSON.parse(fs.readFileSync(config.report, 'utf8'));
     return print(saved, config.roundsTable);
   }
+  // Read before the run: a commit made while it runs is not what it measured.
+  const revision = measuredRevision(codeRevision);
   const copies = copiesDirectory();
   try {
     const { dirs, skipped } = packagesFor(config.modes, (m) => modeByName(m), copies.dir);
@@ -112,7 +114,7 @@ async function main() {
     for (const nodeBin of config.nodeBins) runs.push(await runVersion(nodeBin, config, dirs));
     const command = commandLine(['npm run bench:span --', ...process.argv.slice(2)].join(' ').replace(/ --$/, ''));
     const { nodeBins, ...shown } = config;
-    const result = { command, config: shown, machine: describeMachine(), revision: measuredRevision(codeRevision), skipped, runs };
+    const result = { command, config: shown, machine: describeMachine(), revision, skipped, runs };
     if (config.json !== undefined) fs.writeFileSync(config.json, JSON.stringify(result, null, 2) + '\n');
     print(result, config.roundsTable);
   } finally {
