@@ -110,4 +110,6 @@ function attrWords(attrs) {
   return words;
 }
 
-module.exports = { NONE, encodeEntry, attrWords };
+// decodeHexId and BYTE also for bench/span-workload/decode.js, which times the decode against
+// the alternatives.
+module.exports = { NONE, encodeEntry, attrWords, decodeHexId, BYTE };
