@@ -88,4 +88,15 @@ function runLoad({ nodeBin, port, seconds, requests, connections, cpu, paths = [
   });
 }
 
-module.exports = { startServer, runLoad };
+// Interrupted (Ctrl-C, kill): runs `cleanUp` (what must not outlive the benchmark, such as its
+// PostgreSQL server and temporary directories) and exits 130.
+function cleanUpOnInterrupt(cleanUp) {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(signal, () => {
+      cleanUp();
+      process.exit(130);
+    });
+  }
+}
+
+module.exports = { startServer, runLoad, cleanUpOnInterrupt };

@@ -4,11 +4,12 @@
 // Run it on an otherwise idle machine: other work on the server's CPU starves the load generator,
 // the server then finds fewer requests per event-loop turn, and each request carries more of the
 // loop's fixed cost (with a CI run sharing the CPUs, Node 26's counts rose by 8 % (floor) to 20 %
-// (full) within two rounds; one process per mode disturbed by a benchmark on its CPU: +6 %). The same app, PostgreSQL, seed and load as run.js; the server runs under valgrind's
-// callgrind and only its event-loop thread is counted (where the hooks and the manager run; what
-// run.js measures in time). Its 'start' and 'stop' replies call os.getPriority(), which callgrind
-// dumps its counters before: dump 2 is the measured window. Requests arrive over real sockets, so
-// two processes of one mode still differ a little: --rounds 2 or more shows the spread.
+// (full) within two rounds; one process disturbed by a benchmark on its CPU: +6 %).
+// The same app, PostgreSQL, seed and load as run.js; the server runs under valgrind's callgrind
+// and only its event-loop thread is counted (where the hooks and the manager run; what run.js
+// measures in time). Its 'start' and 'stop' replies call os.getPriority(), which callgrind dumps
+// its counters before: dump 2 is the measured window. Requests arrive over real sockets, so two
+// processes of one mode still differ a little: --rounds 3 or more shows the spread.
 //
 //   node bench/service/instructions.js [--node 24|PATH] [--modes stock,floor,full,rev:REV]
 //     [--rounds 1] [--warmup 3000] [--requests 1500] [--connections 20] [--server-cpu 0]
@@ -29,7 +30,7 @@ const { seedSql, CUSTOMERS, CATEGORIES } = require('./seed');
 const { loadPaths } = require('./routes');
 const { resolveNode, nodeVersion } = require('../lib/node-binary');
 const { positiveInteger, cpuNumber } = require('../lib/args');
-const { startServer, runLoad } = require('../lib/processes');
+const { startServer, runLoad, cleanUpOnInterrupt } = require('../lib/processes');
 const { checkLoad } = require('../lib/server-round');
 const { requireValgrind, callgrindOptions, windowDump } = require('../lib/callgrind');
 const { alternate } = require('../lib/rounds');
@@ -130,12 +131,7 @@ async function main() {
     copies.remove();
     fs.rmSync(outDir, { recursive: true, force: true });
   };
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-    process.once(signal, () => {
-      cleanUp();
-      process.exit(130);
-    });
-  }
+  cleanUpOnInterrupt(cleanUp);
   try {
     const revision = measuredRevision(codeRevision); // before the run: not a commit made during it
     const startedAt = new Date();

@@ -22,6 +22,7 @@ const { nodeVersion } = require('../lib/node-binary');
 const { parseServiceArgs } = require('../lib/args');
 const { describeMachine, loadAverage, codeRevision } = require('../lib/machine');
 const { measureServerRound } = require('../lib/server-round');
+const { cleanUpOnInterrupt } = require('../lib/processes');
 const { alternate } = require('../lib/rounds');
 const { median, spread, pairedRatio, pairedDifference } = require('../lib/stats');
 const { fixed, interval, utcMinute } = require('../lib/format');
@@ -115,14 +116,11 @@ async function main() {
   const copies = copiesDirectory();
   const packages = packagesOrThrow(config.modes, (m) => modeByName(m).patches, copies.dir);
   const db = startPostgres({ cpus: String(config.clientCpu), seedSql: seedSql(), log });
-  // Interrupted (Ctrl-C, kill): the PostgreSQL server and its directory must not outlive us.
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-    process.once(signal, () => {
-      db.stop();
-      copies.remove();
-      process.exit(130);
-    });
-  }
+  const cleanUp = () => {
+    db.stop();
+    copies.remove();
+  };
+  cleanUpOnInterrupt(cleanUp);
   try {
     const node = nodeVersion(config.nodeBin);
     const revision = measuredRevision(codeRevision); // before the run: not a commit made during it
@@ -147,8 +145,7 @@ async function main() {
     if (config.roundsTable) process.stdout.write('\n' + roundsTable(samples) + '\n');
     if (config.json !== undefined) fs.writeFileSync(config.json, JSON.stringify(report, null, 2) + '\n');
   } finally {
-    db.stop();
-    copies.remove();
+    cleanUp();
   }
 }
 

@@ -69,8 +69,9 @@ function child(variant, ids, reps) {
   const { RandomIdGenerator } = require('@opentelemetry/sdk-trace-base');
   const generator = new RandomIdGenerator();
   const hexIds = Array.from({ length: ids }, () => generator.generateSpanId());
-  const decode = variants()[variant];
-  if (decode === undefined) throw new TypeError(`--child: expected one of ${Object.keys(variants()).join(', ')}, got ${variant}`);
+  const all = variants();
+  const decode = all[variant];
+  if (decode === undefined) throw new TypeError(`--child: expected one of ${Object.keys(all).join(', ')}, got ${variant}`);
   const words = new Uint32Array(2);
   // The results are checked (every generated id is valid and nonzero), so nothing is optimised away.
   const run = (n) => {
