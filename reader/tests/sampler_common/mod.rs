@@ -97,6 +97,13 @@ pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, enough:
         let undecodable = sampler.poll(wait, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
         assert_eq!(undecodable, 0, "ring-buffer events that did not decode (ABI mismatch)");
     }
+    // Stop sampling before the last drain: the program counts a sample before it captures the
+    // stacks and submits it, so with sampling still on, a sample taken on the other CPU between
+    // this drain and the counter read is counted but not delivered (CI saw 102 counted, 101
+    // delivered). A program that found the target before the delete runs to its end in
+    // microseconds (it cannot sleep); 50 ms covers that on a busy machine.
+    sampler.untrack(pid as u32).unwrap_or_else(|e| panic!("untracking pid {pid} failed: {e}"));
+    std::thread::sleep(Duration::from_millis(50));
     sampler.poll(Duration::ZERO, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
     let counters = sampler.counters().expect("reading the sampler's counters");
     Recording { samples, counters, target_alive: process_alive(pid as u32) }
