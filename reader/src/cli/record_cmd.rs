@@ -118,6 +118,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     if args.bpf_stats {
         pipeline.sampler_mut().enable_run_time_stats()?;
     }
+    // The recording starts when tracking does: taken after it, a sample the kernel sent while
+    // this thread was switched out between the two would carry a time before the profile's start.
+    let started_unix = std::time::SystemTime::now();
+    let started = Instant::now();
     pipeline.track(d).with_context(|| format!("sampling process {pid}"))?;
     let builder = pipeline.get_mut(pid as u32).and_then(|t| t.builder.as_mut());
     if let (Some(b), Some(tid)) = (builder, tid) {
@@ -133,7 +137,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             }
         }
     }
-    let started_unix = std::time::SystemTime::now();
     // SAFETY: installing an async-signal-safe handler that only stores an atomic.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 
@@ -150,7 +153,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         write_error: None,
     };
     live.summary.set_off_cpu_traced(args.profile.off_cpu);
-    let started = Instant::now();
     let deadline = started + args.duration;
     let end = loop {
         if Instant::now() >= deadline {
