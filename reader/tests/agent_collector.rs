@@ -19,7 +19,7 @@ mod common;
 mod profile_common;
 
 use collector_common::{Collector, ResolvedSample, SilentListener};
-use common::{ebpf_or_skip, one_at_a_time, WriterProcess};
+use common::{ebpf_or_skip, one_at_a_time, WriterProcess, STARTUP};
 use profile_common::{spans, workload, SpanLine};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -98,8 +98,9 @@ impl Agent {
             assert!(Instant::now() < deadline, "the agent did not exit within 30 s of SIGTERM");
             std::thread::sleep(Duration::from_millis(50));
         };
-        std::thread::sleep(Duration::from_millis(200));
-        while let Ok(l) = self.lines.try_recv() {
+        // The reader thread ends at EOF (the channel then disconnects): wait for its last lines
+        // rather than a fixed while, which a busy host can outlast.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
             self.seen.push(l);
         }
         (status.code(), self.seen.join("\n"))
@@ -183,7 +184,7 @@ fn attribution_over(protocol: &str) {
     let collector = Collector::running();
     let endpoint = if protocol == "grpc" { collector.grpc_endpoint() } else { collector.http_endpoint() };
     let w = workload("cpu");
-    let spans = spans(&w, 2, Duration::from_secs(20));
+    let spans = spans(&w, 2, STARTUP);
     let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--endpoint", &endpoint, "--protocol", protocol]);
     agent.wait_line(&format!("tracking process {}", w.pid), WAIT);
     let enough = |r: &collector_common::Received| {
@@ -220,7 +221,7 @@ fn services_come_and_go_and_sigterm_flushes() {
     agent.wait_line(": window ", WAIT);
     // Started after the agent: found by the next scan (at most 3 s later, the interval).
     let mut w = workload("cpu");
-    spans(&w, 2, Duration::from_secs(20));
+    spans(&w, 2, STARTUP);
     let started = Instant::now();
     agent.wait_line(&format!("tracking process {}", w.pid), Duration::from_secs(30));
     let found_after = started.elapsed();
@@ -238,7 +239,7 @@ fn services_come_and_go_and_sigterm_flushes() {
     let latest = last.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).max().unwrap();
     // SIGTERM mid-window: the window so far goes out before exit 0.
     let w2 = workload("cpu");
-    spans(&w2, 2, Duration::from_secs(20));
+    spans(&w2, 2, STARTUP);
     agent.wait_line(&format!("tracking process {}", w2.pid), Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(1500));
     let term_at = unix_ns();
@@ -280,7 +281,7 @@ fn collector_down_restarted_or_silent_sampling_goes_on() {
     }
     let _one = one_at_a_time();
     let w = workload("cpu");
-    spans(&w, 2, Duration::from_secs(20));
+    spans(&w, 2, STARTUP);
     // Not running when the agent starts.
     let mut collector = Collector::new();
     let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--pid", &w.pid.to_string(), "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
@@ -359,8 +360,8 @@ fn a_target_that_blocks_reads_is_skipped_and_every_window_still_reports() {
     // every window still ends with its status line and the service's samples reach the Collector.
     let collector = Collector::running();
     let w = workload("cpu");
-    spans(&w, 2, Duration::from_secs(20));
-    let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--process-timeout", "2s", "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
+    spans(&w, 2, STARTUP);
+    let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--process-timeout", "8s", "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
     let note = agent.wait_line(&format!("process {}: skipped: discovery blocked", hostile.pid), WAIT);
     let windows_at_note = agent.windows().len();
     let noted_at = unix_ns();

@@ -9,6 +9,9 @@ use serde_json::json;
 use std::path::PathBuf;
 use thread_ctx::discovery::process_context_proto::{any_value, string_value, AnyValue, ArrayValue, KeyValue, ProcessContext, Resource};
 
+/// What a reader says when the writer stayed mid-update for all its attempts.
+const GAVE_UP: &str = "stayed at published-at 0";
+
 fn kv(key: &str, value: AnyValue) -> KeyValue {
     KeyValue { key: key.into(), value: Some(value), ..Default::default() }
 }
@@ -80,8 +83,15 @@ fn reader_racing_republishes_never_returns_a_torn_payload() {
     let w = c_writer(&fixtures().writer_le, &["--proc-ctx", a.to_str().unwrap(), "--churn-ctx", b.to_str().unwrap()], &[]);
     let mut seen = std::collections::BTreeSet::new();
     let mut stamps = std::collections::BTreeSet::new();
+    let mut gave_up = 0;
     for i in 0..40 {
         let v = json_of("inspect", w.pid, 0);
+        // A reader gives up (and says so) when the writer stays mid-update for its whole retry
+        // budget (~40 ms): a writer preempted there on a busy machine. Allowed once; torn, never.
+        if v["process_context_error"].as_str().is_some_and(|e| e.contains(GAVE_UP)) && gave_up == 0 {
+            gave_up += 1;
+            continue;
+        }
         assert!(v["process_context_error"].is_null(), "read {i}: {}", v["process_context_error"]);
         let pc = &v["process_context"];
         let service = pc["resource"]["service.name"].as_str().unwrap_or_default().to_string();
@@ -103,11 +113,16 @@ fn library_reader_in_a_tight_loop_sees_only_whole_payloads() {
     let b = write_file("lb.pb", &payload("service-bbbbbbbbbbbbbbbbbbbb", &["k1", "k2", "k3"]));
     let w = c_writer(&fixtures().writer_le, &["--proc-ctx", a.to_str().unwrap(), "--churn-ctx", b.to_str().unwrap()], &[]);
     let maps = thread_ctx::discovery::maps::read_maps(w.pid).unwrap();
-    let mut counts = [0usize; 2];
+    let (mut counts, mut gave_up) = ([0usize; 2], 0);
     for i in 0..5000 {
-        let pc = thread_ctx::discovery::process_context::read_process_context(w.pid, &maps)
-            .unwrap_or_else(|e| panic!("read {i}: expected a whole payload, saw error {e}"))
-            .expect("an OTEL_CTX mapping");
+        let pc = match thread_ctx::discovery::process_context::read_process_context(w.pid, &maps) {
+            // See reader_racing_republishes_never_returns_a_torn_payload: at most 1 % of reads.
+            Err(e) if e.to_string().contains(GAVE_UP) && gave_up < 50 => {
+                gave_up += 1;
+                continue;
+            }
+            r => r.unwrap_or_else(|e| panic!("read {i}: expected a whole payload, saw error {e}")).expect("an OTEL_CTX mapping"),
+        };
         match (pc.resource["service.name"].as_str(), pc.attribute_key_map.as_ref().map(Vec::len)) {
             (Some("service-a"), Some(1)) => counts[0] += 1,
             (Some("service-bbbbbbbbbbbbbbbbbbbb"), Some(3)) => counts[1] += 1,

@@ -9,7 +9,6 @@ mod profile_common;
 
 use common::*;
 use profile_common::*;
-use std::time::Duration;
 
 /// Samples with a span the exit test waits for before it kills the target.
 const MIN_SPAN_SAMPLES: usize = 100;
@@ -41,19 +40,27 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
     let _one = one_at_a_time();
     let dir = scratch("profile-no-perf-map");
     let w = workload_with("cpu", false);
-    spans(&w, 2, Duration::from_secs(20));
-    let folded = dir.join("all.folded");
-    let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "a missing perf map is not fatal: {}", r.stderr);
-    let warning = r.stderr.lines().next().unwrap_or("");
-    assert!(
-        warning.starts_with("thread-ctx: warning: no V8 jitdump or perf map") && warning.contains("--perf-prof") && warning.contains("--perf-basic-prof-only-functions"),
-        "expected the first stderr line to warn about the missing perf map, got:\n{}",
-        r.stderr
-    );
-    let text = std::fs::read_to_string(&folded).unwrap();
-    assert!(!text.contains("burnAlpha"), "JS names cannot come from anywhere else");
-    assert!(text.contains("[anon:jit]") && text.contains("uv_run"), "JIT frames stay unnamed, native ones are named:\n{text}");
+    spans(&w, 2, STARTUP);
+    // Recorded again (at most 6 times) until both kinds of frame were sampled: a busy machine
+    // may give the workload too little CPU in one second for either.
+    for attempt in 1..=6 {
+        let folded = dir.join(format!("all-{attempt}.folded"));
+        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "a missing perf map is not fatal: {}", r.stderr);
+        let warning = r.stderr.lines().next().unwrap_or("");
+        assert!(
+            warning.starts_with("thread-ctx: warning: no V8 jitdump or perf map") && warning.contains("--perf-prof") && warning.contains("--perf-basic-prof-only-functions"),
+            "expected the first stderr line to warn about the missing perf map, got:\n{}",
+            r.stderr
+        );
+        let text = std::fs::read_to_string(&folded).unwrap();
+        assert!(!text.contains("burnAlpha"), "JS names cannot come from anywhere else");
+        if text.contains("[anon:jit]") && text.contains("uv_run") {
+            return;
+        }
+        assert!(attempt < 6, "JIT frames stay unnamed, native ones are named (6 recordings):\n{text}");
+        eprintln!("missing_perf_map: recording {attempt} sampled no [anon:jit] or no uv_run frame; recording again");
+    }
 }
 
 #[test]
@@ -64,7 +71,7 @@ fn target_exiting_mid_recording_still_gets_its_profile() {
     let _one = one_at_a_time();
     let dir = scratch("profile-exit");
     let mut w = workload("cpu");
-    spans(&w, 2, Duration::from_secs(20));
+    spans(&w, 2, STARTUP);
     let pprof = dir.join("exit.pb.gz");
     let pid = w.pid;
     // The target is killed once MIN_SPAN_SAMPLES samples carry its spans: on a busy machine that

@@ -45,7 +45,7 @@ fn cpu_run() -> &'static CpuRun {
         let _one = one_at_a_time();
         let dir = scratch("profile-cpu");
         let w = workload("cpu");
-        let spans = spans(&w, 2, Duration::from_secs(20));
+        let spans = spans(&w, 2, STARTUP);
         let by_name = |n: &str| spans.iter().find(|s| s.name == n).unwrap_or_else(|| panic!("no span {n} in {spans:?}")).clone();
         let (alpha, beta) = (by_name("alpha"), by_name("beta"));
         let (pprof, svg_alpha, folded_alpha) = (dir.join("cpu.pb.gz"), dir.join("alpha.svg"), dir.join("alpha.folded"));
@@ -204,7 +204,7 @@ fn off_cpu_time_goes_to_the_blocking_span_not_to_the_awaiting_one() {
     let _one = one_at_a_time();
     let dir = scratch("profile-offcpu");
     let w = workload("offcpu");
-    spans(&w, 1, Duration::from_secs(20)); // it runs
+    spans(&w, 1, STARTUP); // it runs
     let pprof = dir.join("offcpu.pb.gz");
     let pid = w.pid.to_string();
     let args = ["record", &pid, "--hz", "49", "--duration", CAP, "--off-cpu", "--kernel", "--format", "jsonl", "--pprof", pprof.to_str().unwrap()];

@@ -9,7 +9,6 @@ mod profile_common;
 
 use common::*;
 use profile_common::*;
-use std::time::Duration;
 
 /// Records until `done` holds for the summary (the machine may be busy), at most 6 times.
 fn summary_until(pid: i32, extra: &[&str], what: &str, done: impl Fn(&str) -> bool) -> String {
@@ -48,7 +47,7 @@ fn summary_groups_by_route_trace_and_span_with_top_frames() {
     }
     let _one = one_at_a_time();
     let w = workload("cpu");
-    let spans = spans(&w, 2, Duration::from_secs(20));
+    let spans = spans(&w, 2, STARTUP);
     let by_name = |n: &str| spans.iter().find(|s| s.name == n).unwrap().clone();
     let (alpha, beta) = (by_name("alpha"), by_name("beta"));
     let has = |text: &str, a: &str, b: &str| text.contains(a) && text.contains(b);

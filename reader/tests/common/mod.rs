@@ -11,6 +11,11 @@ use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+/// How long a writer may take to start and publish: Node loading the OpenTelemetry SDK (twice,
+/// with a worker) and compiling its warm-up code takes seconds, more when the machine is busy.
+/// A cap, not a wait: the tests go on as soon as the line comes.
+pub const STARTUP: Duration = Duration::from_secs(90);
+
 pub const FORCE_DYNAMIC_TLS: (&str, &str) = ("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=0");
 
 /// Paths of the compiled C test writers.
@@ -127,9 +132,9 @@ pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
     });
     let mut w = WriterProcess { child, pid: 0, published: vec![], names: vec![], lines: rx };
     loop {
-        let line = match w.lines.recv_timeout(Duration::from_secs(20)) {
+        let line = match w.lines.recv_timeout(STARTUP) {
             Ok(l) => l,
-            Err(e) => panic!("writer {desc} did not print \"ready\" within 20 s ({e}); exit status {:?}", w.child.try_wait()),
+            Err(e) => panic!("writer {desc} did not print \"ready\" within {STARTUP:?} ({e}); exit status {:?}", w.child.try_wait()),
         };
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {

@@ -3,13 +3,13 @@
 //! with the access discovery resolved for it.
 #![allow(dead_code)]
 
-use crate::common::cc;
+use crate::common::{cc, STARTUP};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use thread_ctx::discovery::discover;
 use thread_ctx::pipeline::process_alive;
-use thread_ctx::sampler::{Counters, Event, Sampler, SamplerOptions};
+use thread_ctx::sampler::{Counters, CtxState, Event, Sampler, SamplerOptions};
 use thread_ctx::TlsAccess;
 
 #[allow(unused_imports)] // not every test that includes this module uses them
@@ -55,7 +55,7 @@ pub fn spinners() -> &'static Spinners {
 
 /// The single resolved TLS access of `pid`, retried while the writer is still starting.
 pub fn access_of(pid: i32) -> TlsAccess {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + STARTUP;
     loop {
         let d = discover(pid).unwrap_or_else(|e| panic!("discovery of pid {pid} failed: {e}"));
         let resolved: Vec<_> = d.writers.iter().filter_map(|w| w.access.clone().ok()).collect();
@@ -64,7 +64,7 @@ pub fn access_of(pid: i32) -> TlsAccess {
         }
         assert!(
             Instant::now() < deadline,
-            "expected exactly one resolved otel_thread_ctx_v1 writer in pid {pid} within 10 s, saw {:#?}",
+            "expected exactly one resolved otel_thread_ctx_v1 writer in pid {pid} within {STARTUP:?}, saw {:#?}",
             d.writers
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -86,7 +86,7 @@ pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recor
 /// Samples `pid` at `hz` until `enough(samples so far)` holds, or for `cap` at most. Tests that
 /// need N samples of a thread ask for them this way: on a busy machine the thread gets less CPU
 /// and the recording runs longer, instead of coming up short.
-pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, enough: impl Fn(&[Event]) -> bool) -> Recording {
+pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, mut enough: impl FnMut(&[Event]) -> bool) -> Recording {
     let opts = SamplerOptions { hz, user_stacks: true, kernel_stacks: false, off_cpu: false };
     let sampler = Sampler::start(opts).unwrap_or_else(|e| panic!("starting the sampler failed: {e}"));
     sampler.track(pid as u32, Some(access)).unwrap_or_else(|e| panic!("tracking pid {pid} ({access}) failed: {e}"));
@@ -99,13 +99,21 @@ pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, enough:
     }
     // Stop sampling before the last drain: the program counts a sample before it captures the
     // stacks and submits it, so with sampling still on, a sample taken on the other CPU between
-    // this drain and the counter read is counted but not delivered (CI saw 102 counted, 101
-    // delivered). A program that found the target before the delete runs to its end in
-    // microseconds (it cannot sleep); 50 ms covers that on a busy machine.
+    // the drain and the counter read is counted but not delivered (CI saw 102 counted, 101
+    // delivered). Once untracked, the two can only converge: a program that found the target
+    // before the delete runs to its end without sleeping. Drain until they agree, 5 s at most
+    // (a vCPU the hypervisor paused mid-program); a real mismatch is left for the caller to see.
     sampler.untrack(pid as u32).unwrap_or_else(|e| panic!("untracking pid {pid} failed: {e}"));
-    std::thread::sleep(Duration::from_millis(50));
-    sampler.poll(Duration::ZERO, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
-    let counters = sampler.counters().expect("reading the sampler's counters");
+    let settle = Instant::now() + Duration::from_secs(5);
+    let counters = loop {
+        let counters = sampler.counters().expect("reading the sampler's counters");
+        sampler.poll(Duration::ZERO, &mut samples).unwrap_or_else(|e| panic!("sampling pid {pid} failed: {e}"));
+        let delivered = |state| samples.iter().filter(|s| s.state == state).count() as u64;
+        if Instant::now() >= settle || CtxState::ALL.iter().all(|&state| counters.get(state) == delivered(state)) {
+            break counters;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     Recording { samples, counters, target_alive: process_alive(pid as u32) }
 }
 
