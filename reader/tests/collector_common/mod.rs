@@ -51,8 +51,27 @@ fn workspace_root() -> PathBuf {
 }
 
 /// A free loopback port (bound and released: another process could take it in between, which
-/// [`Collector::start`] survives).
+/// [`Collector::start`] survives). Taken below the kernel's ephemeral range when there is room:
+/// a test that stops its Collector keeps its ports for the restart, and in the meantime the
+/// kernel could hand the same port to another test's `bind(0)` or to a connection's source
+/// port. Here nothing else picks it: ports go round from a per-process offset, each once.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    const FIRST: usize = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_low > FIRST + 1_000 {
+        let span = ephemeral_low - FIRST;
+        let offset = std::process::id() as usize * 211;
+        for _ in 0..span {
+            let port = (FIRST + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
