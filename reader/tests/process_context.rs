@@ -83,13 +83,13 @@ fn reader_racing_republishes_never_returns_a_torn_payload() {
     let w = c_writer(&fixtures().writer_le, &["--proc-ctx", a.to_str().unwrap(), "--churn-ctx", b.to_str().unwrap()], &[]);
     let mut seen = std::collections::BTreeSet::new();
     let mut stamps = std::collections::BTreeSet::new();
-    let mut gave_up = 0;
+    let mut gave_up = false;
     for i in 0..40 {
         let v = json_of("inspect", w.pid, 0);
         // A reader gives up (and says so) when the writer stays mid-update for its whole retry
         // budget (~40 ms): a writer preempted there on a busy machine. Allowed once; torn, never.
-        if v["process_context_error"].as_str().is_some_and(|e| e.contains(GAVE_UP)) && gave_up == 0 {
-            gave_up += 1;
+        if v["process_context_error"].as_str().is_some_and(|e| e.contains(GAVE_UP)) && !gave_up {
+            gave_up = true;
             continue;
         }
         assert!(v["process_context_error"].is_null(), "read {i}: {}", v["process_context_error"]);
