@@ -2,7 +2,8 @@
 //! reported: bad flags are refused before anything is loaded, naming the flag;
 //! a Node target without a V8 perf map is warned about at the start (JS frames
 //! stay unnamed, the rest works); a target that exits mid-recording still gets
-//! its profile written.
+//! its profile written; a perf map an earlier process with the same pid left
+//! behind is not used.
 
 mod common;
 mod profile_common;
@@ -60,6 +61,43 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
         }
         assert!(attempt < 6, "JIT frames stay unnamed, native ones are named (6 recordings):\n{text}");
         eprintln!("missing_perf_map: recording {attempt} sampled no [anon:jit] or no uv_run frame; recording again");
+    }
+}
+
+#[test]
+fn stale_perf_map_of_an_earlier_process_with_the_same_pid_is_ignored() {
+    if !ebpf_or_skip("stale_perf_map_of_an_earlier_process_with_the_same_pid_is_ignored") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let dir = scratch("profile-stale-perf-map");
+    let w = workload_with("cpu", false);
+    spans(&w, 2, STARTUP);
+    // What an earlier process with this pid would have left: V8 never deletes its map, and
+    // its names at these addresses would be lies. Written an hour before the workload started;
+    // the workload's drop removes it.
+    let path = format!("/tmp/perf-{}.map", w.pid);
+    std::fs::write(&path, "1000 7ffffffff000 LazyCompile:*staleFunction old.js:1\n").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(hour_ago).unwrap();
+    // Recorded again (at most 6 times) until a JIT frame was sampled: the one a stale map would name.
+    for attempt in 1..=6 {
+        let folded = dir.join(format!("stale-{attempt}.folded"));
+        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
+        let text = std::fs::read_to_string(&folded).unwrap_or_default();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let warning = r.stderr.lines().next().unwrap_or("");
+        assert!(
+            warning.starts_with("thread-ctx: warning: no V8 jitdump or perf map")
+                && warning.contains(&format!("{path} ignored: last written before the process started")),
+            "expected the first stderr line to say the stale perf map is ignored, got:\n{}",
+            r.stderr
+        );
+        assert!(!text.contains("staleFunction"), "a stale perf map named frames:\n{text}");
+        if text.contains("[anon:jit]") {
+            return;
+        }
+        assert!(attempt < 6, "no JIT frame sampled in 6 recordings:\n{text}");
     }
 }
 

@@ -175,6 +175,20 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// When `pid` started, on the wall clock (to a clock tick): its start on the boot clock, moved by
+/// the boot clock's distance to the wall clock now. Compared with the times of files it writes.
+pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
+    let start_ns = u128::from(start_ticks(pid)?) * 1_000_000_000 / u128::from(ticks_per_second()?);
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return None;
+    }
+    let boot_now_ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+    let ago = std::time::Duration::from_nanos(u64::try_from(boot_now_ns.checked_sub(start_ns)?).ok()?);
+    std::time::SystemTime::now().checked_sub(ago)
+}
+
 fn ticks_per_second() -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -197,6 +211,20 @@ mod tests {
         assert!(me.alive());
         assert!(!ProcessKey { start_ticks: me.start_ticks + 1, ..me }.alive(), "a reused pid is another process");
         assert_eq!(start_ticks(u32::MAX), None);
+        assert_eq!(started_at(u32::MAX), None);
+    }
+
+    #[test]
+    fn a_child_started_now_started_after_this_process_and_before_now() {
+        let before = std::time::SystemTime::now() - std::time::Duration::from_millis(20);
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let started = started_at(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let started = started.expect("a live child has a start time");
+        // One clock tick (10 ms at 100 Hz) of rounding either way.
+        assert!(started >= before && started <= std::time::SystemTime::now() + std::time::Duration::from_millis(20), "{started:?}");
+        assert!(started_at(std::process::id()).unwrap() <= started);
     }
 
     #[test]

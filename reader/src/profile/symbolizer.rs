@@ -19,11 +19,18 @@ use std::rc::Rc;
 /// Named addresses kept (~100 bytes each).
 const MAX_CACHED_ADDRESSES: usize = 500_000;
 
+/// A perf map last written this long before its process started is another process's: pids are
+/// reused and V8 never deletes its map. The margin covers the start time's clock tick and a clock
+/// step; a pid reused within it, by a process that writes no map of its own, goes unnoticed.
+const STALE_PERF_MAP_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What became of the V8 perf map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PerfMapStatus {
     Loaded { path: PathBuf, functions: usize },
     Missing { path: PathBuf },
+    /// Last written before the process started: left by an earlier process with the same pid.
+    Stale { path: PathBuf },
     Unreadable { path: PathBuf, error: String },
 }
 
@@ -43,6 +50,10 @@ pub struct Symbolizer {
     perf_map: Option<PerfMap>,
     perf_map_len: Option<u64>,
     perf_map_error: Option<String>,
+    /// The file at `perf_map_path` predates the process (see [`STALE_PERF_MAP_MARGIN`]).
+    perf_map_stale: bool,
+    /// When the process started, on the wall clock (None if it could not be read: no file is stale then).
+    started_at: Option<std::time::SystemTime>,
     /// V8's jitdump, once the process maps one.
     jitdump: Option<JitDumpFile>,
     jitdump_error: Option<String>,
@@ -80,6 +91,8 @@ impl Symbolizer {
             perf_map: None,
             perf_map_len: None,
             perf_map_error: None,
+            perf_map_stale: false,
+            started_at: crate::discovery::host_scan::started_at(pid as u32),
             jitdump: None,
             jitdump_error: None,
             cache: HashMap::new(),
@@ -102,6 +115,7 @@ impl Symbolizer {
         match (&self.perf_map, &self.perf_map_error) {
             (Some(m), _) => PerfMapStatus::Loaded { path, functions: m.len() },
             (None, Some(e)) => PerfMapStatus::Unreadable { path, error: e.clone() },
+            (None, None) if self.perf_map_stale => PerfMapStatus::Stale { path },
             (None, None) => PerfMapStatus::Missing { path },
         }
     }
@@ -136,16 +150,22 @@ impl Symbolizer {
         if self.jitdump.is_some() {
             return None;
         }
-        match self.perf_map_status() {
-            PerfMapStatus::Loaded { .. } => None,
-            PerfMapStatus::Missing { path } => Some(format!(
-                "no V8 jitdump or perf map for process {} (no jit-*.dump mapped, no {}): JS frames stay unnamed ([anon:jit]); \
+        let no_map = |why: String| {
+            format!(
+                "no V8 jitdump or perf map for process {} (no jit-*.dump mapped, {why}): JS frames stay unnamed ([anon:jit]); \
                  start node with --perf-prof --perf-basic-prof-only-functions (JS frames down to the line), \
                  or --perf-basic-prof-only-functions alone (functions), and --interpreted-frames-native-stack \
                  to name interpreted frames too",
-                self.pid,
+                self.pid
+            )
+        };
+        match self.perf_map_status() {
+            PerfMapStatus::Loaded { .. } => None,
+            PerfMapStatus::Missing { path } => Some(no_map(format!("no {}", path.display()))),
+            PerfMapStatus::Stale { path } => Some(no_map(format!(
+                "{} ignored: last written before the process started, by an earlier process with the same pid",
                 path.display()
-            )),
+            ))),
             PerfMapStatus::Unreadable { path, error } => Some(format!(
                 "V8 perf map {} of process {} is unreadable ({error}): JS frames stay unnamed",
                 path.display(),
@@ -168,7 +188,15 @@ impl Symbolizer {
     /// Re-reads the perf map when it grew (V8 appends as it compiles).
     fn reload_perf_map_if_grown(&mut self) {
         let len = match std::fs::metadata(&self.perf_map_path) {
-            Ok(m) => m.len(),
+            Ok(m) => {
+                // Checked at every look: V8 truncates a stale map when it opens its own.
+                let written = m.modified().ok();
+                self.perf_map_stale = matches!((written, self.started_at), (Some(w), Some(s)) if w + STALE_PERF_MAP_MARGIN < s);
+                if self.perf_map_stale {
+                    return;
+                }
+                m.len()
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => {
                 self.perf_map_error = Some(e.to_string());

@@ -108,6 +108,8 @@ impl Drop for WriterProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // V8 never deletes its perf map: left behind, it would lie in wait for a later process with this pid.
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.pid));
     }
 }
 
