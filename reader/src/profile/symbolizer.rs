@@ -187,7 +187,8 @@ impl Symbolizer {
 
     /// Re-reads the perf map when it grew (V8 appends as it compiles).
     fn reload_perf_map_if_grown(&mut self) {
-        let len = match std::fs::metadata(&self.perf_map_path) {
+        // Not followed: a symlink planted as the map is refused by the open below, and reported.
+        let len = match std::fs::symlink_metadata(&self.perf_map_path) {
             Ok(m) => {
                 // Checked at every look: V8 truncates a stale map when it opens its own.
                 let written = m.modified().ok();
