@@ -175,18 +175,12 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// When `pid` started, on the wall clock (to a clock tick): its start on the boot clock, moved by
-/// the boot clock's distance to the wall clock now. Compared with the times of files it writes.
+/// When `pid` started, on the wall clock (to a clock tick): as long ago as the boot clock says
+/// (uptime less its start), back from now. Compared with the times of files it writes.
 pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
-    let start_ns = u128::from(start_ticks(pid)?) * 1_000_000_000 / u128::from(ticks_per_second()?);
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out pointer.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
-        return None;
-    }
-    let boot_now_ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
-    let ago = std::time::Duration::from_nanos(u64::try_from(boot_now_ns.checked_sub(start_ns)?).ok()?);
-    std::time::SystemTime::now().checked_sub(ago)
+    // Saturating: uptime, read in hundredths through a float, may round below a start in this tick.
+    let ago_ticks = uptime_ticks()?.saturating_sub(start_ticks(pid)?);
+    std::time::SystemTime::now().checked_sub(std::time::Duration::from_nanos(ago_ticks * 1_000_000_000 / ticks_per_second()?))
 }
 
 fn ticks_per_second() -> Option<u64> {
