@@ -33,6 +33,33 @@ fn bad_profile_flags_are_refused_naming_the_flag() {
     assert!(r.code != 0 && r.stderr.contains("--no-user-stacks: --pprof, --flamegraph and --folded need stacks"), "{}", r.stderr);
 }
 
+/// The first stderr line of a recording of a Node target whose JS frames stay unnamed.
+const NO_MAP_WARNING: &str = "thread-ctx: warning: no V8 jitdump or perf map";
+
+/// Records `w` for 1 s at 99 Hz into a folded file, again (at most 6 times) until `sampled(text)`:
+/// a busy machine may give the workload too little CPU in one second. Every recording must exit 0,
+/// warn first (`NO_MAP_WARNING`, saying each of `warning_says`) and name no frame `never_named`.
+fn record_unnamed_until(w: &WriterProcess, dir: &std::path::Path, warning_says: &[&str], never_named: &str, what: &str, sampled: impl Fn(&str) -> bool) {
+    for attempt in 1..=6 {
+        let folded = dir.join(format!("unnamed-{attempt}.folded"));
+        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "JS frames without names are not fatal: {}", r.stderr);
+        let warning = r.stderr.lines().next().unwrap_or("");
+        assert!(
+            warning.starts_with(NO_MAP_WARNING) && warning_says.iter().all(|s| warning.contains(s)),
+            "expected the first stderr line to warn that JS frames stay unnamed, saying {warning_says:?}, got:\n{}",
+            r.stderr
+        );
+        let text = std::fs::read_to_string(&folded).unwrap();
+        assert!(!text.contains(never_named), "a frame was named {never_named}:\n{text}");
+        if sampled(&text) {
+            return;
+        }
+        assert!(attempt < 6, "{what} (6 recordings):\n{text}");
+        eprintln!("recording {attempt}: {what} not sampled yet; recording again");
+    }
+}
+
 #[test]
 fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
     if !ebpf_or_skip("missing_perf_map_is_warned_about_and_native_frames_still_named") {
@@ -42,26 +69,10 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
     let dir = scratch("profile-no-perf-map");
     let w = workload_with("cpu", false);
     spans(&w, 2, STARTUP);
-    // Recorded again (at most 6 times) until both kinds of frame were sampled: a busy machine
-    // may give the workload too little CPU in one second for either.
-    for attempt in 1..=6 {
-        let folded = dir.join(format!("all-{attempt}.folded"));
-        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "a missing perf map is not fatal: {}", r.stderr);
-        let warning = r.stderr.lines().next().unwrap_or("");
-        assert!(
-            warning.starts_with("thread-ctx: warning: no V8 jitdump or perf map") && warning.contains("--perf-prof") && warning.contains("--perf-basic-prof-only-functions"),
-            "expected the first stderr line to warn about the missing perf map, got:\n{}",
-            r.stderr
-        );
-        let text = std::fs::read_to_string(&folded).unwrap();
-        assert!(!text.contains("burnAlpha"), "JS names cannot come from anywhere else");
-        if text.contains("[anon:jit]") && text.contains("uv_run") {
-            return;
-        }
-        assert!(attempt < 6, "JIT frames stay unnamed, native ones are named (6 recordings):\n{text}");
-        eprintln!("missing_perf_map: recording {attempt} sampled no [anon:jit] or no uv_run frame; recording again");
-    }
+    // JS names cannot come from anywhere else than a jitdump or perf map.
+    record_unnamed_until(&w, &dir, &["--perf-prof", "--perf-basic-prof-only-functions"], "burnAlpha", "JIT frames unnamed and native ones named", |text| {
+        text.contains("[anon:jit]") && text.contains("uv_run")
+    });
 }
 
 #[test]
@@ -80,25 +91,9 @@ fn stale_perf_map_of_an_earlier_process_with_the_same_pid_is_ignored() {
     std::fs::write(&path, "1000 7ffffffff000 LazyCompile:*staleFunction old.js:1\n").unwrap();
     let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::options().write(true).open(&path).unwrap().set_modified(hour_ago).unwrap();
-    // Recorded again (at most 6 times) until a JIT frame was sampled: the one a stale map would name.
-    for attempt in 1..=6 {
-        let folded = dir.join(format!("stale-{attempt}.folded"));
-        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
-        let text = std::fs::read_to_string(&folded).unwrap_or_default();
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        let warning = r.stderr.lines().next().unwrap_or("");
-        assert!(
-            warning.starts_with("thread-ctx: warning: no V8 jitdump or perf map")
-                && warning.contains(&format!("{path} ignored: last written before the process started")),
-            "expected the first stderr line to say the stale perf map is ignored, got:\n{}",
-            r.stderr
-        );
-        assert!(!text.contains("staleFunction"), "a stale perf map named frames:\n{text}");
-        if text.contains("[anon:jit]") {
-            return;
-        }
-        assert!(attempt < 6, "no JIT frame sampled in 6 recordings:\n{text}");
-    }
+    // Until a JIT frame was sampled: the kind a stale map would name.
+    let ignored = format!("{path} ignored: last written before the process started");
+    record_unnamed_until(&w, &dir, &[&ignored], "staleFunction", "an unnamed JIT frame", |text| text.contains("[anon:jit]"));
 }
 
 #[test]
