@@ -10,7 +10,11 @@ use std::io;
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as usize } else { 4096 }
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
 }
 
 enum Backing {
@@ -47,8 +51,8 @@ impl Page {
 
     fn harden(backing: Backing, ptr: *mut u8, len: usize) -> Page {
         // SAFETY: ptr..ptr+len is a page we own (mapped) or were lent (borrowed).
-        let wipe_error = unsafe { errno_of(libc::madvise(ptr.cast(), len, libc::MADV_WIPEONFORK)) }
-            .map(|e| format!("madvise(MADV_WIPEONFORK) failed: {e}"));
+        let wipe_error =
+            unsafe { errno_of(libc::madvise(ptr.cast(), len, libc::MADV_WIPEONFORK)) }.map(|e| format!("madvise(MADV_WIPEONFORK) failed: {e}"));
         let pin_error = match std::env::var_os("OTEL_THREAD_CTX_NO_MLOCK") {
             Some(_) => Some("mlock skipped: OTEL_THREAD_CTX_NO_MLOCK is set".to_string()),
             // SAFETY: as above.

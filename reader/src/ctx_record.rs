@@ -39,10 +39,7 @@ impl Header {
         let trace_set = self.trace_id != [0; 16];
         let span_set = self.span_id != [0; 8];
         if trace_set != span_set {
-            p.push(format!(
-                "only the {} id is set, expected both or neither",
-                if trace_set { "trace" } else { "span" }
-            ));
+            p.push(format!("only the {} id is set, expected both or neither", if trace_set { "trace" } else { "span" }));
         }
         if !trace_set && !span_set && self.flags != 0 {
             p.push(format!("trace-flags = {:#04x} with no ids, expected 0", self.flags));
@@ -72,10 +69,7 @@ pub fn decode_attrs(data: &[u8], key_map: Option<&[String]>) -> (Vec<Attr>, Vec<
         }
         let (key, len) = (data[i], data[i + 1] as usize);
         let Some(bytes) = data.get(i + 2..i + 2 + len) else {
-            problems.push(format!(
-                "attrs entry at byte {i} (key {key}) truncated: value needs {len} bytes, {} left",
-                data.len() - i - 2
-            ));
+            problems.push(format!("attrs entry at byte {i} (key {key}) truncated: value needs {len} bytes, {} left", data.len() - i - 2));
             break;
         };
         let value = match std::str::from_utf8(bytes) {
@@ -91,7 +85,6 @@ pub fn decode_attrs(data: &[u8], key_map: Option<&[String]>) -> (Vec<Attr>, Vec<
     }
     (attrs, problems)
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,11 @@ use common::*;
 fn check_model(w: &WriterProcess, model: &str, access_kind: &str) {
     let inspect = json_of("inspect", w.pid, 0);
     let writer = only_writer(&inspect);
-    assert_eq!((writer["model"].as_str(), writer["access"]["kind"].as_str()), (Some(model), Some(access_kind)),
-        "expected model {model} with {access_kind} access, saw {writer:#}");
+    assert_eq!(
+        (writer["model"].as_str(), writer["access"]["kind"].as_str()),
+        (Some(model), Some(access_kind)),
+        "expected model {model} with {access_kind} access, saw {writer:#}"
+    );
     let dump = json_of("dump", w.pid, 0);
     assert_dump_matches(&dump, &w.published);
     assert_eq!(dump["verdict"], "ok");
@@ -88,8 +91,8 @@ fn attrs_without_key_map_keep_their_indexes() {
     let w = c_writer(&fixtures().writer_ie, &["--attrs"], &[]);
     let v = json_of("dump", w.pid, 0);
     let t = thread_row(&v, w.published[2].tid);
-    let attrs: Vec<(u64, String)> = t["attrs"].as_array().unwrap().iter()
-        .map(|a| (a["key_index"].as_u64().unwrap(), a["value"].as_str().unwrap().to_string())).collect();
+    let attrs: Vec<(u64, String)> =
+        t["attrs"].as_array().unwrap().iter().map(|a| (a["key_index"].as_u64().unwrap(), a["value"].as_str().unwrap().to_string())).collect();
     assert_eq!(attrs, vec![(0, "/route/2/café".into()), (1, "POST".into()), (9, "out-of-map".into())]);
     assert!(t["attrs"][0]["key"].is_null(), "no process context, so no key names: {t:#}");
 }

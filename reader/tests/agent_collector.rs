@@ -225,7 +225,8 @@ fn services_come_and_go_and_sigterm_flushes() {
     let started = Instant::now();
     agent.wait_line(&format!("tracking process {}", w.pid), Duration::from_secs(30));
     let found_after = started.elapsed();
-    collector.wait_for(WAIT, "samples of the late service", |r| r.samples().iter().any(|s| s.resource.get("process.pid") == Some(&w.pid.to_string())));
+    collector
+        .wait_for(WAIT, "samples of the late service", |r| r.samples().iter().any(|s| s.resource.get("process.pid") == Some(&w.pid.to_string())));
     // Exits mid-window: its samples up to the exit still arrive.
     std::thread::sleep(Duration::from_millis(1500));
     let pid = w.pid;
@@ -234,9 +235,20 @@ fn services_come_and_go_and_sigterm_flushes() {
     let killed_at = unix_ns();
     agent.wait_line(&format!("process {pid} exited"), Duration::from_secs(30));
     let last = collector.wait_for(WAIT, "the exited service's last window", |r| {
-        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).max().is_some_and(|t| t + 1_000_000_000 >= killed_at)
+        r.samples()
+            .iter()
+            .filter(|s| s.resource.get("process.pid") == Some(&pid.to_string()))
+            .flat_map(|s| s.timestamps_unix_nano.clone())
+            .max()
+            .is_some_and(|t| t + 1_000_000_000 >= killed_at)
     });
-    let latest = last.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).max().unwrap();
+    let latest = last
+        .samples()
+        .iter()
+        .filter(|s| s.resource.get("process.pid") == Some(&pid.to_string()))
+        .flat_map(|s| s.timestamps_unix_nano.clone())
+        .max()
+        .unwrap();
     // SIGTERM mid-window: the window so far goes out before exit 0.
     let w2 = workload("cpu");
     spans(&w2, 2, STARTUP);
@@ -248,9 +260,19 @@ fn services_come_and_go_and_sigterm_flushes() {
     assert!(stderr.contains("stopped; exported"), "a final line says what was exported:\n{stderr}");
     // Samples of the last half second before SIGTERM can only come from the window it flushed.
     let after = collector.wait_for(Duration::from_secs(30), "the window SIGTERM ended", |r| {
-        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).any(|t| t + 500_000_000 >= term_at)
+        r.samples()
+            .iter()
+            .filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string()))
+            .flat_map(|s| s.timestamps_unix_nano.clone())
+            .any(|t| t + 500_000_000 >= term_at)
     });
-    let newest = after.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).max().unwrap();
+    let newest = after
+        .samples()
+        .iter()
+        .filter(|s| s.resource.get("process.pid") == Some(&w2.pid.to_string()))
+        .flat_map(|s| s.timestamps_unix_nano.clone())
+        .max()
+        .unwrap();
     eprintln!(
         "{test}: late service found {:.1}s after it started; exited service's last sample {:.2}s before its kill; SIGTERM'd service's last sample {:.2}s before SIGTERM",
         found_after.as_secs_f64(),
@@ -284,7 +306,18 @@ fn collector_down_restarted_or_silent_sampling_goes_on() {
     spans(&w, 2, STARTUP);
     // Not running when the agent starts.
     let mut collector = Collector::new();
-    let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--pid", &w.pid.to_string(), "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
+    let mut agent = Agent::start(&[
+        "--interval",
+        "1s",
+        "--hz",
+        "99",
+        "--pid",
+        &w.pid.to_string(),
+        "--endpoint",
+        &collector.grpc_endpoint(),
+        "--protocol",
+        "grpc",
+    ]);
     while agent.windows().len() < 3 {
         agent.wait_line(": window ", WAIT);
         std::thread::sleep(Duration::from_millis(200));
@@ -293,14 +326,20 @@ fn collector_down_restarted_or_silent_sampling_goes_on() {
     assert!(windows.iter().all(|l| !l.contains(" 0 CPU samples")), "sampling goes on while the Collector is down:\n{}", windows.join("\n"));
     // Comes up: the queued windows arrive.
     collector.start();
-    collector.wait_for(WAIT, "windows queued while it was down", |r| r.samples().iter().any(|s| s.resource.get("process.pid") == Some(&w.pid.to_string())));
+    collector.wait_for(WAIT, "windows queued while it was down", |r| {
+        r.samples().iter().any(|s| s.resource.get("process.pid") == Some(&w.pid.to_string()))
+    });
     // Killed and restarted: delivery resumes.
     collector.kill();
     std::thread::sleep(Duration::from_secs(3));
     collector.start();
     let restarted_at = unix_ns();
     collector.wait_for(WAIT, "windows after the restart", |r| {
-        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).any(|t| t > restarted_at)
+        r.samples()
+            .iter()
+            .filter(|s| s.resource.get("process.pid") == Some(&w.pid.to_string()))
+            .flat_map(|s| s.timestamps_unix_nano.clone())
+            .any(|t| t > restarted_at)
     });
     let (code, stderr) = agent.terminate();
     assert_eq!(code, Some(0), "{stderr}");
@@ -308,7 +347,8 @@ fn collector_down_restarted_or_silent_sampling_goes_on() {
     // An endpoint that accepts connections and never answers: windows pile up to the queue's
     // bound and the oldest are dropped with a count; memory stays bounded.
     let silent = SilentListener::start();
-    let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--pid", &w.pid.to_string(), "--endpoint", &silent.endpoint(), "--protocol", "grpc"]);
+    let mut agent =
+        Agent::start(&["--interval", "1s", "--hz", "99", "--pid", &w.pid.to_string(), "--endpoint", &silent.endpoint(), "--protocol", "grpc"]);
     let mut rss = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while last_count(&agent.windows(), "queue full ") == 0 {
@@ -361,7 +401,8 @@ fn a_target_that_blocks_reads_is_skipped_and_every_window_still_reports() {
     let collector = Collector::running();
     let w = workload("cpu");
     spans(&w, 2, STARTUP);
-    let mut agent = Agent::start(&["--interval", "1s", "--hz", "99", "--process-timeout", "8s", "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
+    let mut agent =
+        Agent::start(&["--interval", "1s", "--hz", "99", "--process-timeout", "8s", "--endpoint", &collector.grpc_endpoint(), "--protocol", "grpc"]);
     let note = agent.wait_line(&format!("process {}: skipped: discovery blocked", hostile.pid), WAIT);
     let windows_at_note = agent.windows().len();
     let noted_at = unix_ns();
@@ -374,7 +415,11 @@ fn a_target_that_blocks_reads_is_skipped_and_every_window_still_reports() {
     }
     assert!(agent.windows().iter().any(|l| l.contains(", 1 stuck)")), "the window counts the stuck process:\n{}", agent.seen.join("\n"));
     collector.wait_for(WAIT, "samples taken after the blocked read was given up", |r| {
-        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&w.pid.to_string())).flat_map(|s| s.timestamps_unix_nano.clone()).any(|t| t > noted_at)
+        r.samples()
+            .iter()
+            .filter(|s| s.resource.get("process.pid") == Some(&w.pid.to_string()))
+            .flat_map(|s| s.timestamps_unix_nano.clone())
+            .any(|t| t > noted_at)
     });
     let (code, stderr) = agent.terminate();
     assert_eq!(code, Some(0), "SIGTERM ends the agent with 0 though a worker is still blocked:\n{stderr}");

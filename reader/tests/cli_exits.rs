@@ -18,7 +18,11 @@ fn thread_ctx_as_nobody(args: &[&str]) -> ReaderRun {
     cmd.args(args);
     as_nobody(&mut cmd);
     let out = cmd.output().unwrap_or_else(|e| panic!("could not run thread-ctx as uid 65534 (this test needs root to drop privileges): {e}"));
-    ReaderRun { code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into() }
+    ReaderRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
 }
 
 fn is_root() -> bool {
@@ -42,7 +46,11 @@ fn assert_exit(r: &ReaderRun, code: i32, what: &str) {
 fn usage_errors_exit_2_and_name_the_flag_once() {
     let r = thread_ctx(&["record", "1", "--duration", "5x"]);
     assert_exit(&r, 2, "record --duration 5x");
-    assert!(r.stderr.contains("'--duration <DURATION>'") && r.stderr.contains("unknown unit \"x\": expected a number and a unit (ms, s, m or h)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("'--duration <DURATION>'") && r.stderr.contains("unknown unit \"x\": expected a number and a unit (ms, s, m or h)"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(r.stderr.matches("5x").count(), 1, "the value is named once: {}", r.stderr);
     let r = thread_ctx(&["record", "1", "--duration", "soon"]);
     assert_exit(&r, 2, "record --duration soon");
@@ -74,7 +82,15 @@ fn help_lists_every_exit_code() {
         let r = thread_ctx(args);
         assert_exit(&r, 0, &args.join(" "));
         assert!(r.stdout.contains("Exit codes:"), "{}", r.stdout);
-        for code in ["0  success", "1  validate", "2  usage", "3  the reader failed", "4  the target has no otel_thread_ctx_v1", "5  no permission", "6  the target process does not exist"] {
+        for code in [
+            "0  success",
+            "1  validate",
+            "2  usage",
+            "3  the reader failed",
+            "4  the target has no otel_thread_ctx_v1",
+            "5  no permission",
+            "6  the target process does not exist",
+        ] {
             assert!(r.stdout.contains(code), "`thread-ctx {}` lacks {code:?}:\n{}", args.join(" "), r.stdout);
         }
     }
@@ -161,7 +177,11 @@ fn record_of_a_thread_id_records_that_thread_only() {
         assert_exit(&r, 0, "record TID");
         assert!(r.stderr.contains(&format!("{thread} is a thread of process {}: recording that thread only", w.pid)), "{}", r.stderr);
         let tids: Vec<i64> = r.stdout.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["tid"].as_i64().unwrap()).collect();
-        assert!(tids.iter().all(|t| *t == thread), "only thread {thread} is recorded, saw tids {:?}", tids.iter().collect::<std::collections::BTreeSet<_>>());
+        assert!(
+            tids.iter().all(|t| *t == thread),
+            "only thread {thread} is recorded, saw tids {:?}",
+            tids.iter().collect::<std::collections::BTreeSet<_>>()
+        );
         if !tids.is_empty() {
             let s = thread_ctx(&["record", &thread.to_string(), "--hz", "99", "--duration", "500ms"]);
             assert_exit(&s, 0, "record TID summary");

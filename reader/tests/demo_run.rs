@@ -70,12 +70,22 @@ fn run_demo(as_user: Option<&[&str]>, seconds: &str, extra: &[&str]) -> DemoRun 
         None => Command::new("node"),
     };
     // HOME: the unprivileged user's may not exist.
-    cmd.arg(&demo).args(["--seconds", seconds]).args(extra).current_dir(&root).env("THREAD_CTX_BIN", env!("CARGO_BIN_EXE_thread-ctx")).env("HOME", "/tmp");
+    cmd.arg(&demo)
+        .args(["--seconds", seconds])
+        .args(extra)
+        .current_dir(&root)
+        .env("THREAD_CTX_BIN", env!("CARGO_BIN_EXE_thread-ctx"))
+        .env("HOME", "/tmp");
     if as_user.is_none() {
         cmd.arg("--otlp-out").arg(&received);
     }
     let out = cmd.output().unwrap_or_else(|e| panic!("running the demo ({cmd:?}): {e}"));
-    DemoRun { code: out.status.code(), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into(), received }
+    DemoRun {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        received,
+    }
 }
 
 /// N in a "PREFIX...): N ..." line, e.g. "snapshots of the event-loop thread (tid 7): 64".
@@ -106,9 +116,8 @@ fn received_from_service(r: &DemoRun) -> Option<ReceivedProcess> {
 
 /// (CPU samples with a frame in the service's file, how many of them link to a trace and span).
 fn request_code_samples(p: &ReceivedProcess) -> (u64, u64) {
-    let in_service = |e: &thread_ctx::profile::Entry| {
-        e.stack.iter().any(|f| p.profile.frame(f).file.as_deref().is_some_and(|file| file.ends_with(SERVICE_FILE)))
-    };
+    let in_service =
+        |e: &thread_ctx::profile::Entry| e.stack.iter().any(|f| p.profile.frame(f).file.as_deref().is_some_and(|file| file.ends_with(SERVICE_FILE)));
     let cpu = p.profile.entries.iter().filter(|e| !e.kind.is_off_cpu() && in_service(e));
     cpu.fold((0, 0), |(all, linked), e| (all + e.count, linked + if e.trace_id.is_some() && e.span_id.is_some() { e.count } else { 0 }))
 }
@@ -141,11 +150,14 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
     let r = run_demo_until(None, &extra, |r| received_from_service(r).is_some_and(|p| request_code_samples(&p).0 >= MIN_REQUEST_SAMPLES));
     assert_ran(test, &r);
     let out = &r.stdout;
-    for step in ["OpenTelemetry Collector ", "thread-ctx agent --pid ", "agent: SIGTERM after ", "what the Collector received (thread-ctx report --otlp "] {
+    for step in
+        ["OpenTelemetry Collector ", "thread-ctx agent --pid ", "agent: SIGTERM after ", "what the Collector received (thread-ctx report --otlp "]
+    {
         assert!(out.contains(step), "{test}: expected {step:?} in the demo's output:\n{out}");
     }
     let pid = service_pid(out).unwrap_or_else(|| panic!("{test}: no service pid:\n{out}"));
-    let p = received_from_service(&r).unwrap_or_else(|| panic!("{test}: the Collector received nothing from pid {pid} ({}):\n{out}", r.received.display()));
+    let p = received_from_service(&r)
+        .unwrap_or_else(|| panic!("{test}: the Collector received nothing from pid {pid} ({}):\n{out}", r.received.display()));
 
     // >= 90 % of the samples in the service's request code link to a trace and span.
     let (in_requests, linked) = request_code_samples(&p);
@@ -176,7 +188,11 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
 
     // Flame graphs drawn from what the Collector received.
     let all = std::fs::read_to_string(&all_svg).unwrap_or_default();
-    assert!(all.contains("rankSearchResults") && all.contains("renderReport"), "{test}: the flame graph of everything names the hot functions ({})", all_svg.display());
+    assert!(
+        all.contains("rankSearchResults") && all.contains("renderReport"),
+        "{test}: the flame graph of everything names the hot functions ({})",
+        all_svg.display()
+    );
     assert!(out.contains("flame graph of the slowest trace"), "{test}: expected the slowest trace's flame graph:\n{out}");
     assert!(std::fs::read_to_string(&slow_svg).unwrap_or_default().contains("<svg"), "{test}: {} is an SVG", slow_svg.display());
     let _ = writeln!(

@@ -71,12 +71,8 @@ struct Measured {
 #[allow(clippy::zombie_processes)]
 fn measured(args: &[&str], limit: Duration) -> Measured {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running thread-ctx");
+    let mut child =
+        Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("running thread-ctx");
     let pid = child.id() as libc::pid_t;
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let stdout = std::thread::spawn(move || {
@@ -106,12 +102,7 @@ fn measured(args: &[&str], limit: Duration) -> Measured {
     }
     let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -libc::WTERMSIG(status) };
     let run = ReaderRun { code, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
-    assert!(
-        !run.stderr.contains("panicked") && code >= 0,
-        "`thread-ctx {}` crashed (status {code}):\n{}",
-        args.join(" "),
-        run.stderr
-    );
+    assert!(!run.stderr.contains("panicked") && code >= 0, "`thread-ctx {}` crashed (status {code}):\n{}", args.join(" "), run.stderr);
     Measured { run, max_rss_kib: usage.ru_maxrss, seconds: started.elapsed().as_secs_f64() }
 }
 
@@ -182,9 +173,8 @@ fn lying_records_are_rows_with_problems_and_the_honest_one_is_valid() {
     assert_eq!(m.run.code, 1, "malformed records make validate exit 1:\n{}\n{}", m.run.stdout, m.run.stderr);
     let v: Value = serde_json::from_str(&m.run.stdout).unwrap();
     assert_honest_record_read(&v, &h);
-    let row = |name: &str| {
-        v["threads"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no row {name}: {v:#}")).clone()
-    };
+    let row =
+        |name: &str| v["threads"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no row {name}: {v:#}")).clone();
     // attrs size 612 at the end of a page: the copy faults and says where.
     let page_end = row("hx-page-end");
     assert_eq!(page_end["state"], "error", "{page_end:#}");
@@ -245,7 +235,8 @@ fn lying_elf_objects_are_skipped_in_one_line_and_the_real_writer_resolves() {
         assert_eq!(m.run.code, 0, "{file}: {}{}", m.run.stdout, m.run.stderr);
         assert!(m.max_rss_kib < 100 << 10, "{file}: inspect peaked at {} MiB: sizes in the file decided an allocation", m.max_rss_kib >> 10);
         let v: Value = serde_json::from_str(&m.run.stdout).unwrap();
-        let skipped: Vec<&str> = v["skipped_objects"].as_array().unwrap().iter().filter_map(Value::as_str).filter(|s| s.contains(file.as_str())).collect();
+        let skipped: Vec<&str> =
+            v["skipped_objects"].as_array().unwrap().iter().filter_map(Value::as_str).filter(|s| s.contains(file.as_str())).collect();
         assert_eq!(skipped.len(), 1, "{file}: one skipped-object line expected: {v:#}");
         assert!(skipped[0].contains("not a usable ELF object") && skipped[0].contains(reason), "{file}: {}", skipped[0]);
         let w = only_writer(&v);
@@ -261,7 +252,11 @@ fn terminal_escapes_in_target_names_are_printed_escaped() {
     for sub in ["inspect", "dump"] {
         let r = thread_ctx(&[sub, &h.w.pid.to_string()]);
         assert_eq!(r.code, 0, "{sub}: {}{}", r.stdout, r.stderr);
-        assert!(!r.stdout.contains('\x1b') && !r.stdout.contains('\x07'), "{sub} sent the target's escape sequences to the terminal:\n{:?}", r.stdout);
+        assert!(
+            !r.stdout.contains('\x1b') && !r.stdout.contains('\x07'),
+            "{sub} sent the target's escape sequences to the terminal:\n{:?}",
+            r.stdout
+        );
     }
     let dump = thread_ctx(&["dump", &h.w.pid.to_string()]).stdout;
     assert!(dump.contains("hx-\\u{1b}[31mred"), "{dump}");
@@ -275,11 +270,7 @@ fn garbage_fifo_and_symlinked_perf_maps_neither_hang_nor_balloon_a_recording() {
         return;
     }
     let _one = one_at_a_time();
-    let cases = [
-        ("garbage", None),
-        ("fifo", Some("is not a regular file")),
-        ("symlink", Some("Too many levels of symbolic links")),
-    ];
+    let cases = [("garbage", None), ("fifo", Some("is not a regular file")), ("symlink", Some("Too many levels of symbolic links"))];
     for (kind, note) in cases {
         let h = hostile(&["--perf-map", kind]);
         let pid = h.w.pid.to_string();

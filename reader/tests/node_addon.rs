@@ -21,8 +21,11 @@ fn check(env: &[(&str, &str)], access_kind: &str, addon_model: &str) {
     let inspect = json_of("inspect", w.pid, 0);
     let writer = only_writer(&inspect);
     assert!(writer["path"].as_str().unwrap().ends_with("otel-thread-ctx.linux-x64-gnu.node"), "{writer:#}");
-    assert_eq!((writer["model"].as_str(), writer["access"]["kind"].as_str()), (Some("tlsdesc"), Some(access_kind)),
-        "expected the addon's TLSDESC symbol with {access_kind} access, saw {writer:#}");
+    assert_eq!(
+        (writer["model"].as_str(), writer["access"]["kind"].as_str()),
+        (Some("tlsdesc"), Some(access_kind)),
+        "expected the addon's TLSDESC symbol with {access_kind} access, saw {writer:#}"
+    );
     if access_kind == "static" {
         // The addon's own view of its static TLS offset must agree with ours.
         let ours = writer["access"]["tp_offset"].to_string();

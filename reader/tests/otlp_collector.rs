@@ -95,8 +95,7 @@ service:
         assert_eq!((stats.failed.requests, stats.sent.requests, stats.retries), (1, 0, 0), "{protocol}: {stats:?}");
         let error = stats.last_error.unwrap();
         assert!(
-            error.starts_with("refused, not retried: the endpoint does not accept OTLP profiles")
-                && error.contains("service.profilesSupport"),
+            error.starts_with("refused, not retried: the endpoint does not accept OTLP profiles") && error.contains("service.profilesSupport"),
             "{protocol}: {error}"
         );
     }

@@ -151,11 +151,7 @@ fn a_throttled_request_waits_for_retry_after() {
 
 #[test]
 fn gateway_errors_are_retried() {
-    let server = ScriptedServer::start(vec![
-        response("503 Service Unavailable", &[], b""),
-        response("502 Bad Gateway", &[], b""),
-        ok(),
-    ]);
+    let server = ScriptedServer::start(vec![response("503 Service Unavailable", &[], b""), response("502 Bad Gateway", &[], b""), ok()]);
     let mut cfg = config(&server.base(), "http/protobuf", "none");
     cfg.retry = quick_retries(PATIENCE);
     let stats = export_one(cfg, example_request("gateway"));
@@ -172,26 +168,17 @@ fn a_refused_request_is_not_retried_and_says_why() {
     cfg.retry = quick_retries(PATIENCE);
     let stats = export_one(cfg, example_request("refused"));
     assert_eq!((stats.failed.requests, stats.sent.requests, stats.retries), (1, 0, 0), "{stats:?}");
-    assert_eq!(
-        stats.last_error.as_deref(),
-        Some("refused, not retried: HTTP 400 Bad Request: profile has no sample_type")
-    );
+    assert_eq!(stats.last_error.as_deref(), Some("refused, not retried: HTTP 400 Bad Request: profile has no sample_type"));
     assert_eq!(server.seen().len(), 1);
 }
 
 #[test]
 fn partial_success_is_counted_and_reported_not_retried() {
-    use opentelemetry_proto::tonic::collector::profiles::v1development::{
-        ExportProfilesPartialSuccess, ExportProfilesServiceResponse,
-    };
+    use opentelemetry_proto::tonic::collector::profiles::v1development::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
     let answer = ExportProfilesServiceResponse {
         partial_success: Some(ExportProfilesPartialSuccess { rejected_profiles: 1, error_message: "bad stack".into() }),
     };
-    let server = ScriptedServer::start(vec![response(
-        "200 OK",
-        &[("content-type", "application/x-protobuf")],
-        &answer.encode_to_vec(),
-    )]);
+    let server = ScriptedServer::start(vec![response("200 OK", &[("content-type", "application/x-protobuf")], &answer.encode_to_vec())]);
     let stats = export_one(config(&server.base(), "http/protobuf", "none"), example_request("partial"));
     assert_eq!((stats.sent.requests, stats.rejected_profiles, stats.retries), (1, 1, 0), "{stats:?}");
     assert_eq!(stats.last_error.as_deref(), Some("the endpoint rejected 1 profiles: bad stack"));

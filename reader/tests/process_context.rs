@@ -19,21 +19,14 @@ fn kv(key: &str, value: AnyValue) -> KeyValue {
 fn payload(service: &str, keys: &[&str]) -> Vec<u8> {
     ProcessContext {
         resource: Some(Resource {
-            attributes: vec![
-                kv("service.name", string_value(service)),
-                kv("process.pid", AnyValue { value: Some(any_value::Value::IntValue(42)) }),
-            ],
+            attributes: vec![kv("service.name", string_value(service)), kv("process.pid", AnyValue { value: Some(any_value::Value::IntValue(42)) })],
             ..Default::default()
         }),
         attributes: vec![
             kv("threadlocal.schema_version", string_value("tlsdesc_v1_dev")),
             kv(
                 "threadlocal.attribute_key_map",
-                AnyValue {
-                    value: Some(any_value::Value::ArrayValue(ArrayValue {
-                        values: keys.iter().map(|k| string_value(*k)).collect(),
-                    })),
-                },
+                AnyValue { value: Some(any_value::Value::ArrayValue(ArrayValue { values: keys.iter().map(|k| string_value(*k)).collect() })) },
             ),
         ],
     }

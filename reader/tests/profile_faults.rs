@@ -27,7 +27,12 @@ fn bad_profile_flags_are_refused_naming_the_flag() {
     ];
     for (extra, expected) in cases {
         let r = thread_ctx(&[&["record", pid.as_str(), "--duration", "1s"][..], extra].concat());
-        assert!(r.code != 0 && r.stderr.contains(expected), "record {extra:?}: expected failure saying {expected:?}, got exit {} stderr {}", r.code, r.stderr);
+        assert!(
+            r.code != 0 && r.stderr.contains(expected),
+            "record {extra:?}: expected failure saying {expected:?}, got exit {} stderr {}",
+            r.code,
+            r.stderr
+        );
     }
     let r = thread_ctx(&["record", &pid, "--no-user-stacks", "--pprof", "/tmp/x.pb.gz"]);
     assert!(r.code != 0 && r.stderr.contains("--no-user-stacks: --pprof, --flamegraph and --folded need stacks"), "{}", r.stderr);
@@ -39,7 +44,14 @@ const NO_MAP_WARNING: &str = "thread-ctx: warning: no V8 jitdump or perf map";
 /// Records `w` for 1 s at 99 Hz into a folded file, again (at most 6 times) until `sampled(text)`:
 /// a busy machine may give the workload too little CPU in one second. Every recording must exit 0,
 /// warn first (`NO_MAP_WARNING`, saying each of `warning_says`) and name no frame `never_named`.
-fn record_unnamed_until(w: &WriterProcess, dir: &std::path::Path, warning_says: &[&str], never_named: &str, what: &str, sampled: impl Fn(&str) -> bool) {
+fn record_unnamed_until(
+    w: &WriterProcess,
+    dir: &std::path::Path,
+    warning_says: &[&str],
+    never_named: &str,
+    what: &str,
+    sampled: impl Fn(&str) -> bool,
+) {
     for attempt in 1..=6 {
         let folded = dir.join(format!("unnamed-{attempt}.folded"));
         let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
@@ -70,9 +82,14 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
     let w = workload_with("cpu", false);
     spans(&w, 2, STARTUP);
     // JS names cannot come from anywhere else than a jitdump or perf map.
-    record_unnamed_until(&w, &dir, &["--perf-prof", "--perf-basic-prof-only-functions"], "burnAlpha", "JIT frames unnamed and native ones named", |text| {
-        text.contains("[anon:jit]") && text.contains("uv_run")
-    });
+    record_unnamed_until(
+        &w,
+        &dir,
+        &["--perf-prof", "--perf-basic-prof-only-functions"],
+        "burnAlpha",
+        "JIT frames unnamed and native ones named",
+        |text| text.contains("[anon:jit]") && text.contains("uv_run"),
+    );
 }
 
 #[test]
@@ -132,4 +149,3 @@ fn target_exiting_mid_recording_still_gets_its_profile() {
         "the {with_span} samples with a span taken before the exit are in the profile, JS frames named: {burn} in burnAlpha/burnBeta"
     );
 }
-

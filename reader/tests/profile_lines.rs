@@ -71,7 +71,10 @@ fn two_hot_loops_of_one_function_are_attributed_to_their_own_lines() {
     assert!((in_a + in_b) * 100 >= total * 80, "the two loop lines hold >= 80% of twoLoops' {total} samples: {by_line:?}");
     let (file, line) = &view.functions["twoLoops"];
     assert!(file.ends_with("profile_workload.js") && *line == start, "the function keeps its own start line: {file}:{line}, expected {start}");
-    assert!(summary.contains(&format!("twoLoops (profile_workload.js:{a})")) || summary.contains(&format!("twoLoops (profile_workload.js:{b})")), "the summary's top frames name the lines:\n{summary}");
+    assert!(
+        summary.contains(&format!("twoLoops (profile_workload.js:{a})")) || summary.contains(&format!("twoLoops (profile_workload.js:{b})")),
+        "the summary's top frames name the lines:\n{summary}"
+    );
 
     // jsonl --frames: each sample's frames, the JS ones with their lines (recorded until seen, at most 5 times).
     for attempt in 1..=5 {

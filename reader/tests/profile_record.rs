@@ -92,7 +92,11 @@ fn pprof_attributes_each_js_function_to_its_own_span() {
     let mut figures = Vec::new();
     for (func, span, route) in [("burnAlpha", &run.alpha, "/alpha"), ("burnBeta", &run.beta, "/beta")] {
         let (file, line) = view.functions.get(func).unwrap_or_else(|| panic!("no function {func} in the profile: {:?}", view.functions.keys()));
-        assert!(file.ends_with("profile_workload.js") && *line == source_line(func), "{func} at {file}:{line}, expected profile_workload.js:{}", source_line(func));
+        assert!(
+            file.ends_with("profile_workload.js") && *line == source_line(func),
+            "{func} at {file}:{line}, expected profile_workload.js:{}",
+            source_line(func)
+        );
         let with: Vec<_> = view.samples.iter().filter(|s| s.functions.iter().any(|f| f == func)).collect();
         let total: i64 = with.iter().map(|s| s.values["samples"]).sum();
         let right: i64 = with
@@ -125,16 +129,26 @@ fn pprof_mappings_carry_build_ids_and_sample_times_are_wall_clock() {
     let run = cpu_run();
     let view = decode_pprof(&run.pprof);
     // The node executable's GNU build id, as readelf reads it from the file.
-    let node = view.build_ids.keys().find(|f| f.rsplit('/').next() == Some("node")).unwrap_or_else(|| panic!("no node mapping: {:?}", view.build_ids)).clone();
+    let node = view
+        .build_ids
+        .keys()
+        .find(|f| f.rsplit('/').next() == Some("node"))
+        .unwrap_or_else(|| panic!("no node mapping: {:?}", view.build_ids))
+        .clone();
     let notes = std::process::Command::new("readelf").args(["-n", &node]).output().expect("running readelf (binutils)");
     let notes = String::from_utf8_lossy(&notes.stdout);
-    let expected = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_else(|| panic!("readelf -n {node} shows no build id:\n{notes}"));
+    let expected =
+        notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_else(|| panic!("readelf -n {node} shows no build id:\n{notes}"));
     assert_eq!(view.build_ids.get(&node).map(String::as_str), Some(expected), "pprof mapping of {node}: {:?}", view.build_ids);
     assert!(view.build_ids.iter().any(|(f, id)| f.contains("libc") && !id.is_empty()), "libc's mapping has its build id too: {:?}", view.build_ids);
 
     // time_nanos is the wall-clock start; each sample's ticks fall inside the recording.
     let (before, after) = run.wall;
-    assert!(view.time_nanos >= before && view.time_nanos <= after, "time_nanos {} outside the recording's wall-clock [{before}, {after}]", view.time_nanos);
+    assert!(
+        view.time_nanos >= before && view.time_nanos <= after,
+        "time_nanos {} outside the recording's wall-clock [{before}, {after}]",
+        view.time_nanos
+    );
     assert!(view.duration_nanos > 2_000_000_000 && view.time_nanos + view.duration_nanos <= after, "duration_nanos {}", view.duration_nanos);
     assert_eq!(view.tick_unit, "nanoseconds");
     let ticks: Vec<i64> = view.samples.iter().filter(|s| s.values["samples"] > 0).flat_map(|s| s.ticks.clone()).collect();
@@ -158,7 +172,11 @@ fn flamegraph_of_one_trace_shows_only_that_traces_function() {
     let run = cpu_run();
     let svg = std::fs::read_to_string(&run.svg_alpha).unwrap();
     assert!(svg.starts_with("<?xml") && svg.contains("<svg"), "not an SVG: {}", &svg[..svg.len().min(200)]);
-    assert!(svg.contains("burnAlpha") && !svg.contains("burnBeta"), "flame graph of trace {} (alpha) must show burnAlpha and not burnBeta", run.alpha.trace_id);
+    assert!(
+        svg.contains("burnAlpha") && !svg.contains("burnBeta"),
+        "flame graph of trace {} (alpha) must show burnAlpha and not burnBeta",
+        run.alpha.trace_id
+    );
     assert!(svg.contains(&run.alpha.trace_id), "the title names the trace");
     let folded = std::fs::read_to_string(&run.folded_alpha).unwrap();
     assert!(folded.contains("burnAlpha") && !folded.contains("burnBeta"), "folded stacks of the alpha trace:\n{folded}");
@@ -183,7 +201,12 @@ fn flamegraph_of_one_trace_shows_only_that_traces_function() {
     assert!(r.code != 0 && r.stderr.contains("--trace: expected 32 hex digits"), "exit {} stderr {}", r.code, r.stderr);
     let absent = dir.join("absent.svg");
     let r = thread_ctx(&["flamegraph", run.pprof.to_str().unwrap(), "--trace", &"0f".repeat(16), "-o", absent.to_str().unwrap()]);
-    assert!(r.code == 2 && r.stderr.contains("error: --trace: no CPU samples of trace 0f0f"), "blames --trace, exit 2: exit {} stderr {}", r.code, r.stderr);
+    assert!(
+        r.code == 2 && r.stderr.contains("error: --trace: no CPU samples of trace 0f0f"),
+        "blames --trace, exit 2: exit {} stderr {}",
+        r.code,
+        r.stderr
+    );
     assert!(!absent.exists());
 }
 
@@ -300,7 +323,12 @@ fn off_cpu_time_goes_to_the_blocking_span_not_to_the_awaiting_one() {
         }
         // Its 50 ms were seen, as the event loop's idle time with no span published.
         let idle = overlap(s, true);
-        assert!(idle >= 40_000_000, "span timer {}: expected >= 40 ms of span-less idle time on the event loop during it, got {:.1} ms", s.span_id, idle as f64 / 1e6);
+        assert!(
+            idle >= 40_000_000,
+            "span timer {}: expected >= 40 ms of span-less idle time on the event loop during it, got {:.1} ms",
+            s.span_id,
+            idle as f64 / 1e6
+        );
         idle_ms.push(idle as f64 / 1e6);
     }
     assert!(
@@ -322,7 +350,10 @@ fn off_cpu_time_goes_to_the_blocking_span_not_to_the_awaiting_one() {
     assert!(route("/blocked", "blocked") >= 40_000_000 * blocked_ms.len() as i64, "pprof off_cpu of /blocked: {per_route:?}");
     assert!(route("/timer", "blocked") < 25_000_000 * timers.len() as i64, "pprof off_cpu of /timer: {per_route:?}");
     assert!(view.mappings.iter().any(|m| m == "[kernel.kallsyms]"), "mappings {:?}", view.mappings);
-    let futex = view.samples.iter().any(|s| s.labels.get("http.route").map(String::as_str) == Some("/blocked") && s.functions.iter().any(|f| f.contains("futex")));
+    let futex = view
+        .samples
+        .iter()
+        .any(|s| s.labels.get("http.route").map(String::as_str) == Some("/blocked") && s.functions.iter().any(|f| f.contains("futex")));
     assert!(futex, "the blocked span's kernel stacks show the futex wait");
     assert!(!view.functions.keys().any(|f| f.starts_with("bpf_prog_")), "the tracer's own frames are dropped");
     let _ = writeln_stderr(&format!(

@@ -52,5 +52,8 @@ fn resolves_a_c_programs_functions_by_address() {
         "expected the printed addresses to resolve to their functions; frames {frames:#?}"
     );
     assert!(frames[0].file.as_deref().is_some_and(|f| f.ends_with("burn") || f.contains("map_files")), "module {:?}", frames[0].file);
-    assert!(sym.perf_map_note().is_some_and(|n| n.contains("--perf-basic-prof-only-functions")), "a C program has no perf map: expected a note saying so");
+    assert!(
+        sym.perf_map_note().is_some_and(|n| n.contains("--perf-basic-prof-only-functions")),
+        "a C program has no perf map: expected a note saying so"
+    );
 }

@@ -103,8 +103,24 @@ fn one_process_by_span_and_its_files() {
     let pprof = dir.join("all.pb.gz");
     let (trace, span) = (hex(&TRACE_ID), hex(&SPAN_1));
     let out = report(&[
-        "--otlp", f, "--pid", "4242", "--by", "span", "--top", "1", "--flamegraph", svg.to_str().unwrap(), "--folded",
-        folded.to_str().unwrap(), "--pprof", pprof.to_str().unwrap(), "--trace", &trace, "--span", &span,
+        "--otlp",
+        f,
+        "--pid",
+        "4242",
+        "--by",
+        "span",
+        "--top",
+        "1",
+        "--flamegraph",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+        "--pprof",
+        pprof.to_str().unwrap(),
+        "--trace",
+        &trace,
+        "--span",
+        &span,
     ]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -141,7 +157,11 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
     let cases: [(&[&str], i32, &str); 7] = [
         (&["--otlp", "/nonexistent/received.pb"], 2, "--otlp: /nonexistent/received.pb does not exist"),
         (&["--otlp", f, "--pid", "1"], 2, "--pid: no such process in"),
-        (&["--otlp", f, "--flamegraph", svg], 2, "--pprof/--flamegraph/--folded: draw one process: select it with --pid (the file holds pid 4242 (checkout), pid 4343 (billing))"),
+        (
+            &["--otlp", f, "--flamegraph", svg],
+            2,
+            "--pprof/--flamegraph/--folded: draw one process: select it with --pid (the file holds pid 4242 (checkout), pid 4343 (billing))",
+        ),
         (&["--otlp", f, "--pid", "4242", "--flamegraph", svg, "--trace", &absent], 2, "--trace: no CPU samples of trace 0f0f"),
         (&["--otlp", f, "--trace", &absent], 2, "--trace/--span/--attr select what --flamegraph and --folded show"),
         (&["--otlp", garbage.to_str().unwrap()], 3, "is not an OTLP ProfilesData"),

@@ -110,7 +110,13 @@ fn check_spinner(test: &str, exe: &Path, args: &[&str], env: &[(&str, &str)], ex
     assert_eq!(rec.counters.dropped, 0, "{test}: ring buffer dropped samples at {HZ} Hz");
     for state in CtxState::ALL {
         let delivered = rec.samples.iter().filter(|s| s.state == state).count() as u64;
-        assert_eq!(rec.counters.get(state), delivered, "{test}: kernel counted {} {} samples, {delivered} delivered", rec.counters.get(state), state.name());
+        assert_eq!(
+            rec.counters.get(state),
+            delivered,
+            "{test}: kernel counted {} {} samples, {delivered} delivered",
+            rec.counters.get(state),
+            state.name()
+        );
     }
     eprintln!("{test}: {} samples, per thread {per_thread:?}, {stacks_in_spin} stacks in spin(), access {access}", rec.samples.len());
 }

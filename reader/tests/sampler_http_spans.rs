@@ -150,8 +150,7 @@ fn finished_load(mut load: Load, port: &str) -> u64 {
     let mut result = String::new();
     load.out.read_to_string(&mut result).expect("reading autocannon's result");
     load.child.wait().expect("waiting for autocannon");
-    let r: Value =
-        serde_json::from_str(&result).unwrap_or_else(|e| panic!("autocannon on port {port} printed no JSON result ({e}): {result}"));
+    let r: Value = serde_json::from_str(&result).unwrap_or_else(|e| panic!("autocannon on port {port} printed no JSON result ({e}): {result}"));
     let counts = (r["errors"].as_u64(), r["timeouts"].as_u64(), r["non2xx"].as_u64());
     assert_eq!(counts, (Some(0), Some(0), Some(0)), "autocannon on port {port}: expected (errors, timeouts, non-2xx) all 0");
     r["2xx"].as_u64().unwrap_or(0)
@@ -221,14 +220,17 @@ fn check_sample(i: usize, s: &Event, leaf: &Option<(FrameKind, String)>, log: &S
     if let Some(p) = log.piece_at(tid, s.time_ns) {
         t.in_pieces += 1;
         if span.as_ref().map(|(_, sp)| sp) != Some(&p.span_id) {
-            t.wrong_in_piece.push((i, format!(
-                "{} fell inside a burn piece of span {} [{}, {}] on its thread, but carries {:?}",
-                describe(s),
-                p.span_id,
-                p.start,
-                p.end,
-                span.as_ref().map(|(_, sp)| sp)
-            )));
+            t.wrong_in_piece.push((
+                i,
+                format!(
+                    "{} fell inside a burn piece of span {} [{}, {}] on its thread, but carries {:?}",
+                    describe(s),
+                    p.span_id,
+                    p.start,
+                    p.end,
+                    span.as_ref().map(|(_, sp)| sp)
+                ),
+            ));
         }
     }
     if matches!(leaf, Some((FrameKind::Js, n)) if n == BURNER) {
@@ -243,7 +245,11 @@ fn first(v: &[(usize, String)], rec: &Recording, sym: &mut Symbolizer) -> String
     let stack = |i: usize, sym: &mut Symbolizer| -> String {
         let ips = rec.samples[i].user_stack.clone().unwrap_or_default();
         let names: Vec<String> = sym.user_frames(&ips).iter().take(12).map(|f| f.short_name()).collect();
-        if names.is_empty() { "no user stack".into() } else { names.join(" < ") }
+        if names.is_empty() {
+            "no user stack".into()
+        } else {
+            names.join(" < ")
+        }
     };
     v.iter().take(12).map(|(i, why)| format!("{why}\n    stack: {}", stack(*i, sym))).collect::<Vec<_>>().join("\n")
 }

@@ -70,7 +70,13 @@ fn check_spinning_threads(test: &str, env: &[(&str, &str)], expect_model: &str) 
         let p: &Published = &w.published[i];
         let seen = (s["state"].as_str(), s["trace_id"].as_str(), s["span_id"].as_str(), s["flags"].as_u64(), s["record_address"].as_str());
         let expected = (Some("valid"), Some(p.trace_id.as_str()), Some(p.span_id.as_str()), Some(p.flags), Some(p.record_address.as_str()));
-        assert_eq!(seen, expected, "{test}: sample of JS thread {} (which never changes its context) read {seen:?}, expected {expected:?}: {}", p.tid, line(s));
+        assert_eq!(
+            seen,
+            expected,
+            "{test}: sample of JS thread {} (which never changes its context) read {seen:?}, expected {expected:?}: {}",
+            p.tid,
+            line(s)
+        );
     }
     for (n, p) in per_thread.iter().zip(&w.published) {
         assert!(

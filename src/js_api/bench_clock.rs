@@ -17,5 +17,9 @@ pub unsafe extern "C" fn thread_cpu_time_ns(env: napi_env, _info: napi_callback_
     let mut v = ptr::null_mut();
     // SAFETY: called by Node-API with a live env; `v` is a valid out pointer.
     let status = unsafe { sys::napi_create_double(env, ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64, &mut v) };
-    if super::ok(status) { v } else { ptr::null_mut() }
+    if super::ok(status) {
+        v
+    } else {
+        ptr::null_mut()
+    }
 }

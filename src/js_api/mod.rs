@@ -41,7 +41,9 @@ type RawCallback = unsafe extern "C" fn(napi_env, napi_callback_info) -> napi_va
 unsafe fn define(env: napi_env, exports: napi_value, name: &CStr, cb: RawCallback) -> Result<()> {
     let mut f = ptr::null_mut();
     // SAFETY: live env; `name` is NUL-terminated; `f` is a valid out pointer.
-    check(unsafe { sys::napi_create_function(env, name.as_ptr(), -1 /* NAPI_AUTO_LENGTH */, Some(cb), ptr::null_mut::<c_void>(), &mut f) })?;
+    check(unsafe {
+        sys::napi_create_function(env, name.as_ptr(), -1 /* NAPI_AUTO_LENGTH */, Some(cb), ptr::null_mut::<c_void>(), &mut f)
+    })?;
     // SAFETY: live env and objects.
     check(unsafe { sys::napi_set_named_property(env, exports, name.as_ptr(), f) })
 }

@@ -136,7 +136,11 @@ pub unsafe extern "C" fn attribute_key_count(env: napi_env, _info: napi_callback
     let mut v = ptr::null_mut();
     // SAFETY: called by Node-API with a live env; valid out pointer.
     let status = unsafe { sys::napi_create_uint32(env, KEY_COUNT.load(Ordering::Acquire), &mut v) };
-    if ok(status) { v } else { ptr::null_mut() }
+    if ok(status) {
+        v
+    } else {
+        ptr::null_mut()
+    }
 }
 
 /// The published process context's header facts, or null before the first publish.

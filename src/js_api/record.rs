@@ -204,7 +204,11 @@ unsafe fn type_name(env: napi_env, v: napi_value) -> &'static str {
             let mut is_ta = false;
             // SAFETY: as above.
             let st = unsafe { sys::napi_is_typedarray(env, v, &mut is_ta) };
-            if ok(st) && is_ta { "a typed array that is not a Uint8Array" } else { "an object" }
+            if ok(st) && is_ta {
+                "a typed array that is not a Uint8Array"
+            } else {
+                "an object"
+            }
         }
     }
 }

@@ -53,13 +53,12 @@ impl Mapping {
             Err(e) => (map_anonymous(len)?, Backing::Anonymous, Some(format!("memfd_create/mmap failed: {e}"))),
         };
         // SAFETY: ptr..ptr+len is the mapping just created.
-        let dontfork_error = unsafe { errno_of(libc::madvise(ptr.cast(), len, libc::MADV_DONTFORK)) }
-            .map(|e| format!("madvise(MADV_DONTFORK) failed: {e}"));
+        let dontfork_error =
+            unsafe { errno_of(libc::madvise(ptr.cast(), len, libc::MADV_DONTFORK)) }.map(|e| format!("madvise(MADV_DONTFORK) failed: {e}"));
         // SAFETY: as above; the name is a NUL-terminated static string.
-        let anon_name_error = unsafe {
-            errno_of(libc::prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ptr as libc::c_ulong, len as libc::c_ulong, NAME.as_ptr()))
-        }
-        .map(|e| format!("prctl(PR_SET_VMA_ANON_NAME) failed: {e}"));
+        let anon_name_error =
+            unsafe { errno_of(libc::prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ptr as libc::c_ulong, len as libc::c_ulong, NAME.as_ptr())) }
+                .map(|e| format!("prctl(PR_SET_VMA_ANON_NAME) failed: {e}"));
         Ok(Mapping { ptr, len, backing, memfd_error, anon_name_error, dontfork_error })
     }
 
@@ -89,7 +88,11 @@ fn map_memfd(len: usize) -> io::Result<*mut u8> {
             Err(io::Error::last_os_error())
         } else {
             let p = libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE, fd, 0);
-            if p == libc::MAP_FAILED { Err(io::Error::last_os_error()) } else { Ok(p.cast::<u8>()) }
+            if p == libc::MAP_FAILED {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(p.cast::<u8>())
+            }
         };
         libc::close(fd);
         result
@@ -98,10 +101,12 @@ fn map_memfd(len: usize) -> io::Result<*mut u8> {
 
 fn map_anonymous(len: usize) -> io::Result<*mut u8> {
     // SAFETY: a fresh anonymous mapping.
-    let p = unsafe {
-        libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-    };
-    if p == libc::MAP_FAILED { Err(io::Error::last_os_error()) } else { Ok(p.cast()) }
+    let p = unsafe { libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
 }
 
 fn errno_of(rc: libc::c_int) -> Option<io::Error> {

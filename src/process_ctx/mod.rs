@@ -190,7 +190,8 @@ impl Writer {
         let mut dropped = Vec::new();
         if keys.len() != self.keys.len() || self.mapping.is_none() {
             self.refresh_after_fork();
-            let resource = if self.resource.is_empty() { vec![KeyValue::string(INSTANCE_ID_KEY, self.instance_id.clone())] } else { self.resource.clone() };
+            let resource =
+                if self.resource.is_empty() { vec![KeyValue::string(INSTANCE_ID_KEY, self.instance_id.clone())] } else { self.resource.clone() };
             dropped = self.publish(resource, self.origin, self.dropped_before, keys)?.dropped;
         }
         let indices = new_keys.iter().map(|k| self.keys.iter().position(|x| x == k).unwrap() as u32).collect();
@@ -238,7 +239,13 @@ impl Writer {
 
     /// Fits the resource to the payload limits, encodes and publishes; the new state is kept only
     /// on success.
-    fn publish(&mut self, resource: Vec<KeyValue>, origin: Option<Origin>, dropped_before: usize, keys: Vec<String>) -> Result<Published, ContextError> {
+    fn publish(
+        &mut self,
+        resource: Vec<KeyValue>,
+        origin: Option<Origin>,
+        dropped_before: usize,
+        keys: Vec<String>,
+    ) -> Result<Published, ContextError> {
         let attributes = vec![KeyValue::string(SCHEMA_VERSION_KEY, SCHEMA_VERSION), KeyValue::strings(KEY_MAP_KEY, &keys)];
         // Everything but the resource's attributes, plus the resource field's tag and a length
         // varint of up to 3 bytes.
@@ -304,9 +311,9 @@ fn to_proto(v: AttrValue) -> Value {
         AttrValue::Int(i) => Value::IntValue(i),
         AttrValue::Double(d) => Value::DoubleValue(d),
         AttrValue::Bool(b) => Value::BoolValue(b),
-        AttrValue::Strings(a) => Value::ArrayValue(proto::ArrayValue {
-            values: a.into_iter().map(|s| proto::AnyValue { value: Some(Value::StringValue(s)) }).collect(),
-        }),
+        AttrValue::Strings(a) => {
+            Value::ArrayValue(proto::ArrayValue { values: a.into_iter().map(|s| proto::AnyValue { value: Some(Value::StringValue(s)) }).collect() })
+        }
     }
 }
 

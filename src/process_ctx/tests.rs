@@ -35,7 +35,8 @@ fn key_map(pc: &ProcessContext) -> Vec<String> {
 #[test]
 fn publishes_resource_schema_version_and_instance_id() {
     let mut w = Writer::new();
-    w.set_resource(vec![("service.name".into(), AttrValue::Str("svc".into())), ("process.pid".into(), AttrValue::Int(42))], Origin::Explicit, 0).unwrap();
+    w.set_resource(vec![("service.name".into(), AttrValue::Str("svc".into())), ("process.pid".into(), AttrValue::Int(42))], Origin::Explicit, 0)
+        .unwrap();
     let (info, pc) = decode(&w);
     let res = pc.resource.clone().unwrap().attributes;
     assert_eq!(string_attr(&res, "service.name"), Some(&Value::StringValue("svc".into())));
@@ -85,7 +86,10 @@ fn bad_keys_change_nothing() {
     assert_eq!(w.append_keys(&too_many), Err(ContextError::TooManyKeys { got: 257, existing: 1, added: 256 }));
     assert_eq!(w.append_keys(&["b".into(), "b".into()]), Err(ContextError::DuplicateKey { arg: "keys", key: "b".into() }));
     assert_eq!(w.append_keys(&["".into()]), Err(ContextError::EmptyKey { arg: "keys", index: 0 }));
-    assert!(matches!(w.set_resource(vec![("x".into(), AttrValue::Bool(true)), ("x".into(), AttrValue::Int(1))], Origin::Explicit, 0), Err(ContextError::DuplicateKey { .. })));
+    assert!(matches!(
+        w.set_resource(vec![("x".into(), AttrValue::Bool(true)), ("x".into(), AttrValue::Int(1))], Origin::Explicit, 0),
+        Err(ContextError::DuplicateKey { .. })
+    ));
     let after = w.info().unwrap();
     assert_eq!((after.published_at, after.publish_count, after.payload_address), (before.published_at, before.publish_count, before.payload_address));
     assert_eq!(w.keys(), ["a"]);
@@ -162,8 +166,10 @@ fn key_map_limits_and_refit() {
     assert_eq!(w.append_keys(&long_keys), Err(ContextError::KeyMapTooLong { got: 17 * 255 }));
     let (_, dropped) = w.append_keys(&long_keys[..16]).unwrap();
     // ~4.2 KB of key map beside ~15.2 KB of resource: the last attributes no longer fit.
-    assert_eq!(dropped.iter().map(|(k, r)| (k.as_str(), *r)).collect::<Vec<_>>(),
-        [("attr.003", DropReason::OverBudget), ("attr.004", DropReason::OverBudget)]);
+    assert_eq!(
+        dropped.iter().map(|(k, r)| (k.as_str(), *r)).collect::<Vec<_>>(),
+        [("attr.003", DropReason::OverBudget), ("attr.004", DropReason::OverBudget)]
+    );
     let (info, pc) = decode(&w);
     assert!(info.payload_size as usize <= limits::MAX_PAYLOAD_LEN);
     assert_eq!(key_map(&pc).len(), 16, "the key map is never cut");

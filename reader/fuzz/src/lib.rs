@@ -9,13 +9,13 @@
 
 use std::io::Cursor;
 use thread_ctx::ctx_record::{self, decode_attrs};
+use thread_ctx::discovery::build_id::{build_id_of, MAX_BUILD_ID_BYTES};
 use thread_ctx::discovery::elf_reader::{ElfData, MAX_TOTAL_BYTES};
 use thread_ctx::discovery::elf_tls_symbol::{self, LoadSegment, TlsReloc, TlsRelocKind, TlsSegment, WriterObject};
 use thread_ctx::discovery::maps::{parse_maps, Mapping};
 use thread_ctx::discovery::process_context::{self, ContextHeader, MAX_PAYLOAD};
 use thread_ctx::discovery::remote_memory::TargetMemory;
 use thread_ctx::discovery::tls_model::{classify, load_bias, resolve, TlsModel};
-use thread_ctx::discovery::build_id::{build_id_of, MAX_BUILD_ID_BYTES};
 use thread_ctx::error::{Error, Result};
 use thread_ctx::output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx::profile::perf_map::{parse_v8_name, PerfMap, MAX_FUNCTIONS};

@@ -376,7 +376,10 @@ impl Agent {
         self.registry.set(key, State::Tracked);
         self.queue.push_track(key);
         let service_name = service_name_of(&resource);
-        self.tracked.insert(key.pid, Process { key, key_map, resource, service_name, pending: Vec::new(), losses: StackLosses::default(), last_sent: Instant::now() });
+        self.tracked.insert(
+            key.pid,
+            Process { key, key_map, resource, service_name, pending: Vec::new(), losses: StackLosses::default(), last_sent: Instant::now() },
+        );
         self.stats.new += 1;
         self.notes.push(format!("tracking process {} ({}): {}", key.pid, printable(&service), printable(&what)));
         Ok(())
@@ -419,7 +422,8 @@ impl Agent {
             let Some(stuck) = w.beat.stuck(self.opts.process_timeout) else { continue };
             w.beat.retire();
             let key = stuck.key;
-            let service = self.tracked.get(&key.pid).filter(|t| t.key == key).map(|t| format!(" ({})", printable(&t.service_name))).unwrap_or_default();
+            let service =
+                self.tracked.get(&key.pid).filter(|t| t.key == key).map(|t| format!(" ({})", printable(&t.service_name))).unwrap_or_default();
             if self.tracked.get(&key.pid).is_some_and(|t| t.key == key) {
                 if let Err(e) = self.untrack(key.pid, false) {
                     self.notes.push(format!("untracking process {}: {e:#}", key.pid));
@@ -479,7 +483,8 @@ impl Agent {
 
     fn spawn_discovery_worker(&self) -> anyhow::Result<Heartbeat> {
         let beat = Heartbeat::new();
-        let config = DiscoveryConfig { scan_interval: self.opts.scan_interval, host_wide: self.opts.pids.is_empty(), host_name: self.host_name.clone() };
+        let config =
+            DiscoveryConfig { scan_interval: self.opts.scan_interval, host_wide: self.opts.pids.is_empty(), host_name: self.host_name.clone() };
         let (registry, b, tx) = (self.registry.clone(), beat.clone(), self.found_tx.clone());
         std::thread::Builder::new().name("discovery".into()).spawn(move || discovery_worker::run(config, registry, b, tx))?;
         Ok(beat)
@@ -517,7 +522,11 @@ impl Role {
 }
 
 /// Decodes each event into its process's pending samples.
-fn decoder<'a>(tracked: &'a mut HashMap<u32, Process>, settings: ProfileSettings, stats: &'a mut WindowStats) -> impl FnMut(&pipeline::Tracked, &Event) + 'a {
+fn decoder<'a>(
+    tracked: &'a mut HashMap<u32, Process>,
+    settings: ProfileSettings,
+    stats: &'a mut WindowStats,
+) -> impl FnMut(&pipeline::Tracked, &Event) + 'a {
     move |t, e| {
         let Some(p) = tracked.get_mut(&t.pid) else { return };
         let s = sample_of(e, p.key_map.as_deref(), settings, &mut p.losses);
@@ -531,11 +540,13 @@ fn decoder<'a>(tracked: &'a mut HashMap<u32, Process>, settings: ProfileSettings
 /// `discover(pid)` on a thread of its own, given up after `timeout` (the thread is left behind).
 fn discover_within(pid: u32, timeout: Duration) -> Result<Discovery, String> {
     let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new().name("discover".into()).spawn(move || {
-        // Nobody may be listening any more (timed out): nothing to do then.
-        let _ = tx.send(discover(pid as i32));
-    })
-    .map_err(|e| e.to_string())?;
+    std::thread::Builder::new()
+        .name("discover".into())
+        .spawn(move || {
+            // Nobody may be listening any more (timed out): nothing to do then.
+            let _ = tx.send(discover(pid as i32));
+        })
+        .map_err(|e| e.to_string())?;
     match rx.recv_timeout(timeout) {
         Ok(Ok(d)) => Ok(d),
         Ok(Err(e)) => Err(e.to_string()),

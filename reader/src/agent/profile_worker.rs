@@ -24,8 +24,14 @@ use std::time::Duration;
 /// Work for the profile thread, in the order the sampling loop queued it.
 enum Job {
     /// Sampling of this process starts: read what symbolizing needs while it runs.
-    Track { key: ProcessKey },
-    Samples { key: ProcessKey, samples: Vec<Sample>, losses: StackLosses },
+    Track {
+        key: ProcessKey,
+    },
+    Samples {
+        key: ProcessKey,
+        samples: Vec<Sample>,
+        losses: StackLosses,
+    },
     EndWindow(WindowEnd),
 }
 
@@ -160,7 +166,14 @@ impl WindowEnd {
 }
 
 /// Runs one profile worker until it is retired or the queue closes.
-pub fn run(settings: ProfileSettings, queue: Arc<JobQueue>, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Window>, entry_cap_drops: Arc<AtomicU64>) {
+pub fn run(
+    settings: ProfileSettings,
+    queue: Arc<JobQueue>,
+    registry: Arc<Registry>,
+    beat: Heartbeat,
+    to_loop: Sender<Window>,
+    entry_cap_drops: Arc<AtomicU64>,
+) {
     beat.bind_current_thread();
     let mut w = Worker { settings, natives: Rc::new(RefCell::new(NativeSymbols::new())), builders: HashMap::new(), registry, beat };
     loop {
@@ -251,12 +264,24 @@ mod tests {
     }
 
     fn samples(n: usize) -> Vec<Sample> {
-        let s = Sample { kind: crate::profile::SampleKind::Cpu, time_ns: 0, tid: 1, trace_id: None, span_id: None, flags: 0, attrs: vec![], user_stack: vec![], kernel_stack: vec![], weight_ns: 1 };
+        let s = Sample {
+            kind: crate::profile::SampleKind::Cpu,
+            time_ns: 0,
+            tid: 1,
+            trace_id: None,
+            span_id: None,
+            flags: 0,
+            attrs: vec![],
+            user_stack: vec![],
+            kernel_stack: vec![],
+            weight_ns: 1,
+        };
         vec![s; n]
     }
 
     fn end(start_s: u64, exited: bool) -> WindowEnd {
-        let meta = WindowMeta { key: ProcessKey { pid: start_s as u32, ..key() }, resource: Resource::default(), service_name: String::new(), exited };
+        let meta =
+            WindowMeta { key: ProcessKey { pid: start_s as u32, ..key() }, resource: Resource::default(), service_name: String::new(), exited };
         WindowEnd { start_unix_ns: start_s * 1_000_000_000, duration_ns: 1_000_000_000, processes: vec![meta] }
     }
 

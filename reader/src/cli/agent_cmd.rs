@@ -144,9 +144,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
 
 /// The exporter, None when only pprof files were asked for; Err: a message naming the bad setting.
 fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
-    let env_endpoint = ["OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
+    let env_endpoint =
+        ["OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"].iter().any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
     if args.pprof_dir.is_some() && args.endpoint.is_none() && !env_endpoint {
         return Ok(None);
     }

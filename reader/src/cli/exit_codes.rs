@@ -142,7 +142,8 @@ mod tests {
     #[test]
     fn causes_pick_the_code() {
         use std::io;
-        let denied = anyhow::Error::from(LibError::Process { pid: 1, path: "/proc/1/maps".into(), cause: io::Error::from_raw_os_error(libc::EACCES) });
+        let denied =
+            anyhow::Error::from(LibError::Process { pid: 1, path: "/proc/1/maps".into(), cause: io::Error::from_raw_os_error(libc::EACCES) });
         assert_eq!(code_of(&denied.context("reading")), EXIT_NO_PERMISSION);
         let gone = anyhow::Error::from(LibError::Ptrace { tid: 5, op: "PTRACE_SEIZE", cause: io::Error::from_raw_os_error(libc::ESRCH), hint: "" });
         assert_eq!(code_of(&gone), EXIT_TARGET_GONE);

@@ -4,10 +4,10 @@
 
 use crate::exit_codes::usage;
 use crate::profile_args::{check_writable, FilterArgs};
-use thread_ctx::output::{flame, pprof};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use thread_ctx::output::{flame, pprof};
 
 #[derive(clap::Args, Debug)]
 pub struct FlamegraphArgs {

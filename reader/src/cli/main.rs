@@ -12,8 +12,8 @@ mod flamegraph_cmd;
 mod inspect_cmd;
 mod profile_args;
 mod record_cmd;
-mod report_cmd;
 mod render;
+mod report_cmd;
 
 use clap::{Parser, Subcommand};
 use exit_codes::{code_of, EXIT_CODES_HELP};

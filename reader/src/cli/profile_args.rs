@@ -3,11 +3,11 @@
 //! the flag, and the files they ask for, written once the recording ends.
 //! The files ([`ProfileFiles`]) are `report`'s too.
 
-use thread_ctx::output::{flame, pprof};
-use thread_ctx::profile::{Filter, Profile};
 use crate::exit_codes::usage;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use thread_ctx::output::{flame, pprof};
+use thread_ctx::profile::{Filter, Profile};
 
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ProfileArgs {
@@ -97,7 +97,9 @@ impl ProfileArgs {
     pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
         let filter = self.files.filter()?;
         if self.files.writes_files() && !user_stacks && !self.kernel {
-            return Err(usage("--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)"));
+            return Err(usage(
+                "--no-user-stacks: --pprof, --flamegraph and --folded need stacks (drop --no-user-stacks, or add --kernel for kernel stacks only)",
+            ));
         }
         Ok(ProfilePlan { filter, symbolize: user_stacks || self.kernel })
     }
@@ -112,7 +114,9 @@ impl ProfileFiles {
     pub fn filter(&self) -> Result<Filter> {
         let filter = self.select.filter()?;
         if !filter.is_empty() && self.flamegraph.is_none() && self.folded.is_none() {
-            return Err(usage("--trace/--span/--attr select what --flamegraph and --folded show: give one of them (--pprof keeps every sample, labelled)"));
+            return Err(usage(
+                "--trace/--span/--attr select what --flamegraph and --folded show: give one of them (--pprof keeps every sample, labelled)",
+            ));
         }
         for (flag, path) in [("--pprof", &self.pprof), ("--flamegraph", &self.flamegraph), ("--folded", &self.folded)] {
             if let Some(p) = path {
@@ -140,13 +144,21 @@ impl ProfileFiles {
             keep(pprof::write_file(p, profile, meta).context("--pprof").map(|_| format!("wrote pprof profile {} ({what})", p.display())));
         }
         if let Some(p) = &self.folded {
-            keep(flame::write_folded(p, profile, filter).context("--folded").map(|n| format!("wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe())));
+            keep(
+                flame::write_folded(p, profile, filter)
+                    .context("--folded")
+                    .map(|n| format!("wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe())),
+            );
         }
         if let Some(p) = &self.flamegraph {
             if let Err(e) = self.select.check_selection(profile, filter) {
                 return Err(first_error.unwrap_or(e));
             }
-            keep(flame::write_svg(p, profile, filter, subtitle).context("--flamegraph").map(|_| format!("wrote flame graph {} ({kept} samples, {})", p.display(), filter.describe())));
+            keep(
+                flame::write_svg(p, profile, filter, subtitle)
+                    .context("--flamegraph")
+                    .map(|_| format!("wrote flame graph {} ({kept} samples, {})", p.display(), filter.describe())),
+            );
         }
         first_error.map_or(Ok(()), Err)
     }

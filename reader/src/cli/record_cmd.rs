@@ -105,12 +105,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     for other in d.writers.iter().filter(|w| !std::ptr::eq(*w, writer)) {
         eprintln!("thread-ctx: warning: also defined by {}, which is not sampled (one writer object per process)", other.path);
     }
-    let opts = SamplerOptions {
-        hz: args.hz,
-        user_stacks: !args.no_user_stacks,
-        kernel_stacks: args.profile.kernel,
-        off_cpu: args.profile.off_cpu,
-    };
+    let opts = SamplerOptions { hz: args.hz, user_stacks: !args.no_user_stacks, kernel_stacks: args.profile.kernel, off_cpu: args.profile.off_cpu };
     let key_map = d.key_map().map(<[String]>::to_vec);
     let service_name = d.service_name().map(str::to_string);
     let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(key_map.as_deref()));

@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 use std::fmt::Write;
 use thread_ctx::discovery::{Discovery, Writer};
-use thread_ctx::ptrace::{State, ThreadRecord};
 use thread_ctx::output::printable::printable;
+use thread_ctx::ptrace::{State, ThreadRecord};
 use thread_ctx::TlsAccess;
 
 fn access_json(a: &TlsAccess) -> Value {
@@ -59,19 +59,30 @@ pub fn discovery_text(d: &Discovery) -> String {
             let _ = writeln!(s, "  got:    {g:#x}");
         }
         match &w.access {
-            Ok(a) => { let _ = writeln!(s, "  access: {a}"); }
-            Err(e) => { let _ = writeln!(s, "  access: UNRESOLVED: {}", printable(e)); }
+            Ok(a) => {
+                let _ = writeln!(s, "  access: {a}");
+            }
+            Err(e) => {
+                let _ = writeln!(s, "  access: UNRESOLVED: {}", printable(e));
+            }
         }
     }
     for o in &d.skipped_objects {
         let _ = writeln!(s, "skipped object: {}", printable(o));
     }
     match &d.process_context {
-        None => { let _ = writeln!(s, "process context: none (no OTEL_CTX mapping)"); }
-        Some(Err(e)) => { let _ = writeln!(s, "process context: UNREADABLE: {}", printable(e)); }
+        None => {
+            let _ = writeln!(s, "process context: none (no OTEL_CTX mapping)");
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(s, "process context: UNREADABLE: {}", printable(e));
+        }
         Some(Ok(pc)) => {
-            let _ = writeln!(s, "process context: {} at {:#x}, version {}, published at {} ns, payload {} bytes",
-                pc.mapping, pc.address, pc.version, pc.published_at_ns, pc.payload_size);
+            let _ = writeln!(
+                s,
+                "process context: {} at {:#x}, version {}, published at {} ns, payload {} bytes",
+                pc.mapping, pc.address, pc.version, pc.published_at_ns, pc.payload_size
+            );
             for (k, v) in &pc.resource {
                 let _ = writeln!(s, "  resource  {} = {v}", printable(k));
             }
@@ -95,14 +106,25 @@ pub fn threads_text(threads: &[ThreadRecord]) -> String {
             State::Exited => "exited",
             State::Error => "ERROR",
         };
-        let attrs: Vec<String> = t.attrs.iter().map(|a| match &a.key {
-            Some(k) => format!("{}={:?}", printable(k), a.value),
-            None => format!("#{}={:?}", a.key_index, a.value),
-        }).collect();
-        let _ = writeln!(s, "{:<8} {:<16} {:<10} {:<32} {:<16} {:<5} {}",
-            t.tid, printable(&t.name), state,
-            t.trace_id.as_deref().unwrap_or("-"), t.span_id.as_deref().unwrap_or("-"),
-            t.flags.map_or("-".into(), |f| format!("{f:02x}")), attrs.join(" "));
+        let attrs: Vec<String> = t
+            .attrs
+            .iter()
+            .map(|a| match &a.key {
+                Some(k) => format!("{}={:?}", printable(k), a.value),
+                None => format!("#{}={:?}", a.key_index, a.value),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:<8} {:<16} {:<10} {:<32} {:<16} {:<5} {}",
+            t.tid,
+            printable(&t.name),
+            state,
+            t.trace_id.as_deref().unwrap_or("-"),
+            t.span_id.as_deref().unwrap_or("-"),
+            t.flags.map_or("-".into(), |f| format!("{f:02x}")),
+            attrs.join(" ")
+        );
         if multi_writer {
             let _ = writeln!(s, "         writer {}", printable(&t.writer));
         }

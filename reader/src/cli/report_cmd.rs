@@ -62,7 +62,11 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     let file = read_exporter_file(&args.otlp)?;
     if file.incomplete_tail > 0 {
-        eprintln!("thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out", file.incomplete_tail, args.otlp.display());
+        eprintln!(
+            "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
+            file.incomplete_tail,
+            args.otlp.display()
+        );
     }
     let mut samples = Vec::new();
     for (i, m) in file.messages.iter().enumerate() {

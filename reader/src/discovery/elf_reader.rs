@@ -82,10 +82,7 @@ pub fn open(path: &str) -> io::Result<Option<ElfData<File>>> {
     if !before.is_file() {
         return Ok(None);
     }
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)?;
+    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY).open(path)?;
     let opened = file.metadata()?;
     if !opened.is_file() || (opened.dev(), opened.ino()) != (before.dev(), before.ino()) {
         return Ok(None); // swapped between the look and the open

@@ -108,16 +108,14 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     };
     let (kind, size) = (sym.st_type(), sym.st_size(endian));
     if kind != elf::STT_TLS || size != 8 {
-        return Err(bad(format!(
-            "{SYMBOL} is in .dynsym but has type {kind} and size {size}, expected an 8-byte STT_TLS symbol"
-        )));
+        return Err(bad(format!("{SYMBOL} is in .dynsym but has type {kind} and size {size}, expected an 8-byte STT_TLS symbol")));
     }
     if header.e_machine(endian) != elf::EM_X86_64 {
         return Err(bad("only x86-64 objects are supported".into()));
     }
     let symbol_value = sym.st_value(endian);
-    let relocations = tls_relocations(&sections, endian, data, dynsym.section(), sym_index, symbol_value)
-        .map_err(|e| broken("relocation table", e))?;
+    let relocations =
+        tls_relocations(&sections, endian, data, dynsym.section(), sym_index, symbol_value).map_err(|e| broken("relocation table", e))?;
 
     let program_headers = header.program_headers(endian, data).map_err(|e| broken("program headers", e))?;
     if program_headers.len() > MAX_PROGRAM_HEADERS {
@@ -128,14 +126,10 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     let mut has_interp = false;
     for ph in program_headers {
         match ph.p_type(endian) {
-            elf::PT_LOAD => load_segments.push(LoadSegment {
-                vaddr: ph.p_vaddr(endian),
-                file_offset: ph.p_offset(endian),
-                memsz: ph.p_memsz(endian),
-            }),
-            elf::PT_TLS => {
-                tls_segment = Some(TlsSegment { memsz: ph.p_memsz(endian), align: ph.p_align(endian).max(1) })
+            elf::PT_LOAD => {
+                load_segments.push(LoadSegment { vaddr: ph.p_vaddr(endian), file_offset: ph.p_offset(endian), memsz: ph.p_memsz(endian) })
             }
+            elf::PT_TLS => tls_segment = Some(TlsSegment { memsz: ph.p_memsz(endian), align: ph.p_align(endian).max(1) }),
             elf::PT_INTERP => has_interp = true,
             _ => {}
         }

@@ -74,7 +74,11 @@ impl HostScanner {
     /// opening objects it maps for the first time) run inside `around`: the
     /// agent marks its worker busy with that process, so it can tell when a
     /// target blocks the read.
-    pub fn scan_each(&mut self, known: &dyn Fn(u32) -> bool, around: &mut dyn FnMut(ProcessKey, &mut dyn FnMut() -> bool) -> bool) -> Vec<ProcessKey> {
+    pub fn scan_each(
+        &mut self,
+        known: &dyn Fn(u32) -> bool,
+        around: &mut dyn FnMut(ProcessKey, &mut dyn FnMut() -> bool) -> bool,
+    ) -> Vec<ProcessKey> {
         let now = Instant::now();
         let me = std::process::id();
         let uptime = uptime_ticks();
@@ -126,9 +130,8 @@ impl HostScanner {
         self.objects_opened += 1;
         // map_files reaches deleted files and other mount namespaces; fall back to the path.
         let via_map_files = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-        let defines = scan_file(&via_map_files, m.path())
-            .or_else(|_| scan_file(&format!("/proc/{pid}/root{}", m.path()), m.path()))
-            .map(|o| o.is_some());
+        let defines =
+            scan_file(&via_map_files, m.path()).or_else(|_| scan_file(&format!("/proc/{pid}/root{}", m.path()), m.path())).map(|o| o.is_some());
         match defines {
             // The file itself is malformed (a lie in its tables): it stays so for this (device, inode).
             Err(crate::error::Error::Elf { .. }) => {

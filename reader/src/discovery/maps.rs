@@ -57,9 +57,7 @@ pub fn read_maps(pid: i32) -> Result<Vec<Mapping>> {
 pub fn parse_maps(text: &str, origin: &str) -> Result<Vec<Mapping>> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            parse_line(line).ok_or_else(|| Error::MapsLine { path: origin.into(), line: line.into() })
-        })
+        .map(|line| parse_line(line).ok_or_else(|| Error::MapsLine { path: origin.into(), line: line.into() }))
         .collect()
 }
 

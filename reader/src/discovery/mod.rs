@@ -142,5 +142,9 @@ fn resolve_writer(path: &str, object: WriterObject, mappings: &[&Mapping], mem: 
 fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as u64 } else { 4096 }
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
 }

@@ -2,10 +2,10 @@
 //! header, copy the payload and re-check the header so a concurrent update is
 //! never decoded half-written.
 
-use crate::error::{Error, Result};
 use crate::discovery::maps::Mapping;
 use crate::discovery::process_context_proto as proto;
 use crate::discovery::remote_memory::RemoteMemory;
+use crate::error::{Error, Result};
 use prost::Message;
 use serde::Serialize;
 
@@ -25,10 +25,7 @@ pub const MAX_CONTEXT_MAPPINGS: usize = 4;
 
 /// Maps names under which writers publish the context (memfd first, then anonymous fallbacks).
 pub fn is_context_mapping(m: &Mapping) -> bool {
-    matches!(
-        m.name.as_str(),
-        "/memfd:OTEL_CTX" | "/memfd:OTEL_CTX (deleted)" | "[anon_shmem:OTEL_CTX]" | "[anon:OTEL_CTX]"
-    )
+    matches!(m.name.as_str(), "/memfd:OTEL_CTX" | "/memfd:OTEL_CTX (deleted)" | "[anon_shmem:OTEL_CTX]" | "[anon:OTEL_CTX]")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +44,7 @@ impl ContextHeader {
         }
         let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
-        let h = ContextHeader {
-            version: u32_at(8),
-            payload_size: u32_at(12),
-            published_at_ns: u64_at(16),
-            payload_addr: u64_at(24),
-        };
+        let h = ContextHeader { version: u32_at(8), payload_size: u32_at(12), published_at_ns: u64_at(16), payload_addr: u64_at(24) };
         if h.version != VERSION {
             return Err(format!("version {}, expected {VERSION}", h.version));
         }
@@ -86,9 +78,7 @@ pub fn read_process_context(pid: i32, maps: &[Mapping]) -> Result<Option<Process
     let mem = RemoteMemory::new(pid);
     let mut last_err = None;
     // A context mapping is data: an executable one named OTEL_CTX is not one.
-    let candidates = maps.iter().filter(|m| {
-        is_context_mapping(m) && !m.perms.contains('x') && m.end.saturating_sub(m.start) >= HEADER_SIZE as u64
-    });
+    let candidates = maps.iter().filter(|m| is_context_mapping(m) && !m.perms.contains('x') && m.end.saturating_sub(m.start) >= HEADER_SIZE as u64);
     for m in candidates.take(MAX_CONTEXT_MAPPINGS) {
         match read_at(&mem, m) {
             Ok(info) => return Ok(Some(info)),
@@ -138,16 +128,12 @@ pub fn decode(m: &Mapping, h: ContextHeader, payload: &[u8]) -> Result<ProcessCo
 
 fn describe(m: &Mapping, h: ContextHeader, decoded: proto::ProcessContext) -> ProcessContextInfo {
     let pairs = |kvs: &[proto::KeyValue]| -> serde_json::Map<String, serde_json::Value> {
-        kvs.iter()
-            .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(serde_json::Value::Null, proto::to_json)))
-            .collect()
+        kvs.iter().map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(serde_json::Value::Null, proto::to_json))).collect()
     };
     let find = |key: &str| decoded.attributes.iter().rev().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref());
     let schema_version = find(SCHEMA_VERSION_KEY).and_then(proto::as_str).map(str::to_string);
     let attribute_key_map = find(KEY_MAP_KEY).and_then(|v| match &v.value {
-        Some(proto::any_value::Value::ArrayValue(a)) => {
-            Some(a.values.iter().map(|v| proto::as_str(v).unwrap_or_default().to_string()).collect())
-        }
+        Some(proto::any_value::Value::ArrayValue(a)) => Some(a.values.iter().map(|v| proto::as_str(v).unwrap_or_default().to_string()).collect()),
         _ => None,
     });
     ProcessContextInfo {

@@ -20,12 +20,7 @@ pub enum TlsAccess {
 impl TlsAccess {
     /// A DTV walk with glibc x86-64's layout.
     pub fn glibc_dtv(module_id: u64, offset: u64) -> Self {
-        TlsAccess::Dtv {
-            dtv_offset: GLIBC_X86_64_DTV_OFFSET,
-            dtv_entry_size: GLIBC_DTV_ENTRY_SIZE,
-            module_id,
-            offset,
-        }
+        TlsAccess::Dtv { dtv_offset: GLIBC_X86_64_DTV_OFFSET, dtv_entry_size: GLIBC_DTV_ENTRY_SIZE, module_id, offset }
     }
 
     pub fn is_static(&self) -> bool {
@@ -37,10 +32,9 @@ impl std::fmt::Display for TlsAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TlsAccess::Static { tp_offset } => write!(f, "static TLS, slot = tp {tp_offset:+}"),
-            TlsAccess::Dtv { dtv_offset, dtv_entry_size, module_id, offset } => write!(
-                f,
-                "dynamic TLS (DTV walk), slot = *(*(tp + {dtv_offset}) + {module_id} * {dtv_entry_size}) + {offset:#x}"
-            ),
+            TlsAccess::Dtv { dtv_offset, dtv_entry_size, module_id, offset } => {
+                write!(f, "dynamic TLS (DTV walk), slot = *(*(tp + {dtv_offset}) + {module_id} * {dtv_entry_size}) + {offset:#x}")
+            }
         }
     }
 }

@@ -2,11 +2,11 @@
 //! mapped, read the dynamic loader's results in the target process and produce
 //! the `TlsAccess` every thread of that process shares.
 
-use crate::discovery::tls_access::TlsAccess;
 use crate::discovery::elf_tls_symbol::{TlsReloc, TlsRelocKind, TlsSegment, WriterObject};
-use crate::error::{Error, Result};
 use crate::discovery::maps::Mapping;
 use crate::discovery::remote_memory::TargetMemory;
+use crate::discovery::tls_access::TlsAccess;
+use crate::error::{Error, Result};
 use serde::Serialize;
 
 /// The TLS access model the object was linked with, as standard readers classify it.
@@ -51,12 +51,7 @@ pub fn classify(obj: &WriterObject) -> Option<(TlsModel, Option<TlsReloc>)> {
 /// the file whose offset matches a PT_LOAD segment.
 pub fn load_bias(obj: &WriterObject, mappings: &[&Mapping], page_size: u64) -> Option<u64> {
     let floor = |v: u64| v & !(page_size - 1);
-    mappings.iter().find_map(|m| {
-        obj.load_segments
-            .iter()
-            .find(|s| floor(s.file_offset) == m.offset)
-            .map(|s| m.start.wrapping_sub(floor(s.vaddr)))
-    })
+    mappings.iter().find_map(|m| obj.load_segments.iter().find(|s| floor(s.file_offset) == m.offset).map(|s| m.start.wrapping_sub(floor(s.vaddr))))
 }
 
 /// Resolves the access for `model` in the live process.
@@ -104,9 +99,7 @@ pub fn resolve(
         (TlsModel::InitialExec, Some(got)) => {
             let value = mem.read_u64(got, "initial-exec GOT TPOFF64 slot")? as i64;
             if value >= 0 || value < i32::MIN as i64 {
-                return Err(fail(format!(
-                    "TPOFF64 slot at {got:#x} holds {value:#x}, expected a negative 32-bit thread-pointer offset"
-                )));
+                return Err(fail(format!("TPOFF64 slot at {got:#x} holds {value:#x}, expected a negative 32-bit thread-pointer offset")));
             }
             Ok(TlsAccess::Static { tp_offset: value })
         }
@@ -208,10 +201,8 @@ mod tests {
     #[test]
     fn tlsdesc_preferred_over_other_relocations() {
         let mut obj = exe(0, 8, 8);
-        obj.relocations = vec![
-            TlsReloc { kind: TlsRelocKind::DtpMod64, vaddr: 0x10, addend: 0 },
-            TlsReloc { kind: TlsRelocKind::TlsDesc, vaddr: 0x20, addend: 0 },
-        ];
+        obj.relocations =
+            vec![TlsReloc { kind: TlsRelocKind::DtpMod64, vaddr: 0x10, addend: 0 }, TlsReloc { kind: TlsRelocKind::TlsDesc, vaddr: 0x20, addend: 0 }];
         assert_eq!(classify(&obj).unwrap().0, TlsModel::TlsDesc);
     }
 

@@ -111,10 +111,7 @@ impl ExporterConfig {
     }
 
     /// The configuration from `lookup` (a variable's value by name) and `overrides`.
-    pub fn from_lookup(
-        overrides: &Overrides,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<ExporterConfig, ConfigError> {
+    pub fn from_lookup(overrides: &Overrides, lookup: impl Fn(&str) -> Option<String>) -> Result<ExporterConfig, ConfigError> {
         // The profiles variable wins over the generic one; empty means unset.
         let var = |suffix: &str| -> Option<(String, String)> {
             [format!("OTEL_EXPORTER_OTLP_PROFILES_{suffix}"), format!("OTEL_EXPORTER_OTLP_{suffix}")]
@@ -151,9 +148,7 @@ impl ExporterConfig {
         }
 
         let timeout = match (overrides.timeout, var("TIMEOUT")) {
-            (Some(t), _) if t.is_zero() => {
-                return Err(ConfigError::Timeout { origin: OVERRIDE.into(), value: "0".into() })
-            }
+            (Some(t), _) if t.is_zero() => return Err(ConfigError::Timeout { origin: OVERRIDE.into(), value: "0".into() }),
             (Some(t), _) => t,
             (None, Some((name, t))) => parse_timeout(&name, &t)?,
             (None, None) => DEFAULT_TIMEOUT,
@@ -219,11 +214,7 @@ enum EndpointKind {
 }
 
 fn endpoint_url(origin: &str, value: &str, protocol: Protocol, kind: EndpointKind) -> Result<Url, ConfigError> {
-    let err = |reason: &str| ConfigError::Endpoint {
-        origin: origin.into(),
-        value: value.into(),
-        reason: reason.into(),
-    };
+    let err = |reason: &str| ConfigError::Endpoint { origin: origin.into(), value: value.into(), reason: reason.into() };
     if !value.contains("://") {
         return Err(err("expected a URL such as http://localhost:4318"));
     }
@@ -261,19 +252,13 @@ fn parse_headers(origin: &str, value: &str) -> Result<Vec<(String, String)>, Con
     let mut headers: Vec<(String, String)> = Vec::new();
     for entry in value.split(',').filter(|e| !e.trim().is_empty()) {
         let Some((k, v)) = entry.split_once('=') else {
-            return Err(ConfigError::Header {
-                origin: origin.into(),
-                entry: entry.into(),
-                reason: "expected key=value".into(),
-            });
+            return Err(ConfigError::Header { origin: origin.into(), entry: entry.into(), reason: "expected key=value".into() });
         };
-        let decoded = percent_encoding::percent_decode_str(v.trim())
-            .decode_utf8()
-            .map_err(|_| ConfigError::Header {
-                origin: origin.into(),
-                entry: entry.into(),
-                reason: "the value is not UTF-8 once percent-decoded".into(),
-            })?;
+        let decoded = percent_encoding::percent_decode_str(v.trim()).decode_utf8().map_err(|_| ConfigError::Header {
+            origin: origin.into(),
+            entry: entry.into(),
+            reason: "the value is not UTF-8 once percent-decoded".into(),
+        })?;
         let (k, v) = checked_header(origin, k.trim(), &decoded)?;
         headers.retain(|(name, _)| *name != k);
         headers.push((k, v));
@@ -335,15 +320,12 @@ mod tests {
         assert_eq!(base("http://c:4318/"), "http://c:4318/v1development/profiles");
         assert_eq!(base("http://c:4318/otlp"), "http://c:4318/otlp/v1development/profiles");
         assert_eq!(base("http://c:4318/otlp/"), "http://c:4318/otlp/v1development/profiles");
-        let signal =
-            |e: &str| ok(&[("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", e)], &Overrides::default()).endpoint.to_string();
+        let signal = |e: &str| ok(&[("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", e)], &Overrides::default()).endpoint.to_string();
         assert_eq!(signal("http://c:4318/custom/path"), "http://c:4318/custom/path");
         assert_eq!(signal("http://c:4318"), "http://c:4318/");
         // The profiles variable wins over the generic one.
-        let both = ok(
-            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"), ("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "http://b:2/p")],
-            &Overrides::default(),
-        );
+        let both =
+            ok(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"), ("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "http://b:2/p")], &Overrides::default());
         assert_eq!(both.endpoint.as_str(), "http://b:2/p");
     }
 
@@ -359,10 +341,7 @@ mod tests {
 
     #[test]
     fn empty_variables_count_as_unset() {
-        let c = ok(
-            &[("OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", " "), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
-            &Overrides::default(),
-        );
+        let c = ok(&[("OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", " "), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], &Overrides::default());
         assert_eq!(c.protocol, Protocol::Grpc);
     }
 
@@ -375,25 +354,16 @@ mod tests {
             ],
             &Overrides { headers: vec![("X-Scope-OrgID".into(), "t2".into())], ..Default::default() },
         );
-        assert_eq!(
-            c.headers,
-            vec![("authorization".into(), "Basic abc=".into()), ("x-scope-orgid".into(), "t2".into())]
-        );
+        assert_eq!(c.headers, vec![("authorization".into(), "Basic abc=".into()), ("x-scope-orgid".into(), "t2".into())]);
     }
 
     #[test]
     fn bad_settings_are_refused_with_their_origin_and_what_was_expected() {
         let none = Overrides::default();
         let e = config(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")], &none).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "OTEL_EXPORTER_OTLP_PROTOCOL: unknown protocol \"http/json\": expected \"grpc\" or \"http/protobuf\""
-        );
+        assert_eq!(e.to_string(), "OTEL_EXPORTER_OTLP_PROTOCOL: unknown protocol \"http/json\": expected \"grpc\" or \"http/protobuf\"");
         let e = config(&[], &Overrides { endpoint: Some("collector:4318".into()), ..Default::default() }).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "override: invalid endpoint \"collector:4318\": expected a URL such as http://localhost:4318"
-        );
+        assert_eq!(e.to_string(), "override: invalid endpoint \"collector:4318\": expected a URL such as http://localhost:4318");
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://")], &none).unwrap_err();
         assert!(e.to_string().starts_with("OTEL_EXPORTER_OTLP_ENDPOINT: invalid endpoint \"http://\": "), "{e}");
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://c:21")], &none).unwrap_err();
@@ -409,10 +379,7 @@ mod tests {
         let e = config(&[("OTEL_EXPORTER_OTLP_HEADERS", "k=%0A")], &none).unwrap_err();
         assert!(e.to_string().contains("printable ASCII"), "{e}");
         let e = config(&[("OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT", "10s")], &none).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT: invalid timeout \"10s\": expected a whole number of milliseconds > 0"
-        );
+        assert_eq!(e.to_string(), "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT: invalid timeout \"10s\": expected a whole number of milliseconds > 0");
         let e = config(&[("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd")], &none).unwrap_err();
         assert!(e.to_string().contains("expected \"gzip\" or \"none\""), "{e}");
         let e = config(&[], &Overrides { timeout: Some(Duration::ZERO), ..Default::default() }).unwrap_err();
@@ -421,10 +388,7 @@ mod tests {
 
     #[test]
     fn timeout_and_compression_come_from_the_variables() {
-        let c = ok(
-            &[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"), ("OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "gzip")],
-            &Overrides::default(),
-        );
+        let c = ok(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"), ("OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "gzip")], &Overrides::default());
         assert_eq!((c.timeout, c.compression), (Duration::from_millis(2500), Compression::Gzip));
         let c = ok(&[("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")], &Overrides { compression: Some("none".into()), ..Default::default() });
         assert_eq!(c.compression, Compression::None);

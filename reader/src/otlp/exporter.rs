@@ -61,10 +61,7 @@ impl Exporter {
     pub fn start(config: ExporterConfig) -> Result<Exporter, StartError> {
         let description = config.to_string();
         let fail = |reason: String| StartError { endpoint: description.clone(), reason };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| fail(format!("Tokio runtime: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| fail(format!("Tokio runtime: {e}")))?;
         let transport = {
             let _in_runtime = runtime.enter(); // tonic's lazy channel spawns its task here
             Transport::new(&config).map_err(fail)?
@@ -227,9 +224,8 @@ async fn run(shared: &Shared, mut transport: Transport, retry: RetryPolicy) {
             Settled::Sent(delivered) => {
                 stats.sent.add(count);
                 stats.rejected_profiles += delivered.rejected_profiles;
-                stats.last_error = (delivered.rejected_profiles > 0 || !delivered.message.is_empty()).then(|| {
-                    format!("the endpoint rejected {} profiles: {}", delivered.rejected_profiles, delivered.message)
-                });
+                stats.last_error = (delivered.rejected_profiles > 0 || !delivered.message.is_empty())
+                    .then(|| format!("the endpoint rejected {} profiles: {}", delivered.rejected_profiles, delivered.message));
             }
             Settled::Failed(reason) => {
                 stats.failed.add(count);
@@ -248,12 +244,7 @@ async fn run(shared: &Shared, mut transport: Transport, retry: RetryPolicy) {
 
 /// Attempts one request until it is taken, refused, out of retry budget, or past the shutdown
 /// deadline.
-async fn deliver(
-    shared: &Shared,
-    transport: &mut Transport,
-    request: ExportProfilesServiceRequest,
-    policy: RetryPolicy,
-) -> Settled {
+async fn deliver(shared: &Shared, transport: &mut Transport, request: ExportProfilesServiceRequest, policy: RetryPolicy) -> Settled {
     let prepared = transport.prepare(request);
     let first_attempt = Instant::now();
     let mut retries = 0u32;

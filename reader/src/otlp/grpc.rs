@@ -53,10 +53,7 @@ impl GrpcTransport {
         let mut request = tonic::Request::new(message.clone());
         *request.metadata_mut() = self.metadata.clone();
         match tokio::time::timeout(self.timeout, self.client.export(request)).await {
-            Err(_) => Err(SendError::Retryable {
-                reason: format!("no answer within {} ms", self.timeout.as_millis()),
-                retry_after: None,
-            }),
+            Err(_) => Err(SendError::Retryable { reason: format!("no answer within {} ms", self.timeout.as_millis()), retry_after: None }),
             Ok(Ok(response)) => Ok(Delivered::from_response(response.get_ref())),
             Ok(Err(status)) => Err(classify(&status)),
         }
@@ -75,10 +72,7 @@ pub(crate) fn classify(status: &Status) -> SendError {
         | Code::OutOfRange
         | Code::Unavailable
         | Code::DataLoss
-        | Code::ResourceExhausted => SendError::Retryable {
-            reason,
-            retry_after: status.get_details_retry_info().and_then(|info| info.retry_delay),
-        },
+        | Code::ResourceExhausted => SendError::Retryable { reason, retry_after: status.get_details_retry_info().and_then(|info| info.retry_delay) },
         // A status made locally from a broken connection (it has a source error), as opposed
         // to one the server sent.
         Code::Unknown | Code::Internal if status.source().is_some() => SendError::Retryable { reason, retry_after: None },
@@ -129,10 +123,7 @@ mod tests {
         let status = Status::with_error_details(Code::ResourceExhausted, "memory limit", details);
         assert_eq!(
             classify(&status),
-            SendError::Retryable {
-                reason: "gRPC ResourceExhausted: memory limit".into(),
-                retry_after: Some(Duration::from_millis(1500))
-            }
+            SendError::Retryable { reason: "gRPC ResourceExhausted: memory limit".into(), retry_after: Some(Duration::from_millis(1500)) }
         );
     }
 }

@@ -4,9 +4,7 @@ use std::io::Write;
 use std::time::{Duration, SystemTime};
 
 use flate2::{write::GzEncoder, Compression as GzLevel};
-use opentelemetry_proto::tonic::collector::profiles::v1development::{
-    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::profiles::v1development::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
 use prost::Message;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Client, StatusCode};
@@ -65,21 +63,10 @@ impl HttpTransport {
 
     pub async fn send(&mut self, body: bytes::Bytes) -> Result<Delivered, SendError> {
         let attempt = async {
-            let response = self
-                .client
-                .post(self.url.clone())
-                .headers(self.headers.clone())
-                .body(body)
-                .send()
-                .await
-                .map_err(transport_error)?;
+            let response = self.client.post(self.url.clone()).headers(self.headers.clone()).body(body).send().await.map_err(transport_error)?;
             let status = response.status();
             let retry_after = retry_after(response.headers());
-            let is_protobuf = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with(PROTOBUF));
+            let is_protobuf = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with(PROTOBUF));
             let body = read_bounded(response).await.map_err(transport_error)?;
             if status.is_success() {
                 // An empty or undecodable body still means the request was taken.
@@ -90,10 +77,7 @@ impl HttpTransport {
         };
         match tokio::time::timeout(self.timeout, attempt).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(SendError::Retryable {
-                reason: format!("no answer within {} ms", self.timeout.as_millis()),
-                retry_after: None,
-            }),
+            Err(_) => Err(SendError::Retryable { reason: format!("no answer within {} ms", self.timeout.as_millis()), retry_after: None }),
         }
     }
 }
@@ -180,9 +164,7 @@ mod tests {
             let status = StatusCode::from_u16(code).unwrap();
             assert!(matches!(classify(status, None, ""), SendError::Permanent { .. }), "{code}");
         }
-        let SendError::Permanent { reason } = classify(StatusCode::NOT_FOUND, None, "404 page not found") else {
-            panic!()
-        };
+        let SendError::Permanent { reason } = classify(StatusCode::NOT_FOUND, None, "404 page not found") else { panic!() };
         assert!(reason.contains("service.profilesSupport") && reason.contains("HTTP 404 Not Found: 404 page"), "{reason}");
     }
 

@@ -45,9 +45,13 @@ pub fn decode_file_exporter(bytes: &[u8]) -> Result<ExporterFile> {
 pub fn read_exporter_file(path: &Path) -> Result<ExporterFile> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if bytes.first() == Some(&b'{') {
-        bail!("{}: looks like the file exporter's json format: expected its proto format (`format: proto` in the Collector's file exporter)", path.display());
+        bail!(
+            "{}: looks like the file exporter's json format: expected its proto format (`format: proto` in the Collector's file exporter)",
+            path.display()
+        );
     }
-    decode_file_exporter(&bytes).with_context(|| format!("{}: not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)", path.display()))
+    decode_file_exporter(&bytes)
+        .with_context(|| format!("{}: not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)", path.display()))
 }
 
 /// A sample with everything its indices point at, as plain values.
@@ -191,7 +195,14 @@ fn location_frames(d: &ProfilesDictionary, index: i32) -> Result<Vec<ResolvedFra
         .iter()
         .map(|l| {
             let f = at(&d.function_table, l.function_index, "function_table")?;
-            Ok(frame(string(d, f.name_strindex)?, string(d, f.system_name_strindex)?, string(d, f.filename_strindex)?, f.start_line, l.line, l.column))
+            Ok(frame(
+                string(d, f.name_strindex)?,
+                string(d, f.system_name_strindex)?,
+                string(d, f.filename_strindex)?,
+                f.start_line,
+                l.line,
+                l.column,
+            ))
         })
         .collect()
 }
@@ -264,11 +275,8 @@ mod tests {
             link_table: vec![otlp::Link::default(), otlp::Link { trace_id: vec![1; 16], span_id: vec![2; 8] }],
             ..Default::default()
         };
-        let profile = otlp::Profile {
-            sample_type: Some(otlp::ValueType { type_strindex: 1, unit_strindex: 2 }),
-            samples: vec![sample],
-            ..Default::default()
-        };
+        let profile =
+            otlp::Profile { sample_type: Some(otlp::ValueType { type_strindex: 1, unit_strindex: 2 }), samples: vec![sample], ..Default::default() };
         ProfilesData {
             resource_profiles: vec![otlp::ResourceProfiles {
                 scope_profiles: vec![otlp::ScopeProfiles { profiles: vec![profile], ..Default::default() }],

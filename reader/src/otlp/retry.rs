@@ -16,11 +16,7 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy {
-            initial: Duration::from_secs(1),
-            max: Duration::from_secs(30),
-            max_elapsed: Duration::from_secs(120),
-        }
+        RetryPolicy { initial: Duration::from_secs(1), max: Duration::from_secs(30), max_elapsed: Duration::from_secs(120) }
     }
 }
 

@@ -12,13 +12,8 @@ pub struct Count {
 impl Count {
     /// One request: its number of samples.
     pub fn of(request: &ExportProfilesServiceRequest) -> Count {
-        let samples = request
-            .resource_profiles
-            .iter()
-            .flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles)
-            .map(|p| p.samples.len() as u64)
-            .sum();
+        let samples =
+            request.resource_profiles.iter().flat_map(|r| &r.scope_profiles).flat_map(|s| &s.profiles).map(|p| p.samples.len() as u64).sum();
         Count { requests: 1, samples }
     }
 

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::profiles::v1development::{
-    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::profiles::v1development::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
 
 use super::config::{ExporterConfig, Protocol};
 use super::{grpc::GrpcTransport, http::HttpTransport};

@@ -4,8 +4,8 @@
 //! period each) and off-CPU intervals share one scale, and off-CPU stacks end
 //! in an `[off-CPU: blocked]` or `[off-CPU: preempted]` frame.
 
-use crate::profile::{Entry, Profile};
 use crate::profile::Filter;
+use crate::profile::{Entry, Profile};
 use anyhow::{bail, Context, Result};
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use std::collections::BTreeMap;

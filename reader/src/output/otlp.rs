@@ -111,7 +111,11 @@ fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
     let mut off = Vec::new();
     for e in &p.entries {
         let sample = sample_of(dict, &mappings, p, e);
-        if e.kind.is_off_cpu() { off.push(sample) } else { cpu.push(sample) }
+        if e.kind.is_off_cpu() {
+            off.push(sample)
+        } else {
+            cpu.push(sample)
+        }
     }
     let mut profile = |samples: Vec<otlp::Sample>, kind: (&str, &str)| otlp::Profile {
         sample_type: Some(dict.value_type(kind.0, kind.1)),
@@ -198,7 +202,11 @@ impl<'p> ProcessMappings<'p> {
             return self.kernel;
         }
         let i = self.exec.partition_point(|m| m.start <= sf.addr);
-        if i > 0 && self.exec[i - 1].contains(sf.addr) { self.indices[i - 1] } else { 0 }
+        if i > 0 && self.exec[i - 1].contains(sf.addr) {
+            self.indices[i - 1]
+        } else {
+            0
+        }
     }
 }
 
@@ -297,7 +305,12 @@ impl Dictionary {
             Some(&i) => i,
             None => {
                 let i = self.table.function_table.len() as i32;
-                self.table.function_table.push(otlp::Function { name_strindex: name, system_name_strindex: name, filename_strindex: file, start_line });
+                self.table.function_table.push(otlp::Function {
+                    name_strindex: name,
+                    system_name_strindex: name,
+                    filename_strindex: file,
+                    start_line,
+                });
                 self.functions.insert((name, file, start_line), i);
                 i
             }
@@ -354,11 +367,27 @@ pub(crate) mod tests {
     pub(crate) fn profile() -> Profile {
         let mut p = Profile::new(42);
         (p.cpu_period_ns, p.off_cpu_traced, p.runs_v8, p.monotonic_to_unix_ns) = (10_000_000, true, true, 1_000_000_000_000);
-        p.mappings = vec![MapsLine { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }];
+        p.mappings = vec![MapsLine {
+            start: 0x1000,
+            end: 0x2000,
+            perms: "r-xp".into(),
+            offset: 0,
+            dev: "08:01".into(),
+            inode: 7,
+            name: "/usr/bin/node".into(),
+        }];
         p.build_ids.insert(("08:01".into(), 7), "abcd".into());
         p.thread_names.insert(42, "node".into());
-        let native = p.intern(Frame { kind: FrameKind::Native, name: "uv_run".into(), file: Some("/usr/bin/node".into()), line: None, column: None, pos: None });
-        let js = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9), pos: None });
+        let native = p.intern(Frame {
+            kind: FrameKind::Native,
+            name: "uv_run".into(),
+            file: Some("/usr/bin/node".into()),
+            line: None,
+            column: None,
+            pos: None,
+        });
+        let js =
+            p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9), pos: None });
         let jit = p.intern(Frame::unknown("[anon:jit]".into(), None));
         let stack = vec![
             StackFrame { addr: 0x7f00_0000_0000, frame: js, kernel: false },
@@ -377,7 +406,17 @@ pub(crate) mod tests {
             weight_ns: 20_000_000,
             times: vec![at(5, 10_000_000), at(7, 10_000_000)],
         });
-        p.push_entry(Entry { kind: SampleKind::Blocked, stack, tid: 42, trace_id: None, span_id: None, attrs: vec![], count: 1, weight_ns: 50_000_000, times: vec![at(9, 50_000_000)] });
+        p.push_entry(Entry {
+            kind: SampleKind::Blocked,
+            stack,
+            tid: 42,
+            trace_id: None,
+            span_id: None,
+            attrs: vec![],
+            count: 1,
+            weight_ns: 50_000_000,
+            times: vec![at(9, 50_000_000)],
+        });
         p
     }
 
@@ -388,7 +427,10 @@ pub(crate) mod tests {
         let req = export_request(&[ProcessWindow { resource, profile: &p, start_unix_ns: 1_000_000_000_000, duration_ns: 10 }]);
         let d = req.dictionary.as_ref().unwrap();
         let s = |i: i32| d.string_table[i as usize].as_str();
-        assert_eq!((s(0), &d.link_table[0], &d.mapping_table[0], &d.stack_table[0]), ("", &otlp::Link::default(), &otlp::Mapping::default(), &otlp::Stack::default()));
+        assert_eq!(
+            (s(0), &d.link_table[0], &d.mapping_table[0], &d.stack_table[0]),
+            ("", &otlp::Link::default(), &otlp::Mapping::default(), &otlp::Stack::default())
+        );
         let rp = &req.resource_profiles[0];
         assert_eq!(rp.resource.as_ref().unwrap().attributes[0].key, "service.name");
         let profiles = &rp.scope_profiles[0].profiles;
@@ -425,7 +467,12 @@ pub(crate) mod tests {
             .map(|&l| {
                 let loc = &d.location_table[l as usize];
                 let f = &d.function_table[loc.lines[0].function_index as usize];
-                let ty = d.attribute_table[loc.attribute_indices[0] as usize].value.as_ref().and_then(crate::discovery::process_context_proto::as_str).unwrap().to_string();
+                let ty = d.attribute_table[loc.attribute_indices[0] as usize]
+                    .value
+                    .as_ref()
+                    .and_then(crate::discovery::process_context_proto::as_str)
+                    .unwrap()
+                    .to_string();
                 (ty, s(f.name_strindex), loc.mapping_index)
             })
             .collect();
@@ -433,7 +480,10 @@ pub(crate) mod tests {
         let mapping = &d.mapping_table[1];
         assert_eq!(s(mapping.filename_strindex), "/usr/bin/node");
         let build_id = &d.attribute_table[mapping.attribute_indices[0] as usize];
-        assert_eq!((s(build_id.key_strindex), build_id.value.as_ref().and_then(crate::discovery::process_context_proto::as_str)), (BUILD_ID_GNU, Some("abcd")));
+        assert_eq!(
+            (s(build_id.key_strindex), build_id.value.as_ref().and_then(crate::discovery::process_context_proto::as_str)),
+            (BUILD_ID_GNU, Some("abcd"))
+        );
 
         let blocked = &off.samples[0];
         assert_eq!((blocked.link_index, blocked.values.as_slice()), (0, &[50_000_000][..]), "no span: the null link");

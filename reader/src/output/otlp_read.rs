@@ -50,8 +50,7 @@ impl ReceivedProcess {
 
     /// Mapped files with a GNU build id: (file name, build id), sorted by name.
     pub fn build_ids(&self) -> Vec<(&str, &str)> {
-        let mut out: Vec<(&str, &str)> =
-            self.profile.mappings.iter().filter_map(|m| Some((m.name.as_str(), self.profile.build_id(m)?))).collect();
+        let mut out: Vec<(&str, &str)> = self.profile.mappings.iter().filter_map(|m| Some((m.name.as_str(), self.profile.build_id(m)?))).collect();
         out.sort();
         out.dedup();
         out
@@ -112,7 +111,8 @@ impl Builder {
             self.profile.thread_names.entry(tid).or_insert_with(|| name.clone());
         }
         let own = [THREAD_ID, THREAD_NAME, OFF_CPU_STATE];
-        let attrs: Vec<(String, String)> = s.attributes.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let attrs: Vec<(String, String)> =
+            s.attributes.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
         let (trace_id, span_id) = match &s.link {
             Some((t, sp)) => (t.as_slice().try_into().ok(), sp.as_slice().try_into().ok()),
             None => (None, None),
@@ -217,7 +217,8 @@ mod tests {
     /// (V8's jitdump). (OTLP has no function start column: that frame has none.)
     fn sent() -> Profile {
         let mut p = crate::output::otlp::tests::profile();
-        let sampled = p.intern(Frame { pos: Some(SourcePos { line: 5, column: Some(2) }), ..Frame::js("twoLoops", Some("/app/b.js"), Some(3), None) });
+        let sampled =
+            p.intern(Frame { pos: Some(SourcePos { line: 5, column: Some(2) }), ..Frame::js("twoLoops", Some("/app/b.js"), Some(3), None) });
         let mut e = p.entries[0].clone();
         e.stack.insert(0, StackFrame { addr: 0x7f00_0000_0200, frame: sampled, kernel: false });
         p.push_entry(e);
@@ -249,7 +250,11 @@ mod tests {
         assert_eq!(g.entries.len(), p.entries.len());
         for orig in &p.entries {
             // (CPU samples travel before off-CPU ones.)
-            let back = g.entries.iter().find(|b| b.kind == orig.kind && frames(g, b) == frames(&p, orig)).unwrap_or_else(|| panic!("{orig:?} did not come back"));
+            let back = g
+                .entries
+                .iter()
+                .find(|b| b.kind == orig.kind && frames(g, b) == frames(&p, orig))
+                .unwrap_or_else(|| panic!("{orig:?} did not come back"));
             assert_eq!((back.count, back.weight_ns, back.tid), (orig.count, orig.weight_ns, orig.tid));
             assert_eq!((back.trace_id, back.span_id, &back.attrs), (orig.trace_id, orig.span_id, &orig.attrs));
             let times: Vec<u64> = orig.times.iter().map(|o| p.unix_ns(o.time_ns)).collect();

@@ -6,8 +6,8 @@
 //! cpu/nanoseconds, plus off_cpu_switches/count and off_cpu/nanoseconds when
 //! off-CPU time was traced. Also reads such a file back (`thread-ctx flamegraph`).
 
-use crate::profile::aggregate::StackFrame;
 use crate::ids::{hex, parse_hex};
+use crate::profile::aggregate::StackFrame;
 use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
 use anyhow::{bail, Context, Result};
 use flate2::read::GzDecoder;
@@ -104,7 +104,11 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
             return kernel_mapping;
         }
         let i = exec.partition_point(|m| m.start <= addr);
-        if i > 0 && exec[i - 1].contains(addr) { i as u64 } else { 0 }
+        if i > 0 && exec[i - 1].contains(addr) {
+            i as u64
+        } else {
+            0
+        }
     };
 
     let mut functions: HashMap<usize, u64> = HashMap::new();
@@ -230,9 +234,8 @@ pub fn read_file(path: &std::path::Path) -> Result<Profile> {
 
 pub fn decode(bytes: &[u8]) -> Result<Profile> {
     let pp = pb::Profile::decode(bytes)?;
-    let s = |i: i64| -> Result<&str> {
-        pp.string_table.get(i as usize).map(String::as_str).with_context(|| format!("string index {i} out of range"))
-    };
+    let s =
+        |i: i64| -> Result<&str> { pp.string_table.get(i as usize).map(String::as_str).with_context(|| format!("string index {i} out of range")) };
     let types: Vec<&str> = pp.sample_type.iter().map(|t| s(t.r#type)).collect::<Result<_>>()?;
     let index_of = |name: &str| types.iter().position(|t| *t == name);
     let (Some(count_i), Some(cpu_i)) = (index_of("samples"), index_of("cpu")) else {
@@ -259,7 +262,11 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         let kind = if kernel {
             FrameKind::Kernel
         } else if mapping.is_some() {
-            if bracketed { FrameKind::Unknown } else { FrameKind::Native }
+            if bracketed {
+                FrameKind::Unknown
+            } else {
+                FrameKind::Native
+            }
         } else if bracketed && file.is_none() {
             FrameKind::Unknown
         } else {
@@ -273,9 +280,20 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {
-        let stack = smp.location_id.iter().map(|id| frames.get(id).copied().with_context(|| format!("unknown location {id}"))).collect::<Result<_>>()?;
+        let stack =
+            smp.location_id.iter().map(|id| frames.get(id).copied().with_context(|| format!("unknown location {id}"))).collect::<Result<_>>()?;
         let v = |i: usize| smp.value.get(i).copied().unwrap_or(0).max(0) as u64;
-        let mut e = Entry { kind: SampleKind::Cpu, stack, tid: 0, trace_id: None, span_id: None, attrs: vec![], count: v(count_i), weight_ns: v(cpu_i), times: vec![] };
+        let mut e = Entry {
+            kind: SampleKind::Cpu,
+            stack,
+            tid: 0,
+            trace_id: None,
+            span_id: None,
+            attrs: vec![],
+            count: v(count_i),
+            weight_ns: v(cpu_i),
+            times: vec![],
+        };
         let mut thread_name = None;
         for l in &smp.label {
             let (k, val) = (s(l.key)?, s(l.str)?);
@@ -314,16 +332,29 @@ mod tests {
     fn decode_reads_back_what_encode_wrote() {
         let mut p = Profile::default();
         (p.off_cpu_traced, p.cpu_period_ns) = (true, 10_000_000);
-        p.mappings = vec![Mapping { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }];
+        p.mappings = vec![Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            perms: "r-xp".into(),
+            offset: 0,
+            dev: "08:01".into(),
+            inode: 7,
+            name: "/usr/bin/node".into(),
+        }];
         p.thread_names.insert(42, "node".into());
         let frames = [
             (frame(FrameKind::Kernel, "schedule", None, None), 0xffff_ffff_8100_0000, true),
-            (Frame { pos: Some(SourcePos { line: 5, column: Some(7) }), ..frame(FrameKind::Js, "burn", Some("/app/a.js"), Some(3)) }, 0x7f00_0000_0000, false),
+            (
+                Frame { pos: Some(SourcePos { line: 5, column: Some(7) }), ..frame(FrameKind::Js, "burn", Some("/app/a.js"), Some(3)) },
+                0x7f00_0000_0000,
+                false,
+            ),
             (frame(FrameKind::Js, "[Symbol.iterator]", Some("/app/a.js"), Some(9)), 0x7f00_0000_0100, false),
             (frame(FrameKind::Unknown, "[anon:jit]", None, None), 0x7f00_0000_0200, false),
             (frame(FrameKind::Native, "uv_run", Some("/usr/bin/node"), None), 0x1100, false),
         ];
-        let stack: Vec<StackFrame> = frames.iter().map(|(f, addr, kernel)| StackFrame { addr: *addr, frame: p.intern(f.clone()), kernel: *kernel }).collect();
+        let stack: Vec<StackFrame> =
+            frames.iter().map(|(f, addr, kernel)| StackFrame { addr: *addr, frame: p.intern(f.clone()), kernel: *kernel }).collect();
         let entry = |kind, count, weight_ns| Entry {
             kind,
             stack: stack.clone(),
@@ -344,7 +375,11 @@ mod tests {
         assert_eq!(back.entries.len(), 2);
         for (orig, got) in p.entries.iter().zip(&back.entries) {
             assert_eq!((got.kind, got.count, got.weight_ns, got.tid), (orig.kind, orig.count, orig.weight_ns, orig.tid));
-            assert_eq!((got.trace_id, got.span_id, &got.attrs), (orig.trace_id, orig.span_id, &orig.attrs), "service.name and thread labels are not attributes");
+            assert_eq!(
+                (got.trace_id, got.span_id, &got.attrs),
+                (orig.trace_id, orig.span_id, &orig.attrs),
+                "service.name and thread labels are not attributes"
+            );
             let kinds: Vec<(FrameKind, &str)> = got.stack.iter().map(|f| (back.frame(f).kind, back.frame(f).name.as_str())).collect();
             let expected: Vec<(FrameKind, &str)> = frames.iter().map(|(f, _, _)| (f.kind, f.name.as_str())).collect();
             assert_eq!(kinds, expected);

@@ -225,7 +225,8 @@ impl Summary {
         if let (Some((trace, span)), false) = (ids, matches!(group, Group::Span(..))) {
             self.add_member(&group, trace, span);
         }
-        let row = if self.rows.len() < MAX_GROUPS || self.rows.contains_key(&group) { self.rows.entry(group).or_default() } else { &mut self.overflow };
+        let row =
+            if self.rows.len() < MAX_GROUPS || self.rows.contains_key(&group) { self.rows.entry(group).or_default() } else { &mut self.overflow };
         row.samples += samples;
         row.off_cpu_ns += off_cpu_ns;
         row
@@ -521,7 +522,8 @@ mod tests {
     #[test]
     fn entries_count_as_their_samples_would() {
         let km = key_map();
-        let (mut by_event, mut by_entry) = (Summary::new(GroupBy::Attr("http.route".into()), Some(&km)), Summary::new(GroupBy::Attr("http.route".into()), None));
+        let (mut by_event, mut by_entry) =
+            (Summary::new(GroupBy::Attr("http.route".into()), Some(&km)), Summary::new(GroupBy::Attr("http.route".into()), None));
         let entry = |trace: Option<u8>, route: Option<&str>, count| Entry {
             kind: crate::profile::SampleKind::Cpu,
             stack: vec![],
@@ -533,7 +535,9 @@ mod tests {
             weight_ns: 0,
             times: vec![],
         };
-        for (trace, route, count) in [(Some(1), Some("/a"), 3), (Some(2), Some("/a"), 1), (Some(3), Some("/b"), 2), (Some(4), None, 1), (None, None, 2)] {
+        for (trace, route, count) in
+            [(Some(1), Some("/a"), 3), (Some(2), Some("/a"), 1), (Some(3), Some("/b"), 2), (Some(4), None, 1), (None, None, 2)]
+        {
             by_entry.add_entry(&entry(trace, route, count));
             for _ in 0..count {
                 let state = if trace.is_some() { CtxState::Valid } else { CtxState::Invalid };

@@ -115,8 +115,7 @@ impl Profile {
     fn add_one(&mut self, s: &Sample, symbolizer: &mut Symbolizer) {
         let mut attrs = s.attrs.clone();
         attrs.sort();
-        let addrs: Vec<(u64, bool)> =
-            s.kernel_stack.iter().map(|a| (*a, true)).chain(s.user_stack.iter().map(|a| (*a, false))).collect();
+        let addrs: Vec<(u64, bool)> = s.kernel_stack.iter().map(|a| (*a, true)).chain(s.user_stack.iter().map(|a| (*a, false))).collect();
         let key: Key = (s.kind, addrs, s.tid, s.trace_id, s.span_id, attrs);
         let observation = self.observe(s);
         if let Some(&i) = self.entry_ids.get(&key) {
@@ -134,13 +133,7 @@ impl Profile {
         // A tracepoint's kernel stack starts in the tracing program itself: not the thread's code.
         let own = kernel.iter().take_while(|f| is_tracing_frame(&f.name)).count();
         let named = kernel.into_iter().chain(symbolizer.user_frames(&s.user_stack));
-        let stack = key
-            .1
-            .iter()
-            .zip(named)
-            .skip(own)
-            .map(|(&(addr, kernel), f)| StackFrame { addr, frame: self.intern(f), kernel })
-            .collect();
+        let stack = key.1.iter().zip(named).skip(own).map(|(&(addr, kernel), f)| StackFrame { addr, frame: self.intern(f), kernel }).collect();
         self.entry_ids.insert(key.clone(), self.entries.len());
         self.entries.push(Entry {
             kind: s.kind,

@@ -157,7 +157,8 @@ impl ProfileBuilder {
         p.finish(&self.symbolizer);
         for (what, n) in [("user", self.losses.user), ("kernel", self.losses.kernel)] {
             if n > 0 {
-                p.notes.push(format!("{n} samples have no {what} stack (the kernel could not take it); they count under their thread with no frames"));
+                p.notes
+                    .push(format!("{n} samples have no {what} stack (the kernel could not take it); they count under their thread with no frames"));
             }
         }
     }

@@ -198,8 +198,7 @@ impl JitDump {
 
     fn insert(&mut self, start: u64, code: JitCode) {
         // Code space is reused after GC: a newer load replaces whatever it overlaps.
-        let overlapping: Vec<u64> =
-            self.by_start.range(..code.end).rev().take_while(|(_, c)| c.end > start).map(|(s, _)| *s).collect();
+        let overlapping: Vec<u64> = self.by_start.range(..code.end).rev().take_while(|(_, c)| c.end > start).map(|(s, _)| *s).collect();
         for s in overlapping {
             if let Some(old) = self.by_start.remove(&s) {
                 self.line_entries -= old.lines.len();
@@ -221,10 +220,11 @@ impl JitDump {
         }
         let offset = addr - start;
         let i = code.lines.partition_point(|l| l.offset as u64 <= offset);
-        let pos = i.checked_sub(1).map(|i| code.lines[i]).filter(|l| l.line > 0).map(|l| SourcePos {
-            line: l.line,
-            column: (l.column > 0).then_some(l.column),
-        });
+        let pos = i
+            .checked_sub(1)
+            .map(|i| code.lines[i])
+            .filter(|l| l.line > 0)
+            .map(|l| SourcePos { line: l.line, column: (l.column > 0).then_some(l.column) });
         Some((&code.func, pos))
     }
 }

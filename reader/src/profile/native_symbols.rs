@@ -40,7 +40,12 @@ struct FileIdentity {
 
 impl FileIdentity {
     fn of(meta: &std::fs::Metadata) -> FileIdentity {
-        FileIdentity { dev: meta.dev(), inode: meta.ino(), size: meta.size(), mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128 }
+        FileIdentity {
+            dev: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        }
     }
 }
 
@@ -146,10 +151,13 @@ impl NativeSymbols {
     pub fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Frame> {
         let src = Source::Kernel(Kernel::default());
         let names: Vec<Option<String>> = match self.blaze.symbolize(&src, Input::AbsAddr(addrs)) {
-            Ok(v) => v.into_iter().map(|s| match s {
-                Symbolized::Sym(s) => Some(s.name.into_owned()),
-                Symbolized::Unknown(_) => None,
-            }).collect(),
+            Ok(v) => v
+                .into_iter()
+                .map(|s| match s {
+                    Symbolized::Sym(s) => Some(s.name.into_owned()),
+                    Symbolized::Unknown(_) => None,
+                })
+                .collect(),
             Err(_) => vec![None; addrs.len()],
         };
         names.iter().map(|name| Frame::kernel(name.as_deref().unwrap_or("[kernel]"))).collect()

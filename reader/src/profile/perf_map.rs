@@ -51,11 +51,7 @@ pub struct PerfMap {
 pub fn path_for(pid: i32) -> PathBuf {
     let ns_pid = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("NStgid:"))
-                .and_then(|v| v.split_whitespace().last().map(str::to_string))
-        })
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NStgid:")).and_then(|v| v.split_whitespace().last().map(str::to_string)))
         .unwrap_or_else(|| pid.to_string());
     let in_root = PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map"));
     if in_root.exists() {
@@ -102,8 +98,7 @@ impl PerfMap {
     fn insert(&mut self, start: u64, end: u64, func: JsFunction) {
         // Drop every older range this one overlaps: the newer line is what lives there now.
         // Stored ranges never overlap, so ends rise with starts and the walk back can stop early.
-        let overlapping: Vec<u64> =
-            self.by_start.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(s, _)| *s).collect();
+        let overlapping: Vec<u64> = self.by_start.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(s, _)| *s).collect();
         for s in overlapping {
             self.by_start.remove(&s);
         }
@@ -156,14 +151,7 @@ pub fn parse_v8_name(raw: &str) -> JsFunction {
         _ => (rest.trim(), None),
     };
     let (script, line, column) = location.and_then(parse_location).unwrap_or((None, None, None));
-    JsFunction {
-        name: if name.is_empty() { "(anonymous)".into() } else { name.to_string() },
-        code_kind,
-        tier,
-        script,
-        line,
-        column,
-    }
+    JsFunction { name: if name.is_empty() { "(anonymous)".into() } else { name.to_string() }, code_kind, tier, script, line, column }
 }
 
 type Location = (Option<String>, Option<u32>, Option<u32>);
@@ -172,9 +160,7 @@ fn parse_location(loc: &str) -> Option<Location> {
     let (head, last) = loc.rsplit_once(':')?;
     let last: u32 = last.parse().ok()?;
     match head.rsplit_once(':') {
-        Some((path, line)) if !path.is_empty() && line.parse::<u32>().is_ok() => {
-            Some((Some(path.to_string()), line.parse().ok(), Some(last)))
-        }
+        Some((path, line)) if !path.is_empty() && line.parse::<u32>().is_ok() => Some((Some(path.to_string()), line.parse().ok(), Some(last))),
         _ if !head.is_empty() => Some((Some(head.to_string()), Some(last), None)),
         _ => None,
     }

@@ -62,10 +62,7 @@ impl Sample {
     /// Record attrs decoded by [`crate::ctx_record::decode_attrs`] as (key, value)
     /// pairs; a key index missing from the key map is named `attr.N`.
     pub fn attrs_from_record(attrs: &[Attr]) -> Vec<(String, String)> {
-        attrs
-            .iter()
-            .map(|a| (a.key.clone().unwrap_or_else(|| format!("attr.{}", a.key_index)), a.value.clone()))
-            .collect()
+        attrs.iter().map(|a| (a.key.clone().unwrap_or_else(|| format!("attr.{}", a.key_index)), a.value.clone())).collect()
     }
 }
 
@@ -77,10 +74,8 @@ mod tests {
     fn zero_ids_mean_none_and_unknown_keys_get_an_index_name() {
         assert_eq!(Sample::ids_from_record([0; 16], [0; 8]), (None, None));
         assert_eq!(Sample::ids_from_record([1; 16], [2; 8]), (Some([1; 16]), Some([2; 8])));
-        let attrs = [
-            Attr { key_index: 0, key: Some("http.route".into()), value: "/users/:id".into() },
-            Attr { key_index: 7, key: None, value: "x".into() },
-        ];
+        let attrs =
+            [Attr { key_index: 0, key: Some("http.route".into()), value: "/users/:id".into() }, Attr { key_index: 7, key: None, value: "x".into() }];
         assert_eq!(
             Sample::attrs_from_record(&attrs),
             vec![("http.route".to_string(), "/users/:id".to_string()), ("attr.7".to_string(), "x".to_string())]

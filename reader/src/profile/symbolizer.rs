@@ -27,11 +27,21 @@ const STALE_PERF_MAP_MARGIN: std::time::Duration = std::time::Duration::from_sec
 /// What became of the V8 perf map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PerfMapStatus {
-    Loaded { path: PathBuf, functions: usize },
-    Missing { path: PathBuf },
+    Loaded {
+        path: PathBuf,
+        functions: usize,
+    },
+    Missing {
+        path: PathBuf,
+    },
     /// Last written before the process started: left by an earlier process with the same pid.
-    Stale { path: PathBuf },
-    Unreadable { path: PathBuf, error: String },
+    Stale {
+        path: PathBuf,
+    },
+    Unreadable {
+        path: PathBuf,
+        error: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,15 +172,12 @@ impl Symbolizer {
         match self.perf_map_status() {
             PerfMapStatus::Loaded { .. } => None,
             PerfMapStatus::Missing { path } => Some(no_map(format!("no {}", path.display()))),
-            PerfMapStatus::Stale { path } => Some(no_map(format!(
-                "{} ignored: last written before the process started, by an earlier process with the same pid",
-                path.display()
-            ))),
-            PerfMapStatus::Unreadable { path, error } => Some(format!(
-                "V8 perf map {} of process {} is unreadable ({error}): JS frames stay unnamed",
-                path.display(),
-                self.pid
-            )),
+            PerfMapStatus::Stale { path } => {
+                Some(no_map(format!("{} ignored: last written before the process started, by an earlier process with the same pid", path.display())))
+            }
+            PerfMapStatus::Unreadable { path, error } => {
+                Some(format!("V8 perf map {} of process {} is unreadable ({error}): JS frames stay unnamed", path.display(), self.pid))
+            }
         }
     }
 
@@ -236,9 +243,7 @@ impl Symbolizer {
         if self.cache.len() > MAX_CACHED_ADDRESSES {
             self.cache.clear();
         }
-        let lookups = |stacks: &[&[u64]]| -> Vec<u64> {
-            stacks.iter().flat_map(|s| s.iter().enumerate().map(|(d, a)| lookup_addr(*a, d))).collect()
-        };
+        let lookups = |stacks: &[&[u64]]| -> Vec<u64> { stacks.iter().flat_map(|s| s.iter().enumerate().map(|(d, a)| lookup_addr(*a, d))).collect() };
         self.prefetch_user(lookups(user_stacks));
         self.prefetch_kernel(lookups(kernel_stacks));
     }

@@ -1,12 +1,12 @@
 //! Reads every thread's record: ptrace-stop the thread, take its thread pointer,
 //! find its slot, copy the TLS pointer, the header and the attrs, detach.
 
+use crate::ctx_record::{decode_attrs, Attr, Header, HEADER_SIZE, MAX_ATTRS_SIZE};
+use crate::discovery::remote_memory::RemoteMemory;
 use crate::discovery::{Discovery, Writer};
 use crate::error::{Error, Result};
-use crate::ptrace::ptrace_stop::StoppedThread;
-use crate::ctx_record::{decode_attrs, Attr, Header, HEADER_SIZE, MAX_ATTRS_SIZE};
 use crate::ids::hex;
-use crate::discovery::remote_memory::RemoteMemory;
+use crate::ptrace::ptrace_stop::StoppedThread;
 use crate::ptrace::tls_slot::{slot_address, Slot};
 use serde::Serialize;
 

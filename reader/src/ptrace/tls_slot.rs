@@ -1,8 +1,8 @@
 //! Per-thread step: thread pointer + `TlsAccess` -> address of the thread's
 //! `otel_thread_ctx_v1` slot, walking glibc's dynamic thread vector when needed.
 
-use crate::discovery::tls_access::TlsAccess;
 use crate::discovery::remote_memory::TargetMemory;
+use crate::discovery::tls_access::TlsAccess;
 use crate::error::{Error, Result};
 
 /// glibc's marker for a DTV entry whose block was never allocated in this thread.
@@ -23,10 +23,8 @@ pub fn slot_address(access: &TlsAccess, tp: u64, mem: &impl TargetMemory) -> Res
     match *access {
         TlsAccess::Static { tp_offset } => Ok(Slot::At(tp.wrapping_add_signed(tp_offset))),
         TlsAccess::Dtv { dtv_offset, dtv_entry_size, module_id, offset } => {
-            let wraps = |what: &str| Error::Resolve {
-                path: format!("thread pointer {tp:#x}"),
-                reason: format!("{what} wraps around the address space"),
-            };
+            let wraps =
+                |what: &str| Error::Resolve { path: format!("thread pointer {tp:#x}"), reason: format!("{what} wraps around the address space") };
             let at = tp.checked_add(dtv_offset).ok_or_else(|| wraps("the DTV pointer's address"))?;
             let dtv = mem.read_u64(at, "thread control block dtv pointer")?;
             if dtv == 0 {

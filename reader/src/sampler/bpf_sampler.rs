@@ -147,12 +147,8 @@ impl Sampler {
         }
         for &cpu in &cpus {
             let fd = open_cpu_clock(cpu, opts.hz).map_err(|source| perf_event_error(cpu, opts.hz, source))?;
-            let link = sampler
-                .skel
-                .progs
-                .sample_thread_ctx
-                .attach_perf_event(fd.as_raw_fd())
-                .map_err(|e| bpf_error("attaching", e.to_string(), None))?;
+            let link =
+                sampler.skel.progs.sample_thread_ctx.attach_perf_event(fd.as_raw_fd()).map_err(|e| bpf_error("attaching", e.to_string(), None))?;
             sampler.links.push(link);
             // The link closes it when detached: owning it here too closed it twice (and,
             // with other threads opening files, could close one of theirs).
@@ -177,7 +173,11 @@ impl Sampler {
         let t = target(access);
         // SAFETY: `types::target` is plain integers; viewing it as bytes is sound.
         let value = unsafe { std::slice::from_raw_parts((&t as *const types::target).cast::<u8>(), std::mem::size_of_val(&t)) };
-        self.skel.maps.targets.update(&pid.to_ne_bytes(), value, MapFlags::ANY).map_err(|e| SamplerError::Track { pid, max: MAX_TARGETS, reason: e.to_string() })
+        self.skel.maps.targets.update(&pid.to_ne_bytes(), value, MapFlags::ANY).map_err(|e| SamplerError::Track {
+            pid,
+            max: MAX_TARGETS,
+            reason: e.to_string(),
+        })
     }
 
     /// Stops sampling `pid` (events already in the ring buffer still arrive).
@@ -321,11 +321,7 @@ fn check_privileges() -> Result<(), SamplerError> {
     const CAP_PERFMON: u32 = 38;
     const CAP_BPF: u32 = 39;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
+    let eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()).unwrap_or(0);
     let has = |cap: u32| eff & (1 << cap) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         return Ok(());
@@ -338,12 +334,7 @@ fn check_privileges() -> Result<(), SamplerError> {
 fn perf_event_error(cpu: u32, hz: u32, source: std::io::Error) -> SamplerError {
     match source.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => SamplerError::NeedsPrivilege { what: format!("perf_event_open on CPU {cpu}: {source}") },
-        Some(libc::EINVAL) => SamplerError::PerfEvent {
-            cpu,
-            hz,
-            source,
-            hint: " (is --hz above the sysctl kernel.perf_event_max_sample_rate?)",
-        },
+        Some(libc::EINVAL) => SamplerError::PerfEvent { cpu, hz, source, hint: " (is --hz above the sysctl kernel.perf_event_max_sample_rate?)" },
         _ => SamplerError::PerfEvent { cpu, hz, source, hint: "" },
     }
 }

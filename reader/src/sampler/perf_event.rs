@@ -8,8 +8,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 pub fn online_cpus() -> io::Result<Vec<u32>> {
     let path = "/sys/devices/system/cpu/online";
     let text = std::fs::read_to_string(path)?;
-    parse_cpu_list(text.trim())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: cannot parse CPU list {text:?}")))
+    parse_cpu_list(text.trim()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: cannot parse CPU list {text:?}")))
 }
 
 fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {

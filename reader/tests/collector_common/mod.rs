@@ -107,10 +107,7 @@ impl Collector {
     /// Like [`Collector::new`] with another configuration (YAML). It may use
     /// `${env:OTELCOL_GRPC_ENDPOINT}`, `${env:OTELCOL_HTTP_ENDPOINT}` and `${env:OTELCOL_OUTPUT}`.
     pub fn with_config(yaml: &str) -> Collector {
-        let dir = tempfile::Builder::new()
-            .prefix("otelcol-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
+        let dir = tempfile::Builder::new().prefix("otelcol-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, yaml).unwrap();
         Collector {

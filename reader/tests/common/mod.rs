@@ -38,16 +38,9 @@ pub fn test_file(rel: &str) -> PathBuf {
 
 /// Compiles with the system C compiler, failing with the compiler's message.
 pub fn cc(args: &[&str]) {
-    let out = Command::new("cc")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running the C compiler `cc` failed ({e}); install gcc and libc6-dev"));
-    assert!(
-        out.status.success(),
-        "expected `cc {}` to succeed, it failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        Command::new("cc").args(args).output().unwrap_or_else(|e| panic!("running the C compiler `cc` failed ({e}); install gcc and libc6-dev"));
+    assert!(out.status.success(), "expected `cc {}` to succeed, it failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
 }
 
 /// Builds every fixture once per test binary, into a fresh directory.
@@ -117,11 +110,7 @@ impl Drop for WriterProcess {
 /// Lines: "pid P", "thread TID [NAME] TRACE SPAN FLAGS ADDR [EXTRA...]".
 pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
     let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawning writer {desc}: {e}"));
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| panic!("spawning writer {desc}: {e}"));
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -191,12 +180,8 @@ pub fn thread_ctx(args: &[&str]) -> ReaderRun {
 /// poll something else). Its stdout lines are also in the result. SIGINT is only sent after the
 /// first line: before sampling starts it would end `record` unhandled.
 pub fn thread_ctx_until(args: &[&str], mut enough: impl FnMut(Option<&str>) -> bool) -> ReaderRun {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running thread-ctx");
+    let mut child =
+        Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("running thread-ctx");
     let (stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -226,11 +211,7 @@ pub fn thread_ctx_until(args: &[&str], mut enough: impl FnMut(Option<&str>) -> b
         lines.extend(line);
     }
     let status = child.wait().expect("waiting for thread-ctx");
-    ReaderRun {
-        code: status.code().unwrap_or(-1),
-        stdout: lines.iter().map(|l| format!("{l}\n")).collect(),
-        stderr: errors.join().unwrap(),
-    }
+    ReaderRun { code: status.code().unwrap_or(-1), stdout: lines.iter().map(|l| format!("{l}\n")).collect(), stderr: errors.join().unwrap() }
 }
 
 /// Runs `thread-ctx SUB --json PID`, checks the exit code, parses stdout.
@@ -242,8 +223,7 @@ pub fn json_of(sub: &str, pid: i32, expect_code: i32) -> Value {
         "expected `thread-ctx {sub} --json {pid}` to exit {expect_code}, it exited {}\nstdout:\n{}\nstderr:\n{}",
         r.code, r.stdout, r.stderr
     );
-    let v: Value = serde_json::from_str(&r.stdout)
-        .unwrap_or_else(|e| panic!("`thread-ctx {sub} --json` printed invalid JSON ({e}):\n{}", r.stdout));
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("`thread-ctx {sub} --json` printed invalid JSON ({e}):\n{}", r.stdout));
     fail_clearly_if_ptrace_denied(&v);
     v
 }
@@ -270,12 +250,7 @@ pub fn only_writer(v: &Value) -> &Value {
 }
 
 pub fn thread_row(v: &Value, tid: i64) -> &Value {
-    v["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["tid"] == tid)
-        .unwrap_or_else(|| panic!("dump has no row for tid {tid}: {:#}", v["threads"]))
+    v["threads"].as_array().unwrap().iter().find(|t| t["tid"] == tid).unwrap_or_else(|| panic!("dump has no row for tid {tid}: {:#}", v["threads"]))
 }
 
 /// Every published record reads back byte-exact; every other thread has no valid record.

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use thread_ctx::otlp::common::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use thread_ctx::otlp::profiles::{
-    Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesDictionary, ResourceProfiles, Sample,
-    ScopeProfiles, Stack, ValueType,
+    Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesDictionary, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
 };
 use thread_ctx::otlp::resource::Resource;
 use thread_ctx::otlp::{ExportProfilesServiceRequest, ExporterConfig, Overrides, RetryPolicy};
@@ -34,9 +33,22 @@ fn int(i: i64) -> Option<AnyValue> {
 /// `test.request` = `tag`.
 pub fn example_request(tag: &str) -> ExportProfilesServiceRequest {
     let strings = [
-        "", "cpu", "nanoseconds", "samples", "count", "/usr/bin/node", "burnCpu", "file:///app/server.js",
-        "uv_run", "process.executable.build_id.gnu", "http.route", "thread.id", "thread.name", "profile.frame.type",
-        "v8js", "native",
+        "",
+        "cpu",
+        "nanoseconds",
+        "samples",
+        "count",
+        "/usr/bin/node",
+        "burnCpu",
+        "file:///app/server.js",
+        "uv_run",
+        "process.executable.build_id.gnu",
+        "http.route",
+        "thread.id",
+        "thread.name",
+        "profile.frame.type",
+        "v8js",
+        "native",
     ];
     let s = |x: &str| strings.iter().position(|y| *y == x).unwrap() as i32;
     let kv = |key: &str, value: Option<AnyValue>| KeyValueAndUnit { key_strindex: s(key), value, unit_strindex: 0 };
@@ -53,12 +65,7 @@ pub fn example_request(tag: &str) -> ExportProfilesServiceRequest {
         ],
         location_table: vec![
             Location::default(),
-            Location {
-                mapping_index: 0,
-                address: 0,
-                lines: vec![Line { function_index: 1, line: 12, column: 5 }],
-                attribute_indices: vec![6],
-            },
+            Location { mapping_index: 0, address: 0, lines: vec![Line { function_index: 1, line: 12, column: 5 }], attribute_indices: vec![6] },
             Location {
                 mapping_index: 1,
                 address: 0x4a_1b2c,
@@ -139,9 +146,7 @@ pub fn example_request(tag: &str) -> ExportProfilesServiceRequest {
 
 /// What [`example_request`]`(tag)` resolves to, written out by hand.
 pub fn expected_samples(tag: &str) -> Vec<ResolvedSample> {
-    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    };
+    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> { pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
     let js = ResolvedFrame {
         function: "burnCpu".into(),
         system_name: "burnCpu".into(),
@@ -170,21 +175,19 @@ pub fn expected_samples(tag: &str) -> Vec<ResolvedSample> {
             attributes: map(&[("process.executable.build_id.gnu", BUILD_ID)]),
         }),
     };
-    let sample = |frames: Vec<ResolvedFrame>, link: Option<[u8; 8]>, attrs: &[(&str, &str)], value: i64, ts: &[u64]| {
-        ResolvedSample {
-            resource: map(&[("service.name", "checkout"), ("process.pid", "4242"), ("test.request", tag)]),
-            scope_name: "thread-ctx".into(),
-            sample_type: ("samples".into(), "count".into()),
-            period: ("cpu".into(), "nanoseconds".into(), 1_000_000_000 / 29),
-            profile_time_unix_nano: T0,
-            profile_duration_nano: 10_000_000_000,
-            profile_attributes: BTreeMap::new(),
-            frames,
-            link: link.map(|span| (TRACE_ID.to_vec(), span.to_vec())),
-            attributes: map(attrs),
-            values: vec![value],
-            timestamps_unix_nano: ts.iter().map(|t| T0 + t).collect(),
-        }
+    let sample = |frames: Vec<ResolvedFrame>, link: Option<[u8; 8]>, attrs: &[(&str, &str)], value: i64, ts: &[u64]| ResolvedSample {
+        resource: map(&[("service.name", "checkout"), ("process.pid", "4242"), ("test.request", tag)]),
+        scope_name: "thread-ctx".into(),
+        sample_type: ("samples".into(), "count".into()),
+        period: ("cpu".into(), "nanoseconds".into(), 1_000_000_000 / 29),
+        profile_time_unix_nano: T0,
+        profile_duration_nano: 10_000_000_000,
+        profile_attributes: BTreeMap::new(),
+        frames,
+        link: link.map(|span| (TRACE_ID.to_vec(), span.to_vec())),
+        attributes: map(attrs),
+        values: vec![value],
+        timestamps_unix_nano: ts.iter().map(|t| T0 + t).collect(),
     };
     let thread = [("thread.id", "4242"), ("thread.name", "main")];
     vec![
@@ -202,12 +205,8 @@ pub fn tag_of(sample: &ResolvedSample) -> &str {
 /// A configuration for `endpoint` over `protocol` from explicit settings only (tests run in
 /// parallel: none may depend on or change the process environment).
 pub fn config(endpoint: &str, protocol: &str, compression: &str) -> ExporterConfig {
-    let overrides = Overrides {
-        endpoint: Some(endpoint.into()),
-        protocol: Some(protocol.into()),
-        compression: Some(compression.into()),
-        ..Default::default()
-    };
+    let overrides =
+        Overrides { endpoint: Some(endpoint.into()), protocol: Some(protocol.into()), compression: Some(compression.into()), ..Default::default() };
     ExporterConfig::from_lookup(&overrides, |_| None).unwrap()
 }
 

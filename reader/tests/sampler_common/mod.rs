@@ -41,7 +41,8 @@ pub fn spinners() -> &'static Spinners {
         cc(&[&fp[..], &["-o", &p("spinner_dl"), &spinner, "-ldl", "-lpthread"]].concat());
         // --no-as-needed: the executable reaches libie.so only through dlsym.
         let (libdir, rpath) = (format!("-L{}", dir.display()), format!("-Wl,-rpath,{}", dir.display()));
-        cc(&[&fp[..], &["-o", &p("spinner_ie"), &spinner, &libdir, "-Wl,--no-as-needed", "-lie", "-Wl,--as-needed", &rpath, "-ldl", "-lpthread"]].concat());
+        cc(&[&fp[..], &["-o", &p("spinner_ie"), &spinner, &libdir, "-Wl,--no-as-needed", "-lie", "-Wl,--as-needed", &rpath, "-ldl", "-lpthread"]]
+            .concat());
         // -rdynamic exports the executable's own otel_thread_ctx_v1 in .dynsym (local exec).
         cc(&[&fp[..], &["-rdynamic", "-o", &p("spinner_le"), &spinner, &record, "-ldl", "-lpthread"]].concat());
         Spinners {
