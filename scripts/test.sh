@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+echo "== house style: rustfmt, clippy =="
+cargo fmt --all -- --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+
 echo "== cargo test (addon unit tests, reader and sampler) =="
 cargo test --release --workspace
 
