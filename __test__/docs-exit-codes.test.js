@@ -59,7 +59,7 @@ const TOPICS = [
   { about: /malformed/i, meaning: /malformed/ },
   { about: /does not exist|no process \d/i, meaning: /does not exist/ },
   { about: /has no `?otel_thread_ctx_v1/i, meaning: /has no otel_thread_ctx_v1/ },
-  { about: /without a prebuilt|no prebuilt/i, meaning: /reader failed/ }, // the shim: nothing to run
+  { about: /without a prebuilt|no prebuilt|no binary fits/i, meaning: /reader failed/ }, // the shim: nothing to run
   { about: /SIGTERM|SIGINT|ends the recording early/i, meaning: /^success/ },
 ];
 
