@@ -13,8 +13,9 @@ const { detectMechanism, trackAsyncCallbacks } = require('./hooks');
 const { bindEventEmitter } = require('./bind-emitter');
 const { prepareProcessContext } = require('./process-context');
 const { describe } = require('./describe');
+const { checkAllocations, resolveAllocations, startAllocationSampling, allocationSamplingInfo } = require('./allocations');
 
-const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource'];
+const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'allocations'];
 const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 
 function defaultDelegate() {
@@ -31,6 +32,7 @@ function checkOptions(options, allowed = OPTIONS) {
     if (!allowed.includes(key)) throw new TypeError(`options.${key}: unknown option (expected ${allowed.join(', ')})`);
   }
   const { contextManager, asyncTracking } = options;
+  checkAllocations(options.allocations);
   if (asyncTracking !== undefined && typeof asyncTracking !== 'boolean') {
     throw new TypeError(`options.asyncTracking: expected a boolean, got ${describe(asyncTracking)}`);
   }
@@ -52,17 +54,20 @@ function checkOptions(options, allowed = OPTIONS) {
 class ThreadContextManager {
   /**
    * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, attributes?: string[],
-   *   resource?: Resource }} [options]
+   *   resource?: Resource, allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
    *   contextManager: where contexts are stored (default: a new AsyncLocalStorageContextManager).
    *   asyncTracking: false publishes only around with(): never a wrong span, none after an await.
    *   attributes: attribute keys whose values records carry, registered at enable().
    *   resource: the process context's resource (default: the SDK's, from its spans).
+   *   allocations: V8's sampling heap profiler on each thread enabling it (js/allocations.js;
+   *   default: OTEL_THREAD_CTX_ALLOCATIONS).
    */
   constructor(options = {}) {
     checkOptions(options);
     this._commitProcessContext = prepareProcessContext(options);
     this._delegate = options.contextManager === undefined ? defaultDelegate() : options.contextManager;
     this._asyncTracking = options.asyncTracking !== false;
+    this._allocations = resolveAllocations(checkAllocations(options.allocations));
     this._enabled = false;
     // Taken over by a newer manager: calls are forwarded to the thread's enabled manager, so an
     // API that still holds this one (NodeSDK cannot unregister it) keeps working.
@@ -79,6 +84,11 @@ class ThreadContextManager {
 
   get enabled() {
     return this._enabled;
+  }
+
+  /** This thread's allocation sampling (started by enable() when the option or environment asks). */
+  get allocations() {
+    return allocationSamplingInfo();
   }
 
   active() {
@@ -140,6 +150,7 @@ class ThreadContextManager {
     this._superseded = false;
     this._enabled = true;
     this._commitProcessContext();
+    startAllocationSampling(this._allocations);
     return this;
   }
 

@@ -12,6 +12,7 @@
 const { context, ROOT_CONTEXT, createContextKey } = require('@opentelemetry/api');
 const { ThreadContextManager, checkOptions } = require('./context-manager');
 const { prepareProcessContext } = require('./process-context');
+const { checkAllocations, resolveAllocations, startAllocationSampling } = require('./allocations');
 
 const PROBE_KEY = createContextKey('otel-thread-ctx register probe');
 
@@ -27,8 +28,9 @@ function holdsContexts(manager) {
 
 /**
  * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, resource?: Resource,
- *   attributes?: string[] }} [options] resource / attributes: the OTEP 4719 process context's
- *   resource and the attribute keys records carry (js/process-context.js)
+ *   attributes?: string[], allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
+ *   resource / attributes: the OTEP 4719 process context's resource and the attribute keys records
+ *   carry (js/process-context.js); allocations: js/allocations.js
  * @returns {ThreadContextManager} the enabled, globally installed manager
  */
 function register(options = {}) {
@@ -36,6 +38,7 @@ function register(options = {}) {
   const installed = typeof context._getContextManager === 'function' ? context._getContextManager() : undefined;
   if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined) {
     prepareProcessContext(options)();
+    startAllocationSampling(resolveAllocations(checkAllocations(options.allocations)));
     return installed;
   }
   let delegate = options.contextManager;
