@@ -22,7 +22,7 @@ function startTelemetry() {
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg');
   const { DroppingExporter } = require('../lib/dropping-exporter');
   const { buildContextManager } = require('../lib/managers');
-  const { manager, pkg, mechanism } = buildContextManager(mode.kind, { attributes: mode.attributes, packageDir });
+  const { manager, pkg, mechanism } = buildContextManager(mode.kind, { attributes: mode.attributes, managerOptions: mode.managerOptions, packageDir });
   const exporter = new DroppingExporter();
   const processor = new BatchSpanProcessor(exporter, { maxQueueSize: 65536, maxExportBatchSize: 1024 });
   const sdk = new NodeSDK({
@@ -100,6 +100,8 @@ server.listen(0, '127.0.0.1', async () => {
       }
       check.restore();
       selfCheck = check.result;
+      const sampling = telemetry.pkg.threadInfo().allocations;
+      if (mode.managerOptions?.allocations && !sampling.active) throw new Error(`allocation sampling did not start: ${sampling.error}`);
     } else {
       // Every mode serves the same warm-up requests before it is measured.
       for (let i = 1; i <= 20; i++) await get(i % 2 ? `/api/customers/${i}` : '/api/products?category=books');

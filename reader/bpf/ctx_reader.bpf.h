@@ -154,6 +154,24 @@ static __always_inline void fill_event(struct sample_event *e, const struct targ
 	e->state = read_record(e, t, fsbase);
 }
 
+/* An event for the current thread if its process is tracked, filled by
+ * fill_event (all but the stacks and what the kind adds); NULL when it is not
+ * tracked, or when the ring buffer is full (counted at `dropped_counter`). */
+static __always_inline struct sample_event *reserve_event(__u8 kind, __u32 dropped_counter)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct target *t = bpf_map_lookup_elem(&targets, &tgid);
+	if (!t)
+		return NULL;
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(dropped_counter);
+		return NULL;
+	}
+	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), kind);
+	return e;
+}
+
 /* The current thread's stacks, copied into the event, as configured.
  * Copying (bpf_get_stack) rather than interning them in a stack map keeps
  * every stack: a stack map loses those that hash to a taken bucket, more

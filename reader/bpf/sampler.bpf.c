@@ -9,6 +9,9 @@
  *   otel_thread_ctx_v1 slot from its thread pointer, copy the record, check it
  *   did not change under the copy, and send it with the thread's stacks.
  *
+ * - alloc_sample (a uprobe in node, attached only for allocation profiling):
+ *   alloc_probe.bpf.h.
+ *
  * - off_cpu_switch (sched_switch, loaded only for off-CPU profiling): when a
  *   thread of a tracked process is switched out, read the record it has
  *   published (the thread is stopped right there, in the scheduler, so the
@@ -33,17 +36,9 @@ typedef _Bool bool;
 SEC("perf_event")
 int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct target *t = bpf_map_lookup_elem(&targets, &tgid);
-	if (!t)
+	struct sample_event *e = reserve_event(EVENT_CPU_SAMPLE, COUNTER_CPU_DROPPED);
+	if (!e)
 		return 0;
-
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(COUNTER_CPU_DROPPED);
-		return 0;
-	}
-	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_CPU_SAMPLE);
 	count(e->state);
 	capture_stacks(e, ctx);
 	bpf_ringbuf_submit(e, wakeup_flag());
@@ -100,5 +95,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	}
 	return 0;
 }
+
+#include "alloc_probe.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";

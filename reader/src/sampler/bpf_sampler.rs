@@ -3,12 +3,15 @@
 //! time), the sched_switch program adds off-CPU intervals when asked, and one
 //! bounded ring buffer carries their events to [`Sampler::poll`].
 
+mod alloc_attach;
+
 use super::ctx_state::{Counters, CtxState, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_SAMPLES};
 use super::error::SamplerError;
 use super::event::{Event, EVENT_SIZE};
 use super::perf_event::{online_cpus, open_cpu_clock};
 use super::skel::{types, OpenSamplerSkel, SamplerSkel, SamplerSkelBuilder};
 use crate::discovery::tls_access::TlsAccess;
+pub use alloc_attach::AllocCounters;
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
