@@ -31,6 +31,7 @@ pub mod ctx_record;
 pub mod discovery;
 pub mod error;
 pub mod ids;
+pub mod nodejs;
 pub mod otlp;
 pub mod output;
 pub mod pipeline;
