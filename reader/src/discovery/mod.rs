@@ -46,7 +46,33 @@ pub struct Writer {
     pub nodejs: Option<std::result::Result<NodejsLayout, String>>,
 }
 
+/// How a process's threads reach their record: the TLS slot every thread
+/// finds through `access`, and for a `nodejs_v1_dev` writer the V8 layout of
+/// the walk from the struct in that slot to the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordReach {
+    pub access: TlsAccess,
+    pub nodejs: Option<NodejsLayout>,
+}
+
+impl RecordReach {
+    /// An `otel_thread_ctx_v1` writer's: the slot holds the record pointer.
+    pub fn tls(access: TlsAccess) -> Self {
+        RecordReach { access, nodejs: None }
+    }
+}
+
 impl Writer {
+    /// How threads reach their record through this writer; None when it is unusable.
+    pub fn record_reach(&self) -> Option<RecordReach> {
+        let access = self.access.clone().ok()?;
+        match &self.nodejs {
+            None => Some(RecordReach::tls(access)),
+            Some(Ok(layout)) => Some(RecordReach { access, nodejs: Some(*layout) }),
+            Some(Err(_)) => None,
+        }
+    }
+
     /// Its symbol's name, for messages.
     pub fn symbol_name(&self) -> &'static str {
         self.object.symbol.name()
