@@ -170,7 +170,7 @@ pub fn layout_for(attributes: &serde_json::Map<String, serde_json::Value>, v8: R
 /// Bounds on what the walk adds to target pointers: small, word-aligned steps.
 fn check_plausible(l: &NodejsLayout) -> Result<(), String> {
     let word = |key: &str, v: u64, min: u64, max: u64| {
-        if v % TAGGED_SIZE != 0 || v < min || v > max {
+        if !v.is_multiple_of(TAGGED_SIZE) || v < min || v > max {
             Err(format!("{key} = {v} is implausible (expected a multiple of {TAGGED_SIZE} in {min}..={max}); refusing to walk"))
         } else {
             Ok(())
