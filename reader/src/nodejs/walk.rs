@@ -205,3 +205,141 @@ fn store_record<M: TargetMemory>(r: &Reader<'_, M>, s: &DiscoveryStruct, l: &Nod
         Some(offset) => r.word(wrapper.checked_add(offset), "native wrapper's record pointer"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::v8_version::V8Version;
+    use crate::error::{Error, Result};
+    use crate::nodejs::layout::LayoutSource;
+    use std::cell::Cell;
+
+    /// A fake heap: words at BASE.., reads outside fault; reads are counted.
+    struct Heap {
+        words: Vec<u64>,
+        reads: Cell<usize>,
+    }
+    const BASE: u64 = 0x1000_0000;
+
+    impl TargetMemory for Heap {
+        fn read(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()> {
+            self.reads.set(self.reads.get() + 1);
+            let fault = || Error::Resolve { path: "heap".into(), reason: format!("{what} at {addr:#x}") };
+            let off = addr.checked_sub(BASE).ok_or_else(fault)? as usize;
+            if !off.is_multiple_of(8) || (off + buf.len()).div_ceil(8) > self.words.len() {
+                return Err(fault());
+            }
+            for (i, chunk) in buf.chunks_mut(8).enumerate() {
+                chunk.copy_from_slice(&self.words[off / 8 + i].to_ne_bytes()[..chunk.len()]);
+            }
+            Ok(())
+        }
+    }
+
+    const LAYOUT: NodejsLayout = NodejsLayout {
+        wrapped_object_offset: 32,
+        native_wrap_fields_offset: None,
+        js_map_table_offset: 24,
+        ordered_hash_map_header_size: 16,
+        tagged_size: 8,
+        source: LayoutSource::SchemaDefaults,
+        v8: Some(V8Version { major: 13, minor: 6 }),
+    };
+    const SMI: fn(i64) -> u64 = |v| (v as u64) << 32;
+    // Word indices of the fake objects.
+    const UNDEFINED: usize = 0;
+    const ALS: usize = 2;
+    const HANDLE: usize = 4;
+    const CPED: usize = 5;
+    const FRAME: usize = 6;
+    const STORE: usize = 12;
+    const TABLE: usize = 20;
+    const RECORD: u64 = 0xdead_0000;
+    const HASH: i32 = 0x2b5;
+
+    fn addr(word: usize) -> u64 {
+        BASE + 8 * word as u64
+    }
+    fn tagged(word: usize) -> u64 {
+        addr(word) + 1
+    }
+
+    /// A frame with 2 buckets: entry 0 another key, entry 1 the ALS (chained to 0).
+    fn heap() -> (Heap, DiscoveryStruct) {
+        let mut w = vec![0u64; 64];
+        w[HANDLE] = tagged(ALS);
+        w[CPED] = tagged(FRAME);
+        w[FRAME + 3] = tagged(TABLE);
+        w[STORE + 4] = RECORD;
+        let t = TABLE + 2;
+        w[t] = SMI(2);
+        w[t + 1] = SMI(0);
+        w[t + 2] = SMI(2);
+        w[t + 3] = SMI(-1);
+        w[t + 4] = SMI(-1);
+        w[t + 3 + (HASH as usize & 1)] = SMI(1);
+        let e = t + 5;
+        w[e..e + 6].copy_from_slice(&[tagged(40), tagged(UNDEFINED), SMI(-1), tagged(ALS), tagged(STORE), SMI(0)]);
+        let s = DiscoveryStruct { cped_slot: addr(CPED), als_handle: addr(HANDLE), als_identity_hash: HASH, undefined_addr: tagged(UNDEFINED) };
+        (Heap { words: w, reads: Cell::new(0) }, s)
+    }
+
+    #[test]
+    fn the_walk_reaches_the_record() {
+        let (h, s) = heap();
+        assert_eq!(record_address(&h, &s, &LAYOUT), Ok(RECORD));
+        let mut wrapped = LAYOUT;
+        wrapped.native_wrap_fields_offset = Some(8);
+        let mut h2 = heap().0;
+        h2.words[STORE + 4] = addr(50);
+        h2.words[51] = RECORD;
+        assert_eq!(record_address(&h2, &s, &wrapped), Ok(RECORD), "one more indirection when the offset is published");
+    }
+
+    #[test]
+    fn no_context_is_not_a_fault() {
+        let (mut h, s) = heap();
+        h.words[CPED] = tagged(UNDEFINED);
+        assert_eq!(record_address(&h, &s, &LAYOUT).unwrap_err().0, Miss::NoStore);
+        let (mut h, s) = heap();
+        h.words[TABLE + 2 + 5 + 4] = tagged(UNDEFINED);
+        assert_eq!(record_address(&h, &s, &LAYOUT).unwrap_err().0, Miss::NoStore);
+        let (h, mut s) = heap();
+        s.cped_slot = 0;
+        assert_eq!(record_address(&h, &s, &LAYOUT).unwrap_err().0, Miss::NoIsolate);
+    }
+
+    /// One word of the heap changed.
+    type Lie = fn(&mut Vec<u64>);
+
+    #[test]
+    fn each_lie_is_its_own_miss() {
+        let cases: [(&str, Lie, Miss); 6] = [
+            ("cped into nothing", |w| w[CPED] = 0x10 | 1, Miss::FrameFault),
+            ("non-Smi count", |w| w[TABLE + 2] = tagged(40), Miss::BadFrame),
+            ("3 buckets", |w| w[TABLE + 4] = SMI(3), Miss::BadFrame),
+            ("2^30 buckets", |w| w[TABLE + 4] = SMI(1 << 30), Miss::BadFrame),
+            ("cycle", |w| (w[TABLE + 7 + 3], w[TABLE + 7 + 2]) = (tagged(40), SMI(1)), Miss::ChainTooLong),
+            ("untagged table", |w| w[FRAME + 3] = addr(TABLE), Miss::BadFrame),
+        ];
+        for (what, lie, miss) in cases {
+            let (mut h, s) = heap();
+            lie(&mut h.words);
+            assert_eq!(record_address(&h, &s, &LAYOUT).map_err(|e| e.0), Err(miss), "{what}");
+        }
+    }
+
+    /// Whatever one word of the heap says, the walk ends within its read bound.
+    #[test]
+    fn every_single_word_lie_ends_within_the_read_bound() {
+        let values = [0, 1, u64::MAX, SMI(-1), SMI(0), SMI(1), SMI(7), SMI(1 << 20), tagged(TABLE), tagged(FRAME), addr(CPED), 0xffff_ffff];
+        for i in 0..64 {
+            for v in values {
+                let (mut h, s) = heap();
+                h.words[i] = v;
+                let _ = record_address(&h, &s, &LAYOUT);
+                assert!(h.reads.get() <= 9 + 2 * MAX_CHAIN, "word {i} = {v:#x}: {} reads", h.reads.get());
+            }
+        }
+    }
+}
