@@ -258,3 +258,51 @@ fn record_links_each_functions_samples_to_its_own_span() {
         r.stdout.lines().filter(|l| l.contains("\"state\":\"nodejs_bad_frame\"") || l.contains("\"state\":\"nodejs_frame_fault\"")).collect();
     assert!(faults.len() * 100 <= seen.values().map(|(n, _)| n).sum::<usize>(), "{} samples faulted in the walk: {:?}", faults.len(), faults.first());
 }
+
+/// The agent tracks a dd-trace process like any writer's: its windows' samples carry spans, and its
+/// pprof files carry dd-trace's span ids.
+#[test]
+fn the_agent_writes_span_linked_pprof_for_a_ddtrace_process() {
+    if !ebpf_or_skip("the_agent_writes_span_linked_pprof_for_a_ddtrace_process") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let service = start_service();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ddtrace-agent-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let r = thread_ctx(&[
+        "agent",
+        "--pid",
+        &service.pid.to_string(),
+        "--interval",
+        "2s",
+        "--duration",
+        "6s",
+        "--hz",
+        "99",
+        "--pprof-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "agent failed: {}", r.stderr);
+    assert!(r.stderr.contains("tracking process") && r.stderr.contains("dd_pprof"), "{}", r.stderr);
+    // "N CPU samples (M with a span)" per window.
+    let (mut samples, mut with_span) = (0u64, 0u64);
+    for l in r.stderr.lines().filter(|l| l.contains("CPU samples (")) {
+        let n = |after: &str| {
+            l.split(after).next().and_then(|s| s.split_whitespace().last()).and_then(|v| v.trim_start_matches('(').parse::<u64>().ok()).unwrap_or(0)
+        };
+        samples += n(" CPU samples");
+        with_span += n(" with a span");
+    }
+    assert!(samples > 0 && with_span * 10 >= samples * 9, "{with_span} of {samples} samples with a span:\n{}", r.stderr);
+    let mut ids_seen = 0;
+    for f in std::fs::read_dir(&dir).unwrap().flatten() {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(f.path()).unwrap()), &mut bytes).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        ids_seen += service.spans.iter().filter(|s| s.thread == 0 && text.contains(&s.span_id)).count();
+    }
+    assert!(ids_seen > 0, "no pprof file in {} carries a span id of {:?}", dir.display(), service.spans);
+    let _ = std::fs::remove_dir_all(&dir);
+}
