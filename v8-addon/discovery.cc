@@ -50,6 +50,18 @@ uint64_t GlobalSlotAddress(const v8::Global<v8::Object>& handle) {
   return slot;
 }
 
+// The struct's fields for `als` on this isolate, except cped_slot (the caller stores it last).
+void Fill(v8::Isolate* isolate, v8::Local<v8::Object> als, const v8::Global<v8::Object>& handle,
+          otel_thread_ctx_nodejs_v1_t* d) {
+  d->als_handle = GlobalSlotAddress(handle);
+  d->als_identity_hash = als->GetIdentityHash();
+  d->undefined_addr = v8::internal::Internals::GetRoot(isolate, v8::internal::Internals::kUndefinedValueRootIndex);
+}
+
+uint64_t CpedSlot(v8::Isolate* isolate) {
+  return reinterpret_cast<uint64_t>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
+}
+
 }  // namespace
 
 void Publish(const v8::FunctionCallbackInfo<v8::Value>& args) {
@@ -70,13 +82,24 @@ void Publish(const v8::FunctionCallbackInfo<v8::Value>& args) {
   published = new Published();
   published->als.Reset(isolate, als);
   node::AddEnvironmentCleanupHook(isolate, Unpublish, nullptr);
-  otel_thread_ctx_nodejs_v1.als_handle = GlobalSlotAddress(published->als);
-  otel_thread_ctx_nodejs_v1.als_identity_hash = als->GetIdentityHash();
-  otel_thread_ctx_nodejs_v1.undefined_addr =
-      v8::internal::Internals::GetRoot(isolate, v8::internal::Internals::kUndefinedValueRootIndex);
+  Fill(isolate, als, published->als, &otel_thread_ctx_nodejs_v1);
   // Last: a reader that sees cped_slot sees everything else.
-  Store64(&otel_thread_ctx_nodejs_v1.cped_slot,
-          reinterpret_cast<uint64_t>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset);
+  Store64(&otel_thread_ctx_nodejs_v1.cped_slot, CpedSlot(isolate));
+}
+
+void WalkFrameFor(const v8::FunctionCallbackInfo<v8::Value>& args) {
+  v8::Isolate* isolate = args.GetIsolate();
+  if (args.Length() != 1 || !args[0]->IsObject()) {
+    isolate->ThrowException(v8::Exception::TypeError(
+        v8::String::NewFromUtf8Literal(isolate, "als: expected an AsyncLocalStorage")));
+    return;
+  }
+  v8::Local<v8::Object> als = args[0].As<v8::Object>();
+  v8::Global<v8::Object> handle(isolate, als);
+  otel_thread_ctx_nodejs_v1_t probe = {};
+  Fill(isolate, als, handle, &probe);
+  probe.cped_slot = CpedSlot(isolate);
+  args.GetReturnValue().Set(v8::Number::New(isolate, static_cast<double>(WalkFrame(probe))));
 }
 
 // Whether the isolate's continuation-preserved embedder data is a Map that binds `key` to

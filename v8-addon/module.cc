@@ -29,6 +29,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   SetFunction(isolate, context, exports, "publish", otel_v8::Publish);
   SetFunction(isolate, context, exports, "frameHolds", otel_v8::FrameHolds);
   SetFunction(isolate, context, exports, "walkOwnFrame", otel_v8::WalkOwnFrame);
+  SetFunction(isolate, context, exports, "walkFrameFor", otel_v8::WalkFrameFor);
   SetFunction(isolate, context, exports, "discoveryInfo", otel_v8::DiscoveryInfo);
   SetFunction(isolate, context, exports, "newBlock", otel_v8::NewBlock);
   SetFunction(isolate, context, exports, "blockPoolInfo", otel_v8::BlockPoolInfo);
