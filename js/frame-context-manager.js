@@ -35,20 +35,16 @@ class FrameContextManager extends ThreadContextManager {
     return this._superseded ? successor(this).active() : this._delegate.active();
   }
 
-  // As AsyncLocalStorageContextManager#with, on the thread's storage with the context's holder.
-  // No rest parameter and no spread without extra arguments (they allocate and take V8's slow call).
-  with(context, fn, thisArg) {
+  // AsyncLocalStorageContextManager#with, on the thread's storage with the context's holder.
+  with(context, fn, thisArg, ...args) {
     if (typeof fn !== 'function') throw new TypeError(`fn: expected a function, got ${describe(fn)}`);
     if (!this._enabled) {
       const next = this._superseded ? successor(this) : this._delegate;
-      return arguments.length <= 3 ? next.with(context, fn, thisArg) : next.with.apply(next, arguments);
+      return next.with(context, fn, thisArg, ...args);
     }
     const frames = this._frames;
-    const holder = frames.holderFor(context);
     const callback = thisArg === undefined || thisArg === null ? fn : fn.bind(thisArg);
-    if (arguments.length <= 3) return frames.als.run(holder, callback);
-    const args = Array.prototype.slice.call(arguments, 3);
-    return frames.als.run(holder, callback, ...args);
+    return frames.als.run(frames.holderFor(context), callback, ...args);
   }
 
   /**

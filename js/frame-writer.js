@@ -9,12 +9,13 @@
 // Records are OTEP 4947 records in record blocks, pinned pages the V8 addon hands out as
 // ArrayBuffers (v8-addon/record_blocks.cc), written through typed arrays as the TLS record is. A
 // slot is the record's address (8 bytes, written by the addon: what a reader finds at W + 0) then
-// the record. Holders keep their slot's page alive (an embedder field), so a record is never freed
-// while a frame can reach it; V8 frees the page when the last holder and span using it are gone.
+// the record. A holder references its record object, which references the page's ArrayBuffer, so a
+// record is never freed while a frame can reach it; V8 frees the page (and the addon takes it back)
+// when the last holder, span and cursor using it are gone.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
-const { CONTROL_WORD, HEADER_SIZE, HEADER_WORDS, ID_WORDS, MAX_ATTRS_SIZE, RECORD_SIZE } = require('./layout');
+const { CONTROL_WORD, HEADER_SIZE, ID_WORDS, RECORD_SIZE } = require('./layout');
 const { ids, decodeSpanContextIds, controlWord } = require('./entry');
 const { kFrameRecord, unpublishOnEnd } = require('./span-entries');
 const { spanRecordState, encodeState } = require('./span-attributes');
@@ -90,26 +91,39 @@ class BlockCursor {
 
 // Holders and records are cached on the Context and Span objects under private symbols (a switch
 // to a context seen before costs one property load), with a WeakMap for frozen or sealed objects,
-// as js/span-entries.js does for the TLS schema's entries.
+// as js/span-entries.js does for the TLS schema's entries. One function per symbol: a computed
+// key shared by both would make every access a megamorphic keyed lookup (~800 instructions per
+// request of the span workload, callgrind).
 const kHolder = Symbol('otel-thread-ctx holder');
-const byObject = new WeakMap();
+const holderByObject = new WeakMap();
+const recordByObject = new WeakMap();
 let weakMapUsed = false;
 
-function cached(object, key) {
-  const value = object[key];
-  if (value !== undefined || !weakMapUsed) return value;
-  const entry = byObject.get(object);
-  return entry === undefined ? undefined : entry[key];
+function cachedHolder(context) {
+  const holder = context[kHolder];
+  return holder !== undefined || !weakMapUsed ? holder : holderByObject.get(context);
 }
 
-function cache(object, key, value) {
+function cacheHolder(context, holder) {
   try {
-    object[key] = value;
+    context[kHolder] = holder;
   } catch {
     weakMapUsed = true;
-    let entry = byObject.get(object);
-    if (entry === undefined) byObject.set(object, (entry = {}));
-    entry[key] = value;
+    holderByObject.set(context, holder);
+  }
+}
+
+function cachedRecord(span) {
+  const record = span[kFrameRecord];
+  return record !== undefined || !weakMapUsed ? record : recordByObject.get(span);
+}
+
+function cacheRecord(span, record) {
+  try {
+    span[kFrameRecord] = record;
+  } catch {
+    weakMapUsed = true;
+    recordByObject.set(span, record);
   }
 }
 
@@ -159,7 +173,33 @@ class FrameWriter {
   newHolder(record, context) {
     const holder = new this.Holder(record.buffer, record.slot);
     holder.context = context;
+    // Also what keeps the record's page alive (record.buffer): the embedder field is a raw address.
+    holder.record = record;
     return holder;
+  }
+
+  /**
+   * What a nodejs_v1_dev reader sees on this thread now: the reader's walk from the published
+   * struct (v8-addon/frame_walk.cc) to a record address, checked against the record of the store
+   * the storage holds, and that record decoded. Null for none (or before publish()).
+   * @returns {{ traceId: string, spanId: string, traceFlags: number, attrs: Uint8Array } | null}
+   */
+  readFrame() {
+    const address = this.addon.walkOwnFrame();
+    if (address <= 0) return null;
+    const holder = this.als.getStore();
+    const record = holder === undefined ? undefined : holder.record;
+    if (record === undefined || record.address() !== address) {
+      throw new Error(`otel-thread-ctx: the frame walk reached ${address}, not the active holder's record`);
+    }
+    const at = record.at << 2;
+    const control = record.words[record.at + CONTROL_WORD];
+    if ((control & 0xff) !== 1) return null;
+    const hex = (from, to) => Buffer.from(record.bytes.subarray(at + from, at + to)).toString('hex');
+    return {
+      traceId: hex(0, 16), spanId: hex(16, 24), traceFlags: (control >>> 8) & 0xff,
+      attrs: record.bytes.slice(at + HEADER_SIZE, at + HEADER_SIZE + (control >>> 16)),
+    };
   }
 
   /** The store that stands for `context`: its holder (built once per context), or undefined. */
@@ -171,10 +211,10 @@ class FrameWriter {
     } else if (typeof context !== 'object') {
       holder = this.newHolder(this.none, context);
     } else {
-      holder = cached(context, kHolder);
+      holder = cachedHolder(context);
       if (holder === undefined) {
         holder = this.newHolder(this.recordForContext(context), context);
-        cache(context, kHolder, holder);
+        cacheHolder(context, holder);
       }
     }
     this.lastContext = context;
@@ -202,10 +242,10 @@ class FrameWriter {
   /** The record of a span (built once per span; `none` for anything that is not a live span). */
   recordForSpan(span) {
     if (span === undefined || span === null || typeof span !== 'object') return this.none;
-    let record = cached(span, kFrameRecord);
+    let record = cachedRecord(span);
     if (record === undefined) {
       record = this.buildRecord(span);
-      cache(span, kFrameRecord, record);
+      cacheRecord(span, record);
     }
     return record;
   }
@@ -241,4 +281,4 @@ function frameWriter(addon) {
   return writer;
 }
 
-module.exports = { frameWriter, FrameRecord, SMALL_SLOT, LARGE_SLOT, HEADER_WORDS, MAX_ATTRS_SIZE };
+module.exports = { frameWriter, SMALL_SLOT, LARGE_SLOT };

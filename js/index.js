@@ -23,4 +23,6 @@ module.exports = {
   get traceActive() { return require('./trace-active').traceActive; },
   get setAttribute() { return require('./set-attribute').setAttribute; },
   get droppedAttributeCount() { return require('./set-attribute').droppedAttributeCount; },
+  // Schema 'nodejs' (js/frame-writer.js): what its readers see on this thread, from the frame.
+  get getFrameSpanContext() { return require('./frame-span-context').getFrameSpanContext; },
 };

@@ -1,6 +1,6 @@
-// The holder: the object a context's AsyncLocalStorage store is. Its embedder field 0 holds W, the
-// address of its span's record slot (record_blocks.cc), which a reader follows from the frame;
-// field 1 holds the slot's page (an ArrayBuffer), so the page lives as long as any holder of it.
+// The holder: the object a context's AsyncLocalStorage store is. Its embedder field holds W, the
+// address of its span's record slot (record_blocks.cc), which a reader follows from the frame.
+// The JS layer keeps the slot's page alive from the holder (js/frame-writer.js: holder.record).
 #pragma once
 
 #include <node.h>
