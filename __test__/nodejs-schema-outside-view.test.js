@@ -160,7 +160,9 @@ function layoutOf(pid) {
 
 test('gdb walks each thread from otel_thread_ctx_nodejs_v1 through the AsyncContextFrame to the span record', { skip, timeout: 600_000 }, async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nodejs-outside-'));
-  const child = spawn(process.execPath, ['-e', CHILD], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+  // This Node's AsyncContextFrame flag (22 needs one) goes to the child too.
+  const flags = process.execArgv.filter((a) => a.includes('async-context-frame'));
+  const child = spawn(process.execPath, [...flags, '-e', CHILD], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
   t.after(() => { child.kill('SIGKILL'); fs.rmSync(dir, { recursive: true, force: true }); });
   const lines = [];
   let waiting = null;
