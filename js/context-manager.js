@@ -14,7 +14,7 @@ const { bindEventEmitter } = require('./bind-emitter');
 const { prepareProcessContext, announceSchema } = require('./process-context');
 const { describe } = require('./describe');
 
-const OPTIONS = ['schema', 'contextManager', 'asyncTracking', 'attributes', 'resource'];
+const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema'];
 const SCHEMAS = ['tls', 'nodejs'];
 const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 
