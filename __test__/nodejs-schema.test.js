@@ -146,7 +146,6 @@ test('active() is exactly the context given to with(), and the frame shows its s
 test('the storage holds a holder or undefined, never another object', { skip: skipNodejs }, async (t) => {
   const manager = install(t, new lib.ThreadContextManager({ schema: 'nodejs' }));
   const { frames } = require('../js/schema').nodejsSchema();
-  const Holder = frames.Holder;
   const stores = [];
   const note = () => stores.push(frames.als.getStore());
   const span = tracer.startSpan('s');
@@ -156,7 +155,7 @@ test('the storage holds a holder or undefined, never another object', { skip: sk
   manager.with(trace.setSpan(ROOT_CONTEXT, span), note);
   manager.with('not a context', note);
   await manager.with(trace.setSpan(ROOT_CONTEXT, span), async () => { await null; note(); });
-  for (const store of stores) assert.ok(store === undefined || store instanceof Holder, `store ${String(store)}`);
+  for (const store of stores) assert.ok(store === undefined || frames.isHolder(store), `store ${String(store)}`);
   assert.deepEqual(stores.map((s) => s === undefined), [true, true, false, false, false, false]);
   span.end();
 });
@@ -257,12 +256,12 @@ test('the process context announces nodejs_v1_dev with the V8 layout integers, r
   assert.equal(lib.processContextInfo().schemaVersion, 'nodejs_v1_dev');
   const attributes = new Map(Object.entries(decodePayload(readProcessContext(process.pid).payload).attributes));
   assert.equal(attributes.get('threadlocal.schema_version'), 'nodejs_v1_dev');
-  const expected = require('../js/v8-addon').v8Addon().addon.layout;
+  const expected = require('../js/schema').nodejsSchema().frames.layout;
   for (const [name, value] of Object.entries(expected)) {
     assert.equal(Number(attributes.get(`threadlocal.${name}`)), value, `threadlocal.${name}`);
   }
   assert.equal(Number(attributes.get('threadlocal.tagged_size')), 8);
-  assert.ok([24, 32].includes(Number(attributes.get('threadlocal.wrapped_object_offset'))));
+  assert.ok(Number(attributes.get('threadlocal.wrapped_object_offset')) > 24, 'past the JSObject header');
   assert.ok(Array.isArray(attributes.get('threadlocal.attribute_key_map')));
 });
 

@@ -62,7 +62,7 @@ class FrameContextManager extends ThreadContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
-    announceSchema('nodejs', this._frames.addon.layout);
+    announceSchema('nodejs', this._frames.layout);
     this._commitProcessContext();
     return this;
   }

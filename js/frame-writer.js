@@ -1,7 +1,7 @@
 'use strict';
 // The writer of the `nodejs` schema on this JS thread. Contexts live in one AsyncLocalStorage per
-// thread whose store is a holder (v8-addon/holder.cc) or undefined; V8 carries the store across
-// every await, timer and callback in its AsyncContextFrame, and a reader outside the process walks
+// thread whose store is a holder or undefined; V8 carries the store across every await, timer and
+// callback in its AsyncContextFrame, and a reader outside the process walks
 // otel_thread_ctx_nodejs_v1 -> the frame -> this storage's entry -> the holder -> its span's
 // record. Nothing runs per async switch: the work is per span (one record) and per context
 // passed to with() (one holder).
@@ -9,9 +9,13 @@
 // Records are OTEP 4947 records in record blocks, pinned pages the V8 addon hands out as
 // ArrayBuffers (v8-addon/record_blocks.cc), written through typed arrays as the TLS record is. A
 // slot is the record's address (8 bytes, written by the addon: what a reader finds at W + 0) then
-// the record. A holder references its record object, which references the page's ArrayBuffer, so a
-// record is never freed while a frame can reach it; V8 frees the page (and the addon takes it back)
-// when the last holder, span and cursor using it are gone.
+// the record. A holder is a BigUint64Array view of its span's slot with the context as a property:
+// the view's data pointer, a raw address in the object on Node's builds, is W (its offset in the
+// object is measured at init and published as threadlocal.wrapped_object_offset), and the view
+// references the page's ArrayBuffer, so a record is never freed while a frame can reach it. V8
+// frees the page (and the addon takes it back) when the last view, span and cursor of it are gone.
+// A view costs ~40 ns to make in JS against ~150 ns for an API object with an embedder field
+// made through a C++ constructor (Node 24, measured side by side).
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
@@ -130,7 +134,6 @@ function cacheRecord(span, record) {
 class FrameWriter {
   constructor(addon) {
     this.addon = addon;
-    this.Holder = addon.Holder;
     /** The thread's storage: its store is a holder, or undefined for ROOT_CONTEXT. */
     this.als = new AsyncLocalStorage();
     this.small = new BlockCursor(addon, SMALL_SLOT);
@@ -140,6 +143,10 @@ class FrameWriter {
     this.lastContext = null;
     this.lastHolder = undefined;
     this.published = false;
+    // Where a holder keeps W (-1: not found, and check() says so).
+    this.wrappedObjectOffset = addon.viewDataOffset(new BigUint64Array(this.none.buffer, this.none.slot, 1));
+    // The process context's threadlocal.* integers of this thread's layout.
+    this.layout = { ...addon.layout, wrapped_object_offset: this.wrappedObjectOffset };
   }
 
   /**
@@ -148,10 +155,12 @@ class FrameWriter {
    * walk with this addon's layout must land on the record of a probe holder.
    */
   check() {
+    if (this.wrappedObjectOffset <= 0) return 'the data pointer of a typed array was not found in the object (a V8 with the sandbox?)';
     const probe = this.newHolder(this.none, ROOT_CONTEXT);
     const addon = this.addon;
     const als = this.als;
-    const seen = als.run(probe, () => ({ holds: addon.frameHolds(als, probe), walk: addon.walkFrameFor(als) }));
+    const offset = this.wrappedObjectOffset;
+    const seen = als.run(probe, () => ({ holds: addon.frameHolds(als, probe), walk: addon.walkFrameFor(als, offset) }));
     if (!seen.holds) {
       return 'AsyncLocalStorage does not run on AsyncContextFrame here (Node 22 needs ' +
         '--experimental-async-context-frame; Node 24 and later have it unless started with --no-async-context-frame)';
@@ -171,11 +180,14 @@ class FrameWriter {
   }
 
   newHolder(record, context) {
-    const holder = new this.Holder(record.buffer, record.slot);
+    const holder = new BigUint64Array(record.buffer, record.slot, 1);
     holder.context = context;
-    // Also what keeps the record's page alive (record.buffer): the embedder field is a raw address.
-    holder.record = record;
     return holder;
+  }
+
+  /** Whether `store` is one of this writer's holders (the storage holds nothing else). */
+  isHolder(store) {
+    return store instanceof BigUint64Array && store.buffer.byteLength === PAGE_SIZE && 'context' in store;
   }
 
   /**
@@ -185,10 +197,10 @@ class FrameWriter {
    * @returns {{ traceId: string, spanId: string, traceFlags: number, attrs: Uint8Array } | null}
    */
   readFrame() {
-    const address = this.addon.walkOwnFrame();
+    const address = this.addon.walkOwnFrame(this.wrappedObjectOffset);
     if (address <= 0) return null;
     const holder = this.als.getStore();
-    const record = holder === undefined ? undefined : holder.record;
+    const record = holder === undefined ? undefined : this.recordForContext(holder.context);
     if (record === undefined || record.address() !== address) {
       throw new Error(`otel-thread-ctx: the frame walk reached ${address}, not the active holder's record`);
     }

@@ -6,7 +6,6 @@
 #include <atomic>
 
 #include "frame_walk.h"
-#include "layout.h"
 
 extern "C" {
 // Exported in .dynsym (default visibility) and reached through TLSDESC (-mtls-dialect=gnu2), the
@@ -89,17 +88,18 @@ void Publish(const v8::FunctionCallbackInfo<v8::Value>& args) {
 
 void WalkFrameFor(const v8::FunctionCallbackInfo<v8::Value>& args) {
   v8::Isolate* isolate = args.GetIsolate();
-  if (args.Length() != 1 || !args[0]->IsObject()) {
-    isolate->ThrowException(v8::Exception::TypeError(
-        v8::String::NewFromUtf8Literal(isolate, "als: expected an AsyncLocalStorage")));
+  if (args.Length() != 2 || !args[0]->IsObject() || !args[1]->IsInt32()) {
+    isolate->ThrowException(v8::Exception::TypeError(v8::String::NewFromUtf8Literal(
+        isolate, "walkFrameFor(als, wrappedObjectOffset): expected an AsyncLocalStorage and an integer")));
     return;
   }
   v8::Local<v8::Object> als = args[0].As<v8::Object>();
+  const int offset = args[1].As<v8::Int32>()->Value();
   v8::Global<v8::Object> handle(isolate, als);
   otel_thread_ctx_nodejs_v1_t probe = {};
   Fill(isolate, als, handle, &probe);
   probe.cped_slot = CpedSlot(isolate);
-  args.GetReturnValue().Set(v8::Number::New(isolate, static_cast<double>(WalkFrame(probe))));
+  args.GetReturnValue().Set(v8::Number::New(isolate, static_cast<double>(WalkFrame(probe, offset))));
 }
 
 // Whether the isolate's continuation-preserved embedder data is a Map that binds `key` to
@@ -127,8 +127,9 @@ void FrameHolds(const v8::FunctionCallbackInfo<v8::Value>& args) {
 // The reader's walk, run on this thread's own frame (frame_walk.cc): the record address it
 // reaches, 0 for "no context", or a negative FrameWalkError.
 void WalkOwnFrame(const v8::FunctionCallbackInfo<v8::Value>& args) {
+  const int offset = args.Length() == 1 && args[0]->IsInt32() ? args[0].As<v8::Int32>()->Value() : -1;
   args.GetReturnValue().Set(
-      v8::Number::New(args.GetIsolate(), static_cast<double>(WalkFrame(otel_thread_ctx_nodejs_v1))));
+      v8::Number::New(args.GetIsolate(), static_cast<double>(WalkFrame(otel_thread_ctx_nodejs_v1, offset))));
 }
 
 void DiscoveryInfo(const v8::FunctionCallbackInfo<v8::Value>& args) {

@@ -14,8 +14,9 @@ uint64_t Field(uint64_t object, int offset) { return *reinterpret_cast<const uin
 
 }  // namespace
 
-int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& d) {
+int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& d, int wrapped_object_offset) {
   if (d.cped_slot == 0) return kNotPublished;
+  if (wrapped_object_offset <= 0) return kNoLayout;
   const uint64_t frame = *reinterpret_cast<const uint64_t*>(d.cped_slot);
   if (frame == d.undefined_addr) return 0;
   if (!IsHeapObject(frame)) return kNotAMap;
@@ -39,7 +40,7 @@ int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& d) {
       const uint64_t store = Field(table, at + kTaggedSize);
       if (store == d.undefined_addr) return 0;
       if (!IsHeapObject(store)) return kNotAHolder;
-      const uint64_t wrap = Field(store, kWrappedObjectOffset);
+      const uint64_t wrap = Field(store, wrapped_object_offset);
       return static_cast<int64_t>(*reinterpret_cast<const uint64_t*>(wrap + kNativeWrapFieldsOffset));
     }
     link = Field(table, at + 2 * kTaggedSize);

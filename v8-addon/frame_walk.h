@@ -18,9 +18,11 @@ enum FrameWalkError : int64_t {
   kChainTooLong = -4,   // more links than entries
   kNotFound = -5,       // the AsyncLocalStorage is not in the frame
   kNotAHolder = -6,     // the store is not a heap object
+  kNoLayout = -7,       // no wrapped_object_offset given
 };
 
-// The record address (> 0), 0 when the frame holds no context, or a FrameWalkError.
-int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& discovery);
+// The record address (> 0), 0 when the frame holds no context, or a FrameWalkError;
+// `wrapped_object_offset`: where the holder keeps W (view_layout.h).
+int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& discovery, int wrapped_object_offset);
 
 }  // namespace otel_v8
