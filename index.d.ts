@@ -285,3 +285,22 @@ export interface FrameSpanContext extends PublishedSpanContext {
  * in-process. Null when no schema 'nodejs' manager owns this thread, or the frame holds no live span.
  */
 export function getFrameSpanContext(): FrameSpanContext | null;
+
+/** Schema 'nodejs' on this thread: whether it is available (and why not), where its struct is, how its record pages are held. */
+export interface NodejsSchemaInfo {
+  available: boolean;
+  /** Why it is not available (no AsyncContextFrame, no V8 addon for this Node ABI, the layout check failed), or null. */
+  reason: string | null;
+  /** Whether otel_thread_ctx_nodejs_v1 is published on this thread (a schema 'nodejs' manager was enabled here). */
+  published: boolean;
+  /** This thread's otel_thread_ctx_nodejs_v1. */
+  structAddress: number | null;
+  /** threadlocal.wrapped_object_offset as measured here. */
+  wrappedObjectOffset: number | null;
+  /** Record pages mapped in the process, how many of them mlock pinned, and the last mlock error. */
+  pages: number;
+  pinnedPages: number;
+  pinError: string | null;
+}
+
+export function nodejsSchemaInfo(): NodejsSchemaInfo;

@@ -347,3 +347,16 @@ test('each worker publishes its own discovery struct and records', { skip: skipN
     context.disable();
   }
 });
+
+test('nodejsSchemaInfo() says whether the schema is available, where its struct is and how its pages are held', () => {
+  const info = lib.nodejsSchemaInfo();
+  assert.equal(info.available, expectNodejs, info.reason ?? '');
+  if (!expectNodejs) {
+    assert.match(info.reason, /AsyncContextFrame|ABI/);
+    return;
+  }
+  assert.equal(info.reason, null);
+  assert.ok(info.structAddress > 0 && info.wrappedObjectOffset > 24);
+  assert.ok(info.pages >= info.pinnedPages && info.pages > 0);
+  assert.equal(info.pinnedPages > 0 || info.pinError !== null, true, 'pinned, or the mlock error is reported');
+});

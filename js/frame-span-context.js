@@ -1,8 +1,8 @@
 'use strict';
-// getFrameSpanContext(): the span context a `nodejs_v1_dev` reader sees on this thread now, found
-// the reader's way (otel_thread_ctx_nodejs_v1 -> the AsyncContextFrame -> the holder -> the
-// record), in-process. Null when a schema 'nodejs' manager never published on this thread, or the
-// frame holds no live span.
+// What schema 'nodejs' looks like from this thread: getFrameSpanContext(), the span context a
+// `nodejs_v1_dev` reader sees now, found the reader's way (otel_thread_ctx_nodejs_v1 -> the
+// AsyncContextFrame -> the holder -> the record) in-process; nodejsSchemaInfo(), whether the
+// schema is available here, where its struct is, and how its record pages are held.
 
 const { enabledThreadContextManager } = require('./context-manager');
 const { nodejsSchema } = require('./schema');
@@ -14,4 +14,20 @@ function getFrameSpanContext() {
   return nodejsSchema().frames.readFrame();
 }
 
-module.exports = { getFrameSpanContext };
+/**
+ * @returns {{ available: boolean, reason: string | null, published: boolean, structAddress: number | null,
+ *   wrappedObjectOffset: number | null, pages: number, pinnedPages: number, pinError: string | null }}
+ */
+function nodejsSchemaInfo() {
+  const { frames, reason } = nodejsSchema();
+  if (frames === null) {
+    return { available: false, reason, published: false, structAddress: null, wrappedObjectOffset: null, pages: 0, pinnedPages: 0, pinError: null };
+  }
+  return {
+    available: true, reason: null, published: frames.published,
+    structAddress: frames.addon.discoveryInfo().structAddress, wrappedObjectOffset: frames.wrappedObjectOffset,
+    ...frames.addon.blockPoolInfo(),
+  };
+}
+
+module.exports = { getFrameSpanContext, nodejsSchemaInfo };

@@ -25,4 +25,5 @@ module.exports = {
   get droppedAttributeCount() { return require('./set-attribute').droppedAttributeCount; },
   // Schema 'nodejs' (js/frame-writer.js): what its readers see on this thread, from the frame.
   get getFrameSpanContext() { return require('./frame-span-context').getFrameSpanContext; },
+  get nodejsSchemaInfo() { return require('./frame-span-context').nodejsSchemaInfo; },
 };
