@@ -280,13 +280,20 @@ test('takeover: the newest enabled manager owns the thread, whatever the schemas
     assert.equal(lib.getSpanContext(), null, 'the TLS record shows none while schema nodejs publishes');
   });
   assert.equal(lib.processContextInfo().schemaVersion, 'nodejs_v1_dev');
+  const nodejsInfo = () => require('../js/v8-addon').v8Addon().addon.discoveryInfo();
+  assert.notEqual(nodejsInfo().cpedSlot, 0, 'published while a nodejs manager owns the thread');
   const newer = new lib.ThreadContextManager().enable();
   assert.equal(nodejs.enabled, false);
+  assert.equal(nodejsInfo().cpedSlot, 0, 'unpublished once a tls manager owns it: nothing for a nodejs_v1_dev reader here');
   assert.equal(lib.processContextInfo().schemaVersion, 'tlsdesc_v1_dev', 'the process context follows the owner');
   nodejs.with(ctx, () => {
     assert.equal(lib.getSpanContext().spanId, span.spanContext().spanId, 'forwarded to the TLS owner, which publishes');
     assert.equal(seen(), null, 'the frame reader sees nothing once a TLS manager owns the thread');
   });
+  const again = new lib.ThreadContextManager({ schema: 'nodejs' }).enable();
+  assert.notEqual(nodejsInfo().cpedSlot, 0, 'published again');
+  again.disable();
+  assert.equal(nodejsInfo().cpedSlot, 0, 'disable() publishes none');
   span.end();
 });
 

@@ -67,19 +67,27 @@ class FrameContextManager extends ThreadContextManager {
     return this;
   }
 
-  /** Clears the running frame's context (as AsyncLocalStorageContextManager#disable does). */
+  /**
+   * Publishes none: the thread's struct is unpublished (readers find nothing here, also in
+   * continuations that still hold a holder), and the running frame's context is cleared (as
+   * AsyncLocalStorageContextManager#disable does).
+   */
   disable() {
     this._superseded = false;
     if (!this._enabled) return this;
     this._enabled = false;
     this._writer.owner = null;
+    this._frames.unpublish();
     this._frames.als.disable();
     return this;
   }
 
+  // A newer manager owns the thread: a tls one publishes through its own record, and a nodejs one
+  // publishes the struct again.
   _supersede() {
     this._enabled = false;
     this._superseded = true;
+    this._frames.unpublish();
   }
 }
 

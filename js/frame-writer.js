@@ -172,11 +172,18 @@ class FrameWriter {
     return null;
   }
 
-  /** Publishes otel_thread_ctx_nodejs_v1 for this thread (once; after check()). */
+  /** Publishes otel_thread_ctx_nodejs_v1 for this thread (after check()). */
   publish() {
     if (this.published) return;
     this.addon.publish(this.als);
     this.published = true;
+  }
+
+  /** cped_slot 0: readers find nothing on this thread until publish() (no manager of the schema owns it). */
+  unpublish() {
+    if (!this.published) return;
+    this.addon.unpublish();
+    this.published = false;
   }
 
   newHolder(record, context) {

@@ -33,7 +33,7 @@ void Store64(uint64_t* field, uint64_t value) {
 
 // Teardown (worker exit, main environment cleanup): cped_slot is zeroed first, so a reader
 // interrupting from here on finds nothing rather than a handle being reset.
-void Unpublish(void* /*arg*/) {
+void Teardown(void* /*arg*/) {
   Store64(&otel_thread_ctx_nodejs_v1.cped_slot, 0);
   otel_thread_ctx_nodejs_v1.als_handle = 0;
   otel_thread_ctx_nodejs_v1.als_identity_hash = 0;
@@ -72,18 +72,28 @@ void Publish(const v8::FunctionCallbackInfo<v8::Value>& args) {
   }
   v8::Local<v8::Object> als = args[0].As<v8::Object>();
   if (published != nullptr) {
-    // One AsyncLocalStorage per thread: every manager on the thread shares it.
-    if (published->als.Get(isolate) == als) return;
+    // One AsyncLocalStorage per thread: every manager on the thread shares it. Published again
+    // after unpublish() (a manager enabled after another was disabled or took over).
+    if (published->als.Get(isolate) == als) {
+      Store64(&otel_thread_ctx_nodejs_v1.cped_slot, CpedSlot(isolate));
+      return;
+    }
     isolate->ThrowException(v8::Exception::Error(v8::String::NewFromUtf8Literal(
         isolate, "otel-thread-ctx: this thread already publishes another AsyncLocalStorage")));
     return;
   }
   published = new Published();
   published->als.Reset(isolate, als);
-  node::AddEnvironmentCleanupHook(isolate, Unpublish, nullptr);
+  node::AddEnvironmentCleanupHook(isolate, Teardown, nullptr);
   Fill(isolate, als, published->als, &otel_thread_ctx_nodejs_v1);
   // Last: a reader that sees cped_slot sees everything else.
   Store64(&otel_thread_ctx_nodejs_v1.cped_slot, CpedSlot(isolate));
+}
+
+void Unpublish(const v8::FunctionCallbackInfo<v8::Value>& args) {
+  // Only cped_slot: readers find nothing on this thread, and publish() restores it with the same
+  // storage and handle.
+  Store64(&otel_thread_ctx_nodejs_v1.cped_slot, 0);
 }
 
 void WalkFrameFor(const v8::FunctionCallbackInfo<v8::Value>& args) {

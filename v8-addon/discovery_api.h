@@ -8,6 +8,8 @@ namespace otel_v8 {
 // publish(als): fills this thread's otel_thread_ctx_nodejs_v1 (cped_slot last) and unpublishes it
 // at environment cleanup (cped_slot first).
 void Publish(const v8::FunctionCallbackInfo<v8::Value>& args);
+// unpublish(): cped_slot 0 (no manager of the schema owns the thread); publish(als) restores it.
+void Unpublish(const v8::FunctionCallbackInfo<v8::Value>& args);
 // frameHolds(key, value): whether the running AsyncContextFrame binds key to value.
 void FrameHolds(const v8::FunctionCallbackInfo<v8::Value>& args);
 // walkOwnFrame(wrappedObjectOffset): the reader's walk on this thread's frame (frame_walk.h).

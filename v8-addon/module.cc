@@ -28,6 +28,7 @@ void SetInt(v8::Isolate* isolate, v8::Local<v8::Context> context, v8::Local<v8::
 NODE_MODULE_INIT(/* exports, module, context */) {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   SetFunction(isolate, context, exports, "publish", otel_v8::Publish);
+  SetFunction(isolate, context, exports, "unpublish", otel_v8::Unpublish);
   SetFunction(isolate, context, exports, "frameHolds", otel_v8::FrameHolds);
   SetFunction(isolate, context, exports, "walkOwnFrame", otel_v8::WalkOwnFrame);
   SetFunction(isolate, context, exports, "walkFrameFor", otel_v8::WalkFrameFor);
