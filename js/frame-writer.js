@@ -34,10 +34,10 @@ const SMALL_SLOT = 40;
 // after the span started (express sets http.route then) fits in place (6 per page).
 const LARGE_SLOT = ADDRESS_SIZE + RECORD_SIZE;
 
-/** A record slot in a block: where its words are, and its holders' constructor arguments. */
+/** A record slot in a page: where its words are, and what its holders view. */
 class FrameRecord {
   constructor(block, slot, capacity) {
-    this.buffer = block.buffer; // the page's ArrayBuffer, what a holder keeps alive
+    this.buffer = block.buffer; // the page's ArrayBuffer, which the holders view (and keep alive)
     this.words = block.words;
     this.bytes = block.bytes;
     this.slot = slot; // byte offset of the slot in the page
@@ -300,4 +300,4 @@ function frameWriter(addon) {
   return writer;
 }
 
-module.exports = { frameWriter, SMALL_SLOT, LARGE_SLOT };
+module.exports = { frameWriter };
