@@ -9,13 +9,10 @@
 // Records are OTEP 4947 records in record blocks, pinned pages the V8 addon hands out as
 // ArrayBuffers (v8-addon/record_blocks.cc), written through typed arrays as the TLS record is. A
 // slot is the record's address (8 bytes, written by the addon: what a reader finds at W + 0) then
-// the record. A holder is a BigUint64Array view of its span's slot with the context as a property:
-// the view's data pointer, a raw address in the object on Node's builds, is W (its offset in the
-// object is measured at init and published as threadlocal.wrapped_object_offset), and the view
-// references the page's ArrayBuffer, so a record is never freed while a frame can reach it. V8
-// frees the page (and the addon takes it back) when the last view, span and cursor of it are gone.
-// A view costs ~40 ns to make in JS against ~150 ns for an API object with an embedder field
-// made through a C++ constructor (Node 24, measured side by side).
+// the record. A holder is an API object (v8-addon/holder.cc) whose embedder field is W, the slot's
+// address, with the context and the record object as properties; the record object references the
+// page's ArrayBuffer, so a record is never freed while a frame can reach it. V8 frees the page
+// (and the addon takes it back) when the last holder, span and cursor using it are gone.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
@@ -34,10 +31,10 @@ const SMALL_SLOT = 40;
 // after the span started (express sets http.route then) fits in place (6 per page).
 const LARGE_SLOT = ADDRESS_SIZE + RECORD_SIZE;
 
-/** A record slot in a page: where its words are, and what its holders view. */
+/** A record slot in a page: where its words are, and its holders' constructor arguments. */
 class FrameRecord {
   constructor(block, slot, capacity) {
-    this.buffer = block.buffer; // the page's ArrayBuffer, which the holders view (and keep alive)
+    this.buffer = block.buffer; // the page's ArrayBuffer: holders keep it alive through this object
     this.words = block.words;
     this.bytes = block.bytes;
     this.slot = slot; // byte offset of the slot in the page
@@ -134,6 +131,7 @@ function cacheRecord(span, record) {
 class FrameWriter {
   constructor(addon) {
     this.addon = addon;
+    this.Holder = addon.Holder;
     /** The thread's storage: its store is a holder, or undefined for ROOT_CONTEXT. */
     this.als = new AsyncLocalStorage();
     this.small = new BlockCursor(addon, SMALL_SLOT);
@@ -143,10 +141,9 @@ class FrameWriter {
     this.lastContext = null;
     this.lastHolder = undefined;
     this.published = false;
-    // Where a holder keeps W (-1: not found, and check() says so).
-    this.wrappedObjectOffset = addon.viewDataOffset(new BigUint64Array(this.none.buffer, this.none.slot, 1));
-    // The process context's threadlocal.* integers of this thread's layout.
-    this.layout = { ...addon.layout, wrapped_object_offset: this.wrappedObjectOffset };
+    // The process context's threadlocal.* integers; where a holder keeps W.
+    this.layout = addon.layout;
+    this.wrappedObjectOffset = addon.layout.wrapped_object_offset;
   }
 
   /**
@@ -155,7 +152,6 @@ class FrameWriter {
    * walk with this addon's layout must land on the record of a probe holder.
    */
   check() {
-    if (this.wrappedObjectOffset <= 0) return 'the data pointer of a typed array was not found in the object (a V8 with the sandbox?)';
     const probe = this.newHolder(this.none, ROOT_CONTEXT);
     const addon = this.addon;
     const als = this.als;
@@ -187,14 +183,16 @@ class FrameWriter {
   }
 
   newHolder(record, context) {
-    const holder = new BigUint64Array(record.buffer, record.slot, 1);
+    const holder = new this.Holder(record.buffer, record.slot);
     holder.context = context;
+    // What keeps the record's page alive (record.buffer): the embedder field is a raw address.
+    holder.record = record;
     return holder;
   }
 
   /** Whether `store` is one of this writer's holders (the storage holds nothing else). */
   isHolder(store) {
-    return store instanceof BigUint64Array && store.buffer.byteLength === PAGE_SIZE && 'context' in store;
+    return store instanceof this.Holder;
   }
 
   /**
@@ -207,7 +205,7 @@ class FrameWriter {
     const address = this.addon.walkOwnFrame(this.wrappedObjectOffset);
     if (address <= 0) return null;
     const holder = this.als.getStore();
-    const record = holder === undefined ? undefined : this.recordForContext(holder.context);
+    const record = holder === undefined ? undefined : holder.record;
     if (record === undefined || record.address() !== address) {
       throw new Error(`otel-thread-ctx: the frame walk reached ${address}, not the active holder's record`);
     }

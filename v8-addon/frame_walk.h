@@ -22,7 +22,7 @@ enum FrameWalkError : int64_t {
 };
 
 // The record address (> 0), 0 when the frame holds no context, or a FrameWalkError;
-// `wrapped_object_offset`: where the holder keeps W (view_layout.h).
+// `wrapped_object_offset`: where the holder keeps W (layout.h).
 int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& discovery, int wrapped_object_offset);
 
 }  // namespace otel_v8

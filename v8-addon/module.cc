@@ -1,12 +1,12 @@
 // The V8 part of otel-thread-ctx's `nodejs_v1_dev` schema, built per Node ABI against that
 // Node's headers (scripts/build-v8-addon.sh): what Node-API cannot reach (the isolate's CPED slot,
-// a global handle's address, an identity hash, a typed array's data pointer) and pinned record
-// pages. Everything else (records, holders, the context manager, the process context) is the
-// Rust addon's and the JS layer's.
+// a global handle's address, an identity hash, embedder fields) and pinned record pages.
+// Everything else (records, the context manager, the process context) is the Rust addon's and the
+// JS layer's.
 #include <node.h>
 
 #include "discovery_api.h"
-#include "view_layout.h"
+#include "holder.h"
 #include "layout.h"
 #include "record_blocks.h"
 
@@ -35,10 +35,11 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   SetFunction(isolate, context, exports, "discoveryInfo", otel_v8::DiscoveryInfo);
   SetFunction(isolate, context, exports, "newBlock", otel_v8::NewBlock);
   SetFunction(isolate, context, exports, "blockPoolInfo", otel_v8::BlockPoolInfo);
-  SetFunction(isolate, context, exports, "viewDataOffset", otel_v8::ViewDataOffset);
-  // The process context's threadlocal.* integers (layout.h), but wrapped_object_offset, which the
-  // JS layer measures with viewDataOffset().
+  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "Holder"), otel_v8::HolderConstructor(isolate, context))
+      .Check();
+  // The process context's threadlocal.* integers (layout.h).
   v8::Local<v8::Object> layout = v8::Object::New(isolate);
+  SetInt(isolate, context, layout, "wrapped_object_offset", otel_v8::kWrappedObjectOffset);
   SetInt(isolate, context, layout, "tagged_size", otel_v8::kTaggedSize);
   SetInt(isolate, context, layout, "native_wrap_fields_offset", otel_v8::kNativeWrapFieldsOffset);
   SetInt(isolate, context, layout, "js_map_table_offset", otel_v8::kJsMapTableOffset);
