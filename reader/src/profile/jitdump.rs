@@ -13,6 +13,24 @@
 //! (bytes in, tables out) is the whole parser, for tests and fuzzing;
 //! [`JitDumpFile`] feeds it the file's new bytes as V8 appends them.
 //!
+//! What the debug entries are worth depends on the tier that made the code
+//! (the marker in its name, see [`positions_of_tier`]), measured on Node 20,
+//! 22, 24 and 26 (docs/source-lines.md):
+//! - optimized code (Maglev `+`, TurboFan `*`): entries are keyed by machine
+//!   code offset, as the format says: exact;
+//! - baseline code (Sparkplug `^`): V8 writes the bytecode's table, keyed by
+//!   *bytecode* offset (0x0-0x4d for 0x29c bytes of code), so every sample past
+//!   the first few bytes would land on the last entry, the function's `return`.
+//!   Nothing V8 writes maps that code to bytecode, so such code keeps its
+//!   function's line only;
+//! - interpreted code (`~`, the per-function trampolines of
+//!   `--interpreted-frames-native-stack`): no entries; the function's line.
+//!
+//! Optimized code also carries the positions of the functions inlined into
+//! it, named by the inlined function's script and line: an entry whose script
+//! is not the function's, or whose line comes before the function's start, is
+//! another function's, and falls back to the function's line.
+//!
 //! Two quirks of V8's writer are handled here:
 //! - debug entry addresses are biased by 0x40 (the ELF header `perf inject`
 //!   puts before the code), see [`V8_DEBUG_ADDR_BIAS`];
@@ -69,18 +87,52 @@ pub struct JitCode {
     lines: Vec<LineEntry>,
 }
 
+/// How far the debug entries of a tier's code can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierPositions {
+    /// Keyed by machine-code offset (Maglev, TurboFan, and code without a tier marker).
+    MachineCode,
+    /// Keyed by bytecode offset (Sparkplug): not a position of the sampled instruction.
+    Bytecode,
+    /// Interpreted: V8 writes none.
+    None,
+}
+
+/// What V8's tier marker (`JsFunction::tier`) says about its code's debug entries.
+pub fn positions_of_tier(tier: Option<char>) -> TierPositions {
+    match tier {
+        Some('^') => TierPositions::Bytecode,
+        Some('~') => TierPositions::None,
+        _ => TierPositions::MachineCode,
+    }
+}
+
+/// A debug record's entries and the script each names (an index into `scripts`;
+/// None when the name is not trustworthy), waiting for the code load they describe.
+#[derive(Debug, Clone, Default)]
+struct DebugRecord {
+    code_addr: u64,
+    lines: Vec<LineEntry>,
+    script_of: Vec<Option<u32>>,
+    scripts: Vec<String>,
+}
+
 /// What the dump says about the code of one process.
 #[derive(Debug, Default, Clone)]
 pub struct JitDump {
     by_start: BTreeMap<u64, JitCode>,
     header_seen: bool,
     /// The last debug record, waiting for the code load it describes.
-    pending_debug: Option<(u64, Vec<LineEntry>)>,
+    pending_debug: Option<DebugRecord>,
     line_entries: usize,
     /// Records read (of any type).
     pub records: u64,
     /// Code loads whose line table was left out (a cap was reached, or the debug record made no sense).
     pub lines_dropped: u64,
+    /// Code loads of baseline (Sparkplug) code whose bytecode-keyed entries were left out.
+    pub baseline_tables_dropped: u64,
+    /// Entries of optimized code left out as an inlined function's position.
+    pub inlined_entries_dropped: u64,
     /// Why reading stopped for good (a malformed header or record), if it did.
     pub stopped: Option<String>,
 }
@@ -153,7 +205,7 @@ impl JitDump {
             JIT_CODE_DEBUG_INFO => {
                 let Some(code_addr) = u64_at(body, 0) else { return };
                 match parse_debug_entries(body, code_addr) {
-                    Some(lines) => self.pending_debug = Some((code_addr, lines)),
+                    Some(record) => self.pending_debug = Some(record),
                     None => {
                         self.pending_debug = None;
                         self.lines_dropped += 1;
@@ -174,7 +226,7 @@ impl JitDump {
         let func = parse_v8_name(&String::from_utf8_lossy(&name_bytes[..name_end]));
         let Some(end) = code_addr.checked_add(code_size.max(1)) else { return };
         let mut lines = match self.pending_debug.take() {
-            Some((addr, lines)) if addr == code_addr => lines,
+            Some(record) if record.code_addr == code_addr => self.own_positions(&func, record),
             _ => Vec::new(),
         };
         if self.line_entries + lines.len() > MAX_LINE_ENTRIES {
@@ -187,6 +239,30 @@ impl JitDump {
     }
 
     /// pid u32, tid u32, vma u64, old_code_addr u64, new_code_addr u64, code_size u64, code_index u64.
+    /// The entries of `record` that are positions in `func` itself (see the module's notes).
+    fn own_positions(&mut self, func: &JsFunction, mut record: DebugRecord) -> Vec<LineEntry> {
+        match positions_of_tier(func.tier) {
+            TierPositions::MachineCode => {}
+            TierPositions::Bytecode => {
+                self.baseline_tables_dropped += u64::from(!record.lines.is_empty());
+                return Vec::new();
+            }
+            TierPositions::None => return Vec::new(),
+        }
+        for (entry, script) in record.lines.iter_mut().zip(&record.script_of) {
+            let other_script = match (script, &func.script) {
+                (Some(i), Some(own)) => record.scripts.get(*i as usize).is_some_and(|s| s != own),
+                _ => false,
+            };
+            let before_start = func.line.is_some_and(|start| entry.line > 0 && entry.line < start);
+            if other_script || before_start {
+                entry.line = 0; // looked up as "no position": the function's line
+                self.inlined_entries_dropped += 1;
+            }
+        }
+        record.lines
+    }
+
     fn code_move(&mut self, body: &[u8]) {
         let (Some(old), Some(new), Some(size)) = (u64_at(body, 16), u64_at(body, 24), u64_at(body, 32)) else { return };
         let Some(mut code) = self.by_start.remove(&old) else { return };
@@ -231,7 +307,7 @@ impl JitDump {
 
 /// code_addr u64, nr_entry u64, then per entry: addr u64, line i32, column i32,
 /// script name\0 (`\xff\0`: the previous entry's). None when the record does not hold together.
-fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<Vec<LineEntry>> {
+fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<DebugRecord> {
     const FIXED: usize = 16;
     let count = u64_at(body, 8)?;
     // Every entry takes at least its fixed part and a NUL: a count the bytes cannot hold is a lie.
@@ -239,6 +315,8 @@ fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<Vec<LineEntry>> {
         return None;
     }
     let mut out = Vec::with_capacity(count as usize);
+    let (mut script_of, mut scripts) = (Vec::with_capacity(count as usize), Vec::new());
+    let mut current: Option<u32> = None;
     let mut at = 16;
     for i in 0..count {
         let addr = u64_at(body, at)?;
@@ -246,13 +324,30 @@ fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<Vec<LineEntry>> {
         at += FIXED;
         let offset = addr.checked_sub(code_addr)?.checked_sub(V8_DEBUG_ADDR_BIAS)?;
         let name_end = if i + 1 < count { name_end_before_next(body, at, addr)? } else { name_end_at_tail(body, at)? };
+        let name = &body[at..name_end];
+        if name != b"\xff" {
+            current = trusted_script_name(name).map(|n| {
+                if scripts.last() != Some(&n) {
+                    scripts.push(n);
+                }
+                (scripts.len() - 1) as u32
+            });
+        }
+        script_of.push(current);
         at = name_end + 1;
         // Lines and columns are V8's 0-based values plus one: a negative one means "none".
         let (line, column) = (if (line as i32) > 0 { line } else { 0 }, if (column as i32) > 0 { column } else { 0 });
         out.push(LineEntry { offset: u32::try_from(offset).ok()?, line, column });
     }
     // Entries rise with the instructions; anything else is not a table to trust.
-    out.windows(2).all(|w| w[0].offset <= w[1].offset).then_some(out)
+    out.windows(2).all(|w| w[0].offset <= w[1].offset).then_some(DebugRecord { code_addr, lines: out, script_of, scripts })
+}
+
+/// A script name as V8 writes it when it writes the name (a path or URL), else None (heap bytes).
+fn trusted_script_name(bytes: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let plausible = !s.is_empty() && s.len() <= MAX_NAME_BYTES && !s.chars().any(char::is_control) && (s.contains('/') || s.contains(':'));
+    plausible.then(|| s.to_string())
 }
 
 /// The NUL ending the name that starts at `at`: the first one after which the
@@ -432,10 +527,48 @@ mod tests {
         let garbage: &[u8] = b"\xf7\x94\x02\x00\x00\x00\x00\x00\xea+\x1b?\x9bn";
         let mut w = Writer::new();
         w.debug(0x7f00_0000_1000, &[(0, 2, 11, garbage), (0x2, 4, 5, garbage), (0x30, 6, 23, garbage)]);
-        w.load(0x7f00_0000_1000, 0x60, "JS:^work /app/hot.js:1:14");
+        w.load(0x7f00_0000_1000, 0x60, "JS:*work /app/hot.js:1:14");
         let d = JitDump::parse(&w.0);
         let at = |a| d.lookup(a).and_then(|(_, p)| p);
         assert_eq!((at(0x7f00_0000_1001), at(0x7f00_0000_1010), at(0x7f00_0000_1031)), (pos(2, 11), pos(4, 5), pos(6, 23)));
+    }
+
+    #[test]
+    fn baseline_code_keeps_its_function_line_and_interpreted_code_has_none() {
+        // As Node 20-26 write Sparkplug code: the bytecode's entries (offsets 0x0-0x4d) for 0x29c bytes.
+        let mut w = Writer::new();
+        w.debug(0x1000, &[(0, 2, 11, b"/app/two.js"), (0x6, 3, 16, b"\xff"), (0x27, 4, 16, b"\xff"), (0x48, 5, 3, b"\xff")]);
+        w.load(0x1000, 0x29c, "JS:^twoLoops /app/two.js:1:18");
+        w.debug(0x2000, &[(0, 2, 11, b"/app/two.js")]);
+        w.load(0x2000, 0x378, "JS:~twoLoops /app/two.js:1:18");
+        let d = JitDump::parse(&w.0);
+        for addr in [0x1000, 0x1030, 0x1200, 0x2000, 0x2100] {
+            let (f, p) = d.lookup(addr).unwrap();
+            assert_eq!((f.name.as_str(), f.line, p), ("twoLoops", Some(1), None), "{addr:#x}: the function's line, never the table's");
+        }
+        assert_eq!(d.baseline_tables_dropped, 1);
+        assert_eq!(positions_of_tier(Some('+')), TierPositions::MachineCode);
+    }
+
+    #[test]
+    fn positions_of_inlined_functions_fall_back_to_the_function_line() {
+        let mut w = Writer::new();
+        w.debug(
+            0x1000,
+            &[
+                (0, 5, 15, b"/app/inl.js"),
+                (0x10, 7, 31, b"\xff"),
+                (0x20, 2, 18, b"/app/helper.js"), // mix() of another script, inlined
+                (0x30, 8, 16, b"/app/inl.js"),
+                (0x40, 3, 13, b"\x10\n\x01"), // step() defined above outer(), name unreadable
+            ],
+        );
+        w.load(0x1000, 0x80, "JS:*outer /app/inl.js:5:15");
+        let d = JitDump::parse(&w.0);
+        let at = |a| d.lookup(a).and_then(|(_, p)| p);
+        assert_eq!((at(0x1000), at(0x1010), at(0x1030)), (pos(5, 15), pos(7, 31), pos(8, 16)));
+        assert_eq!((at(0x1020), at(0x1040)), (None, None), "another function's lines are not outer's");
+        assert_eq!(d.inlined_entries_dropped, 2);
     }
 
     #[test]
