@@ -23,4 +23,7 @@ module.exports = {
   get traceActive() { return require('./trace-active').traceActive; },
   get setAttribute() { return require('./set-attribute').setAttribute; },
   get droppedAttributeCount() { return require('./set-attribute').droppedAttributeCount; },
+  // JS frames an outside profiler can name (js/jit-names.js): what a running process can turn on.
+  get enableJitNames() { return require('./jit-names').enableJitNames; },
+  get jitNamesStatus() { return require('./jit-names').jitNamesStatus; },
 };
