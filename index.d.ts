@@ -284,7 +284,7 @@ export interface JitNamesOptions {
  * Does what a running process can so that profilers outside it name its JS frames: V8's perf map
  * and jitdump can only be turned on at startup (node flags or NODE_OPTIONS), so this warns once
  * when neither is written; with one, interpreted frames of code compiled afterwards are named too.
- * Throws TypeError for bad options only.
+ * `false` does nothing (for an option passed through). Throws TypeError for bad options only.
  */
-export function enableJitNames(options?: true | JitNamesOptions): JitNamesStatus & { problems: string[] };
+export function enableJitNames(options?: boolean | JitNamesOptions): JitNamesStatus & { problems: string[] };
 export function jitNamesStatus(): JitNamesStatus;

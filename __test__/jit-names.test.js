@@ -79,8 +79,9 @@ test('flags from NODE_OPTIONS count, and the perf map is removed at exit when as
 });
 
 test('bad options are TypeErrors naming the option', () => {
-  assert.throws(() => enableJitNames(5), { name: 'TypeError', message: 'options: expected true or an object, got number 5' });
+  assert.throws(() => enableJitNames(5), { name: 'TypeError', message: 'options: expected a boolean or an object, got number 5' });
+  assert.deepStrictEqual(enableJitNames(false).problems, [], 'false: nothing done, the status returned');
   assert.throws(() => enableJitNames({ removeOnExit: true }), { name: 'TypeError', message: /options.removeOnExit: unknown option \(expected warn, interpretedFrames, removePerfMapOnExit\)/ });
   assert.throws(() => enableJitNames({ warn: 'yes' }), { name: 'TypeError', message: 'options.warn: expected a boolean, got string "yes"' });
-  assert.throws(() => checkJitNamesOptions([], 'options.jitNames'), { name: 'TypeError', message: 'options.jitNames: expected true or an object, got an array' });
+  assert.throws(() => checkJitNamesOptions([], 'options.jitNames'), { name: 'TypeError', message: 'options.jitNames: expected a boolean or an object, got an array' });
 });

@@ -55,11 +55,15 @@ function jitNamesStatus() {
   };
 }
 
-/** Validates jitNames' options (true, false, or an object of booleans); returns them as an object. */
+/**
+ * Validates enableJitNames' options: true (the defaults), false (nothing: for an option that
+ * passes them through), or an object of booleans. Returns them as an object, or null for false.
+ */
 function checkJitNamesOptions(options, name = 'options') {
   if (options === true || options === undefined) return {};
+  if (options === false) return null;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError(`${name}: expected true or an object, got ${describe(options)}`);
+    throw new TypeError(`${name}: expected a boolean or an object, got ${describe(options)}`);
   }
   for (const [key, value] of Object.entries(options)) {
     if (!OPTIONS.includes(key)) throw new TypeError(`${name}.${key}: unknown option (expected ${OPTIONS.join(', ')})`);
@@ -71,14 +75,17 @@ function checkJitNamesOptions(options, name = 'options') {
 /**
  * Does what a running process can so that outside profilers name its JS frames (see above).
  * Never throws once its options are valid: a failure to set a flag is in the result.
- * @param {true | { warn?: boolean, interpretedFrames?: boolean, removePerfMapOnExit?: boolean }} [options]
+ * @param {boolean | { warn?: boolean, interpretedFrames?: boolean, removePerfMapOnExit?: boolean }} [options]
+ *   false: nothing (the status only);
  *   warn (default true): one process warning when no perf map or jitdump is written;
  *   interpretedFrames (default true): --interpreted-frames-native-stack for code compiled from now on,
  *   when a perf map or jitdump is written; removePerfMapOnExit (default false): delete the perf map at exit.
  * @returns {ReturnType<typeof jitNamesStatus> & { problems: string[] }}
  */
 function enableJitNames(options = true) {
-  const { warn = true, interpretedFrames = true, removePerfMapOnExit = false } = checkJitNamesOptions(options);
+  const checked = checkJitNamesOptions(options);
+  if (checked === null) return { ...jitNamesStatus(), problems: [] };
+  const { warn = true, interpretedFrames = true, removePerfMapOnExit = false } = checked;
   const problems = [];
   const status = jitNamesStatus();
   const named = status.perfMap || status.jitdump;
