@@ -111,7 +111,11 @@ fn the_agent_says_once_per_process_that_its_js_frames_stay_unnamed() {
     assert!(windows >= 2, "expected pprof files of 2+ windows to show the note is not repeated, got {windows}:\n{}", r.stderr);
     let notes: Vec<&str> = r.stderr.lines().filter(|l| l.contains("no V8 jitdump or perf map")).collect();
     assert_eq!(notes.len(), 1, "one note for the process over {windows} windows:\n{}", r.stderr);
-    assert!(notes[0].starts_with("thread-ctx agent: ") && notes[0].contains(&format!("process {pid}")) && notes[0].contains("--perf-prof"), "{}", notes[0]);
+    assert!(
+        notes[0].starts_with("thread-ctx agent: ") && notes[0].contains(&format!("process {pid}")) && notes[0].contains("--perf-prof"),
+        "{}",
+        notes[0]
+    );
 }
 
 #[test]

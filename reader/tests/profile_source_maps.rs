@@ -48,7 +48,18 @@ fn record_ts(pid: i32, dir: &Path, tag: &str, min: i64) -> (BTreeMap<(String, i6
         let pprof = dir.join(format!("{tag}-{attempt}.pb.gz"));
         let folded = dir.join(format!("{tag}-{attempt}.folded"));
         let pid = pid.to_string();
-        let r = thread_ctx(&["record", &pid, "--hz", "499", "--duration", "2s", "--pprof", pprof.to_str().unwrap(), "--folded", folded.to_str().unwrap()]);
+        let r = thread_ctx(&[
+            "record",
+            &pid,
+            "--hz",
+            "499",
+            "--duration",
+            "2s",
+            "--pprof",
+            pprof.to_str().unwrap(),
+            "--folded",
+            folded.to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 0, "record failed: {}", r.stderr);
         let view = decode_pprof(&pprof);
         for s in &view.samples {

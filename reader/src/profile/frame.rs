@@ -123,27 +123,26 @@ impl Frame {
 /// ends with: enough to tell two `index.js` apart (`router/index.js`,
 /// `express/index.js`), a basename when that is unique.
 pub fn unique_suffixes<'a>(paths: impl IntoIterator<Item = &'a str>) -> std::collections::HashMap<&'a str, &'a str> {
-    let mut paths: Vec<&str> = paths.into_iter().collect();
-    paths.sort_unstable();
-    paths.dedup();
-    let suffix = |p: &'a str, n: usize| -> &'a str {
-        let cut = p.rmatch_indices('/').nth(n.saturating_sub(1)).filter(|_| n > 0).map_or(0, |(i, _)| i + 1);
-        if n == 0 {
-            p
-        } else {
-            &p[cut..]
+    // Only paths with the same basename can share a longer suffix: compare within those groups.
+    let mut by_base: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
+    for p in paths {
+        let group = by_base.entry(p.rsplit('/').next().unwrap_or(p)).or_default();
+        if !group.contains(&p) {
+            group.push(p);
         }
-    };
-    paths
-        .iter()
-        .map(|&p| {
+    }
+    // The last `n` components of `p` (all of it when it has fewer).
+    let suffix = |p: &'a str, n: usize| -> &'a str { p.rmatch_indices('/').nth(n - 1).map_or(p, |(i, _)| &p[i + 1..]) };
+    let ends_with_component = |o: &str, s: &str| o.ends_with(s) && (o.len() == s.len() || o.as_bytes()[o.len() - s.len() - 1] == b'/');
+    let mut out = std::collections::HashMap::new();
+    for group in by_base.values() {
+        for &p in group {
             let depth = p.matches('/').count() + 1;
-            let unique = (1..=depth).map(|n| suffix(p, n)).find(|s| {
-                paths.iter().filter(|&&o| o.ends_with(s) && (o.len() == s.len() || o.as_bytes()[o.len() - s.len() - 1] == b'/')).count() == 1
-            });
-            (p, unique.unwrap_or(p))
-        })
-        .collect()
+            let unique = (1..=depth).map(|n| suffix(p, n)).find(|s| group.iter().filter(|o| ends_with_component(o, s)).count() == 1);
+            out.insert(p, unique.unwrap_or(p));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
