@@ -65,6 +65,13 @@ const HEADER_BYTES: usize = 40;
 const RECORD_HEADER_BYTES: usize = 16;
 const MAGIC_LE: u32 = 0x4A69_5444; // "JiTD" as a little-endian u32 ("DTiJ" in the file)
 
+/// The largest record type (`JIT_CODE_*`) perf defines; a larger one is not a record header.
+const MAX_RECORD_TYPE: u32 = 8;
+/// How far past a record's declared end its successor is looked for (see [`JitDump::resync`]).
+const MAX_RESYNC_BYTES: usize = 64 << 10;
+/// Consecutive records are written within this of each other (timestamps are CLOCK_MONOTONIC ns).
+const MAX_TIMESTAMP_STEP_NS: u64 = 24 * 3600 * 1_000_000_000;
+
 const JIT_CODE_LOAD: u32 = 0;
 const JIT_CODE_MOVE: u32 = 1;
 const JIT_CODE_DEBUG_INFO: u32 = 2;
@@ -135,6 +142,10 @@ pub struct JitDump {
     pub inlined_entries_dropped: u64,
     /// Why reading stopped for good (a malformed header or record), if it did.
     pub stopped: Option<String>,
+    /// Times a record's declared size did not lead to the next record and reading resynchronized.
+    pub resyncs: u64,
+    /// The last record's timestamp (headers far from it are not V8's).
+    last_timestamp: Option<u64>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -188,16 +199,60 @@ impl JitDump {
             at = size as usize;
         }
         while let (Some(kind), Some(size)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) {
-            if (size as usize) < RECORD_HEADER_BYTES || size > MAX_RECORD_BYTES {
-                self.stopped = Some(format!("record of type {kind} at byte {at} of the new data declares {size} bytes"));
+            if !self.plausible_header(bytes, at) {
+                match self.resync(bytes, at) {
+                    Some(Ok(next)) => {
+                        // The record before declared fewer bytes than V8 wrote: its debug entries are not trusted.
+                        self.pending_debug = None;
+                        self.resyncs += 1;
+                        at = next;
+                        continue;
+                    }
+                    Some(Err(())) => self.stopped = Some(format!("record of type {kind} at byte {at} of the new data declares {size} bytes")),
+                    None => {} // not enough bytes yet to find the next record
+                }
                 break;
             }
             let Some(body) = bytes.get(at + RECORD_HEADER_BYTES..at + size as usize) else { break };
+            self.last_timestamp = u64_at(bytes, at + 8);
             self.record(kind, body);
             self.records += 1;
             at += size as usize;
         }
         at
+    }
+
+    /// A record header at `at` that can be V8's: a known type, a size within bounds, and a
+    /// timestamp within a day of the last record's.
+    fn plausible_header(&self, bytes: &[u8], at: usize) -> bool {
+        let (Some(kind), Some(size)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) else { return false };
+        let time_fits = match (self.last_timestamp, u64_at(bytes, at + 8)) {
+            (Some(last), Some(t)) => t.abs_diff(last) <= MAX_TIMESTAMP_STEP_NS,
+            _ => true,
+        };
+        kind <= MAX_RECORD_TYPE && (RECORD_HEADER_BYTES as u32..=MAX_RECORD_BYTES).contains(&size) && time_fits
+    }
+
+    /// V8 14 (Node 26) can declare a debug record a few bytes shorter than it writes (cross-script
+    /// inlining: 3,272 declared, 3,275 written), so the next header is not where the size says.
+    /// The next plausible header within [`MAX_RESYNC_BYTES`] whose own successor is plausible
+    /// too is where reading goes on. None: not enough bytes yet;
+    /// Err: nothing there.
+    fn resync(&self, bytes: &[u8], at: usize) -> Option<Result<usize, ()>> {
+        let window_end = at.saturating_add(MAX_RESYNC_BYTES);
+        for q in at + 1..window_end.min(bytes.len()) {
+            if !self.plausible_header(bytes, q) {
+                continue;
+            }
+            let next = q + u32_at(bytes, q + 4)? as usize;
+            if next + RECORD_HEADER_BYTES > bytes.len() {
+                return None; // a candidate whose successor is not written yet: wait for it
+            }
+            if self.plausible_header(bytes, next) {
+                return Some(Ok(q));
+            }
+        }
+        (bytes.len() >= window_end).then_some(Err(()))
     }
 
     fn record(&mut self, kind: u32, body: &[u8]) {
@@ -416,7 +471,8 @@ impl JitDumpFile {
         self.offset += used as u64;
         // An incomplete record at the end: wait until the file holds all of it.
         let rest = &buf[used..];
-        self.awaiting = match (self.dump.header_seen, u32_at(rest, 4)) {
+        // (A header that is not V8's, being resynchronized past, waits for no size of its own.)
+        self.awaiting = match (self.dump.header_seen && self.dump.plausible_header(rest, 0), u32_at(rest, 4)) {
             (true, Some(size)) => (size as u64).saturating_sub(1),
             _ => 0,
         };
@@ -459,7 +515,8 @@ mod tests {
         fn record(&mut self, kind: u32, body: &[u8]) {
             self.0.extend(kind.to_le_bytes());
             self.0.extend(((RECORD_HEADER_BYTES + body.len()) as u32).to_le_bytes());
-            self.0.extend(0u64.to_le_bytes());
+            // CLOCK_MONOTONIC ns, rising as V8's do.
+            self.0.extend((5_000_000_000_000u64 + self.0.len() as u64).to_le_bytes());
             self.0.extend(body);
         }
 
@@ -572,6 +629,21 @@ mod tests {
     }
 
     #[test]
+    fn a_record_declared_shorter_than_written_is_skipped_and_reading_goes_on() {
+        // As Node 26 wrote it: a debug record of cross-script inlining 3 bytes longer than declared.
+        let mut w = Writer::new();
+        w.debug(0x1000, &[(0, 1, 14, b"node:internal/modules/cjs/loader"), (0x10, 4, 5, b"node:path")]);
+        let declared_at = w.0.len() + 4;
+        w.0.extend(b"r\0\0"); // the bytes V8 wrote past the declared size
+        w.load(0x1000, 0x20, "JS:*work /app/hot.js:1:14");
+        w.load(0x3000, 0x20, "JS:*next /app/hot.js:9:1");
+        let d = JitDump::parse(&w.0);
+        assert_eq!((d.stopped.as_deref(), d.resyncs), (None, 1), "declared size at byte {declared_at}");
+        assert_eq!(d.lookup(0x1001).map(|(f, p)| (f.name.as_str(), p)), Some(("work", None)), "named, its suspect lines left out");
+        assert_eq!(d.lookup(0x3001).unwrap().0.name, "next");
+    }
+
+    #[test]
     fn appended_bytes_are_read_as_they_come() {
         let mut w = Writer::new();
         w.debug(0x1000, &[(0, 3, 1, b"/a.js")]);
@@ -624,15 +696,18 @@ mod tests {
         lie.load(0x3000, 0x10, "JS:*next /a.js:9:1");
         let d = JitDump::parse(&lie.0);
         assert_eq!((d.lines_dropped, d.lookup(0x3001).map(|(f, p)| (f.name.clone(), p))), (1, Some(("next".into(), None))));
-        // A record smaller than its own header, and one larger than the cap: reading stops there.
+        // A record smaller than its own header, and one larger than the cap, with nothing like a
+        // record after them: reading waits for more bytes, then stops there.
         for size in [3u32, MAX_RECORD_BYTES + 1] {
             let mut bad = good.clone();
             bad.extend(JIT_CODE_LOAD.to_le_bytes());
             bad.extend(size.to_le_bytes());
             bad.extend([0u8; 64]);
             let d = JitDump::parse(&bad);
+            assert_eq!((d.stopped.as_deref(), d.lookup(0x1000).unwrap().0.name.as_str()), (None, "ok"), "what came before stays");
+            bad.extend(vec![0u8; MAX_RESYNC_BYTES]);
+            let d = JitDump::parse(&bad);
             assert!(d.stopped.as_deref().is_some_and(|s| s.contains(&format!("declares {size} bytes"))), "{:?}", d.stopped);
-            assert_eq!(d.lookup(0x1000).unwrap().0.name, "ok", "what came before stays");
         }
         assert!(JitDump::parse(b"JiTD\x01\0\0\0").stopped.unwrap().contains("not a little-endian jitdump"));
         // Every prefix and every single-byte corruption of a real-looking dump parses without panicking.
