@@ -164,6 +164,10 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
 
 /// Hands a finished window to the exporter and writes its pprof files.
 fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Path>) {
+    // Once per process, in the first window they apply to (e.g. JS frames nothing can name).
+    for note in w.processes.iter().flat_map(|p| &p.profile.process_notes) {
+        eprintln!("thread-ctx agent: {note}");
+    }
     if let Some(e) = exporter.filter(|_| !w.processes.is_empty()) {
         let windows: Vec<ProcessWindow> = w
             .processes

@@ -63,6 +63,9 @@ pub struct Profile {
     pub mappings: Vec<Mapping>,
     /// Things the user should know (e.g. the perf map is missing).
     pub notes: Vec<String>,
+    /// Notes that hold for the process's life, in the first profile they apply to only
+    /// (an agent shows them once per process; `notes` repeats them in every profile).
+    pub process_notes: Vec<String>,
     /// Samples not kept because [`MAX_ENTRIES`] distinct entries existed already.
     pub dropped_samples: u64,
     /// Off-CPU time was traced (weights then mix CPU and off-CPU time).
@@ -205,6 +208,11 @@ impl Profile {
         if symbolizer.runs_v8() {
             self.notes.extend(symbolizer.perf_map_note());
             self.notes.extend(symbolizer.jitdump_notes());
+        }
+        self.notes.extend(symbolizer.baseline_note());
+        self.notes.extend(symbolizer.source_map_notes());
+        if self.total_count() > 0 {
+            self.process_notes = symbolizer.process_notes_once();
         }
         if self.dropped_samples > 0 {
             self.notes.push(format!(

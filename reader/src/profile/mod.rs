@@ -18,12 +18,13 @@ pub mod jitdump;
 pub mod native_symbols;
 pub mod perf_map;
 pub mod sample;
+pub mod source_map;
 pub mod symbolizer;
 
 pub use aggregate::{Entry, Profile};
 pub use builder::{ProfileBuilder, ProfileSettings};
 pub use filter::Filter;
-pub use frame::{Frame, FrameKind, SourcePos};
+pub use frame::{Frame, FrameKind, Generated, SourcePos};
 pub use native_symbols::NativeSymbols;
 pub use sample::{Sample, SampleKind};
 pub use symbolizer::Symbolizer;
