@@ -41,6 +41,13 @@ pub struct SamplerOptions {
     pub off_cpu: bool,
 }
 
+impl SamplerOptions {
+    /// Nanoseconds one CPU sample stands for.
+    pub fn cpu_period_ns(&self) -> u64 {
+        1_000_000_000 / self.hz.max(1) as u64
+    }
+}
+
 /// Run-time statistics of a BPF program (kernel.bpf_stats_enabled or `enable_run_time_stats`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProgramStats {
