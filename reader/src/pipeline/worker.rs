@@ -231,6 +231,10 @@ pub(crate) fn run(cx: WorkerContext) {
             Job::EndWindow(end) => {
                 let window = w.end_window(end);
                 w.publish_counters();
+                // The window's aggregates and names were freed: give their pages back rather than
+                // keep the peak of every window resident (glibc keeps freed heap otherwise).
+                // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
+                unsafe { libc::malloc_trim(0) };
                 if w.cx.beat.retired() || w.cx.to_loop.send(window).is_err() {
                     return;
                 }

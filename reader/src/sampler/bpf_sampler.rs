@@ -303,7 +303,9 @@ fn open_and_load(storage: &'static mut MaybeUninit<OpenObject>, opts: SamplerOpt
         open.maps.switched_out.set_max_entries(OFF_CPU_THREADS).map_err(sizing)?;
     }
     open.load().map_err(|e| {
-        if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        // Privileges were checked before: EACCES with them is the verifier refusing the program.
+        let privileged = check_privileges().is_ok();
+        if e.kind() == libbpf_rs::ErrorKind::PermissionDenied && !privileged {
             SamplerError::NeedsPrivilege { what: format!("loading the BPF program: {e}") }
         } else {
             bpf_error("loading", e.to_string(), Some(take_libbpf_log()))
