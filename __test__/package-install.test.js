@@ -9,77 +9,11 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
-const { spawn, spawnSync, execFileSync } = require('node:child_process');
-const { ROOT, IDS, isRoot } = require('./helpers/addon');
+const { spawn, execFileSync } = require('node:child_process');
+const { IDS, isRoot } = require('./helpers/addon');
 
-const pkg = require(path.join(ROOT, 'package.json'));
-const PLATFORM_PACKAGE = `${pkg.name}-linux-x64-gnu`;
-const PEERS = Object.keys(pkg.peerDependencies).map((name) => `${name}@${pkg.devDependencies[name]}`);
-
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-install-'));
-test.after(() => fs.rmSync(work, { recursive: true, force: true }));
-
-// The npm and node the checkout uses (npm may need a newer Node than the one under test).
-const which = (cmd) => execFileSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).trim();
-const npmCli = fs.realpathSync(which('npm'));
-const npxCli = fs.realpathSync(which('npx'));
-const npmNode = fs.realpathSync(which('node'));
-const npmCache = execFileSync(npmNode, [npmCli, 'config', 'get', 'cache'], { encoding: 'utf8' }).trim();
-
-// A PATH with only node (the Node under test), npm, npx and sh, and a HOME without the user's npmrc.
-const bin = path.join(work, 'bin');
-fs.mkdirSync(bin);
-fs.symlinkSync(process.execPath, path.join(bin, 'node'));
-fs.symlinkSync(which('sh'), path.join(bin, 'sh'));
-for (const [name, cli] of [['npm', npmCli], ['npx', npxCli]]) {
-  fs.writeFileSync(path.join(bin, name), `#!/bin/sh\nexec ${JSON.stringify(npmNode)} ${JSON.stringify(cli)} "$@"\n`, { mode: 0o755 });
-}
-const home = path.join(work, 'home');
-fs.mkdirSync(home);
-const ENV = {
-  PATH: bin, HOME: home, npm_config_cache: npmCache, npm_config_update_notifier: 'false',
-  npm_config_audit: 'false', npm_config_fund: 'false', OTEL_THREAD_CTX_REQUIRE_NATIVE: '1',
-};
-
-function run(cmd, args, cwd, options = {}) {
-  const r = spawnSync(cmd, args, { cwd, env: ENV, encoding: 'utf8', timeout: 180_000, ...options });
-  const shown = `${cmd} ${args.join(' ')} (in ${cwd}) exited ${r.status}${r.error ? ` (${r.error.message})` : ''}\n` +
-    `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
-  return { ...r, shown };
-}
-
-function ok(cmd, args, cwd) {
-  const r = run(cmd, args, cwd);
-  assert.equal(r.status, 0, r.shown);
-  return r;
-}
-
-let dist;
-function release() {
-  if (dist) return dist;
-  const out = path.join(work, 'dist');
-  // The checkout's own environment: building needs cargo.
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts/release.sh'), '--out', out], { encoding: 'utf8', timeout: 900_000 });
-  assert.equal(r.status, 0, `scripts/release.sh failed:\n${r.stdout}\n${r.stderr}`);
-  const tgz = (dir, name) => path.join(dir, `${name}-${pkg.version}.tgz`);
-  dist = {
-    main: tgz(out, pkg.name), platform: tgz(out, PLATFORM_PACKAGE), registry: tgz(path.join(out, 'registry'), pkg.name),
-    log: r.stdout,
-  };
-  for (const f of Object.values(dist).slice(0, 3)) assert.ok(fs.existsSync(f), `release.sh did not write ${f}:\n${r.stdout}`);
-  return dist;
-}
-
-function newService(name, tarballs) {
-  const dir = path.join(work, name);
-  fs.mkdirSync(dir);
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
-  // --offline: nothing may come from a registry; our packages are in the files, peers in the cache.
-  ok('npm', ['install', '--offline', '--no-package-lock', ...tarballs, ...PEERS], dir);
-  return dir;
-}
+const { pkg, PLATFORM_PACKAGE, ENV, work, run, ok, release, newService } = require('./helpers/release');
 
 function tarList(tgz) {
   return execFileSync('tar', ['-tzf', tgz], { encoding: 'utf8' }).trim().split('\n').sort();

@@ -1,26 +1,81 @@
 'use strict';
+// The package's entry point, for require() and import alike.
 const { layout } = require('./layout');
 const record = require('./record-api');
 const processContext = require('./process-context');
 
-module.exports = {
-  // The record, directly (js/record-api.js): no OpenTelemetry needed.
-  setSpanContext: record.setSpanContext,
-  clearSpanContext: record.clearSpanContext,
-  getSpanContext: record.getSpanContext,
-  threadInfo: record.threadInfo,
-  recordView: record.recordView,
-  layout,
-  // OTEP 4719 process context and the attribute key map (js/process-context.js): no OTel needed.
-  publishProcessContext: processContext.publishProcessContext,
-  processContextInfo: processContext.processContextInfo,
-  registerAttributeKeys: (keys) => processContext.registerAttributeKeys(keys),
-  attributeKeyMap: processContext.attributeKeyMap,
-  // Context manager layer (js/context-manager.js, register.js, trace-active.js, set-attribute.js):
-  // loaded on first use, since it needs the @opentelemetry/api peer dependency.
-  get ThreadContextManager() { return require('./context-manager').ThreadContextManager; },
-  get register() { return require('./register').register; },
-  get traceActive() { return require('./trace-active').traceActive; },
-  get setAttribute() { return require('./set-attribute').setAttribute; },
-  get droppedAttributeCount() { return require('./set-attribute').droppedAttributeCount; },
-};
+// The record, directly (js/record-api.js): no OpenTelemetry needed.
+exports.setSpanContext = record.setSpanContext;
+exports.clearSpanContext = record.clearSpanContext;
+exports.getSpanContext = record.getSpanContext;
+exports.threadInfo = record.threadInfo;
+exports.recordView = record.recordView;
+exports.layout = layout;
+// OTEP 4719 process context and the attribute key map (js/process-context.js): no OTel needed.
+exports.publishProcessContext = processContext.publishProcessContext;
+exports.processContextInfo = processContext.processContextInfo;
+exports.registerAttributeKeys = (keys) => processContext.registerAttributeKeys(keys);
+exports.attributeKeyMap = processContext.attributeKeyMap;
+
+// The context manager layer (js/context-manager.js, register.js, trace-active.js,
+// set-attribute.js) needs @opentelemetry/api, an optional peer dependency: it is loaded on first
+// use, and where the peer cannot be loaded each of its exports is a stand-in that throws, when
+// called, an error saying what to install. Importing the package never fails for want of it.
+const PEERS = '@opentelemetry/api and @opentelemetry/context-async-hooks';
+let managerLayer;
+
+function unavailable(name, cause) {
+  const peerMissing = cause && cause.code === 'MODULE_NOT_FOUND' && cause.message.includes('@opentelemetry/');
+  const message = peerMissing
+    ? `otel-thread-ctx: ${name} needs the peer dependencies ${PEERS}, and this service does not have ` +
+      `them (${cause.message.split('\n')[0]}): npm install ${PEERS.replace(' and ', ' ')}`
+    : `otel-thread-ctx: ${name} is unavailable: its context manager layer failed to load: ${cause && cause.message}`;
+  const err = new Error(message, { cause });
+  err.code = peerMissing ? 'OTEL_THREAD_CTX_PEER_MISSING' : 'OTEL_THREAD_CTX_LAYER_FAILED';
+  return err;
+}
+
+function standIns(cause) {
+  const throwing = (name) => ({
+    [name]() { throw unavailable(`${name}()`, cause); },
+  })[name];
+  return {
+    // A class, so that `new ThreadContextManager()` and `extends` throw the same clear error.
+    ThreadContextManager: class ThreadContextManager {
+      constructor() { throw unavailable('new ThreadContextManager()', cause); }
+    },
+    register: throwing('register'),
+    traceActive: throwing('traceActive'),
+    setAttribute: throwing('setAttribute'),
+    droppedAttributeCount: throwing('droppedAttributeCount'),
+  };
+}
+
+function layer() {
+  if (managerLayer === undefined) {
+    try {
+      const { setAttribute, droppedAttributeCount } = require('./set-attribute');
+      managerLayer = {
+        ThreadContextManager: require('./context-manager').ThreadContextManager,
+        register: require('./register').register,
+        traceActive: require('./trace-active').traceActive,
+        setAttribute,
+        droppedAttributeCount,
+      };
+    } catch (err) {
+      managerLayer = standIns(err);
+    }
+  }
+  return managerLayer;
+}
+
+for (const name of ['ThreadContextManager', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount']) {
+  Object.defineProperty(exports, name, { enumerable: true, get: () => layer()[name] });
+}
+
+// Node's ES-module loader learns a CommonJS module's export names by scanning its source
+// (cjs-module-lexer), which cannot see names defined by the getters above. This statement never
+// runs; it only lists them, in the form esbuild emits for the same purpose, so that
+// `import { ThreadContextManager } from 'otel-thread-ctx'` works. The loader then reads each name
+// once at import: that loads the layer (or its stand-ins), never throws.
+0 && (module.exports = { ThreadContextManager, register, traceActive, setAttribute, droppedAttributeCount });

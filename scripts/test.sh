@@ -10,6 +10,9 @@ echo "== house style: rustfmt, clippy =="
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 
+echo "== types: index.d.ts against typed use of every export (tsc --noEmit, strict, nodenext) =="
+node_modules/.bin/tsc -p __test__/types/tsconfig.json --noEmit
+
 echo "== cargo test (addon unit tests, reader and sampler) =="
 cargo test --release --workspace
 

@@ -207,14 +207,15 @@ impl Pipeline {
     /// sampled writer's access (stacks only when it has none, or none resolved).
     pub fn track(&mut self, key: ProcessKey, discovery: &Discovery, identity: Identity) -> Result<(), PipelineError> {
         let pid = key.pid;
-        let access = discovery.sampled_writer().ok().flatten().and_then(|w| w.access.clone().ok());
+        // How its threads reach their record: the TLS slot and, for a `nodejs_v1_dev` writer, the frame walk.
+        let reach = discovery.sampled_writer().ok().flatten().and_then(|w| w.record_reach());
         let builder = match self.symbolize {
             Symbolize::Inline => {
                 Some(ProfileBuilder::new(Symbolizer::new(pid as i32).map_err(|source| PipelineError::Symbolizer { pid, source })?, &self.opts))
             }
             _ => None,
         };
-        self.sampler.track(pid, access)?;
+        self.sampler.track_reach(pid, reach)?;
         if let Some(w) = &self.worker {
             w.queue.push(Job::Track { key });
         }
