@@ -44,25 +44,27 @@ function startService(name, lifetimeMs = 0) {
   return c;
 }
 
-function rssMiB(pid) {
-  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+function rssMiB(pid, field = 'VmRSS') {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`${field}:\\s+(\\d+) kB`));
   return m ? Number(m[1]) / 1024 : NaN;
 }
 const fds = (pid) => fs.readdirSync(`/proc/${pid}/fd`).length;
 
-// The agent's `targets` map: the one of the sampler program that appeared after it started.
-function samplerProgs() {
-  try {
-    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === 'sample_thread_ctx');
-  } catch {
-    return [];
-  }
-}
-function targetsMapOf(progId) {
-  const prog = samplerProgs().find((p) => p.id === progId);
-  for (const id of prog?.map_ids || []) {
-    const m = JSON.parse(execFileSync('bpftool', ['map', 'show', 'id', String(id), '-j']).toString());
-    if (m.name === 'targets') return id;
+// The agent's `targets` map, found through its own descriptors (fdinfo names each map's id):
+// other samplers load and unload programs of the same name meanwhile.
+function targetsMapOf(pid) {
+  for (const fd of fs.readdirSync(`/proc/${pid}/fdinfo`)) {
+    let info = '';
+    try {
+      info = fs.readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8');
+    } catch {
+      continue;
+    }
+    const id = (info.match(/^map_id:\s+(\d+)/m) || [])[1];
+    if (!id) continue;
+    try {
+      if (JSON.parse(execFileSync('bpftool', ['map', 'show', 'id', id, '-j']).toString()).name === 'targets') return Number(id);
+    } catch {}
   }
   return null;
 }
@@ -80,7 +82,6 @@ function mapPids(mapId) {
   startService('soak-jit-a');
   startService('soak-jit-b');
   await sleep(3000);
-  const before = new Set(samplerProgs().map((p) => p.id));
   const agent = spawn(bin, ['agent', '--interval', '10s', '--hz', '99', '--pprof-dir', tmp], { stdio: ['ignore', 'ignore', 'pipe'] });
   let lastStatus = '';
   const notes = [];
@@ -91,14 +92,13 @@ function mapPids(mapId) {
     for (const l of lines) if (l.includes(': window ')) lastStatus = l; else notes.push(l);
   });
   while (!lastStatus) await sleep(200);
-  const progId = Math.max(-1, ...samplerProgs().map((p) => p.id).filter((id) => !before.has(id)));
-  const mapId = targetsMapOf(progId);
+  const mapId = targetsMapOf(agent.pid);
   const shortLived = [];
   const spawner = setInterval(() => shortLived.push(startService(`soak-short-${shortLived.length}`, 20_000).pid), 20_000);
   const minutes = [];
   console.log(`thread-ctx agent soak: ${MINUTES} min, ${os.cpus().length} CPUs, load ${os.loadavg()[0].toFixed(1)}; agent pid ${agent.pid}`);
-  console.log('| minute | RSS mean (MiB) | RSS max (MiB) | fds | BPF targets entries | processes tracked | evicted (status line) |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| minute | RSS mean (MiB) | RSS max (MiB) | of which anonymous / file (MiB) | fds | BPF targets entries | processes tracked | evicted (status line) |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (let minute = 1; minute <= MINUTES; minute++) {
     const rss = [];
     for (let i = 0; i < 6; i++) {
@@ -109,7 +109,8 @@ function mapPids(mapId) {
     const evicted = (lastStatus.match(/evicted: ([^;]*)/) || [])[1] || '';
     const row = { minute, mean: rss.reduce((a, b) => a + b) / rss.length, max: Math.max(...rss), fds: fds(agent.pid), entries: mapPids(mapId).length, tracked };
     minutes.push(row);
-    console.log(`| ${minute} | ${row.mean.toFixed(1)} | ${row.max.toFixed(1)} | ${row.fds} | ${row.entries} | ${row.tracked} | ${evicted} |`);
+    const split = `${rssMiB(agent.pid, 'RssAnon').toFixed(1)} / ${rssMiB(agent.pid, 'RssFile').toFixed(1)}`;
+    console.log(`| ${minute} | ${row.mean.toFixed(1)} | ${row.max.toFixed(1)} | ${split} | ${row.fds} | ${row.entries} | ${row.tracked} | ${evicted} |`);
   }
   clearInterval(spawner);
   // Every short-lived service has exited (20 s) and been seen gone (a scan, at most 5 s) by now.

@@ -29,6 +29,7 @@ pub mod encode;
 mod exporter;
 mod grpc;
 mod http;
+mod outcome;
 pub mod received;
 mod retry;
 mod sink;

@@ -158,7 +158,7 @@ impl Sampler {
             let link =
                 sampler.skel.progs.sample_thread_ctx.attach_perf_event(fd.as_raw_fd()).map_err(|e| bpf_error("attaching", e.to_string(), None))?;
             sampler.links.push(link);
-            // The link closes it when detached: owning it here too closed it twice (and,
+            // The link closes it when detached: owning it here too would close it twice (and,
             // with other threads opening files, could close one of theirs).
             let _ = fd.into_raw_fd();
         }
