@@ -10,8 +10,8 @@
  * sampled object's size: SampleObject is a member function, so `this` is
  * the first argument register and the size the third.
  *
- * Included by sampler.bpf.c: it shares the targets, the ring buffer and the
- * counters with the CPU program. */
+ * Included at the end of sampler.bpf.c: it shares the targets, the scratch
+ * events (its own slot), the ring buffer and the counters with the CPU program. */
 #ifndef THREAD_CTX_ALLOC_PROBE_BPF_H
 #define THREAD_CTX_ALLOC_PROBE_BPF_H
 
@@ -22,13 +22,22 @@
 SEC("uprobe")
 int alloc_sample(struct pt_regs *ctx)
 {
-	struct sample_event *e = reserve_event(EVENT_ALLOC, COUNTER_ALLOC_DROPPED);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct target *t = bpf_map_lookup_elem(&targets, &tgid);
+	if (!t)
+		return 0;
+
+	__u32 slot = SCRATCH_ALLOC;
+	struct sample_event *e = bpf_map_lookup_elem(&scratch, &slot);
 	if (!e)
 		return 0;
+	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_ALLOC);
 	e->duration_ns = PT_REGS_PARM3(ctx);
-	count(e->state == CTX_VALID ? COUNTER_ALLOC_VALID : COUNTER_ALLOC_OTHER);
 	capture_stacks(e, ctx);
-	bpf_ringbuf_submit(e, wakeup_flag());
+	if (send_event(e))
+		count(COUNTER_ALLOC_DROPPED);
+	else
+		count(e->state == CTX_VALID ? COUNTER_ALLOC_VALID : COUNTER_ALLOC_OTHER);
 	return 0;
 }
 
