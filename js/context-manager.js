@@ -12,6 +12,7 @@ const { entryForContext } = require('./span-entries');
 const { detectMechanism, trackAsyncCallbacks } = require('./hooks');
 const { bindEventEmitter } = require('./bind-emitter');
 const { prepareProcessContext } = require('./process-context');
+const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
 
 const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource'];
@@ -140,6 +141,7 @@ class ThreadContextManager {
     this._superseded = false;
     this._enabled = true;
     this._commitProcessContext();
+    followProviderResource();
     return this;
   }
 
