@@ -38,6 +38,15 @@ npm cache add --prefer-offline $peers >/dev/null
 npm run build --silent
 cargo build --release --workspace
 
+# The reader's nodejs_v1_dev tests run Datadog's writer (dd-trace + @datadog/pprof, a fixture with
+# its own lock file, not a dependency of the package) on Node 24 (the first Node whose
+# AsyncLocalStorage runs on the async-context frame by default), 22 with the flag, and 26.
+NODE_MATRIX="22 24 26" bash scripts/node-matrix.sh install
+ddtrace_fixture=reader/tests/fixtures/ddtrace_service
+if [[ ! -d $ddtrace_fixture/node_modules || $ddtrace_fixture/package-lock.json -nt $ddtrace_fixture/node_modules/.package-lock.json ]]; then
+  (cd "$ddtrace_fixture" && npm ci --omit=optional --no-audit --no-fund)
+fi
+
 # The OpenTelemetry Collector the OTLP tests and the demo stream profiles into (Go modules; built
 # once into target/otelcol/, rebuilt only when collector/ changes).
 bash scripts/build-collector.sh

@@ -15,6 +15,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "sampler_abi.h"
+#include "nodejs_record.bpf.h"
 
 #define ENOENT 2
 #define TLS_DTV_UNALLOCATED ((__u64)-1)
@@ -113,7 +114,11 @@ static __always_inline int read_record(struct sample_event *e, const struct targ
 	int state = slot_address(t, fsbase, &slot);
 	if (state != CTX_VALID)
 		return state;
-	if (bpf_probe_read_user(&record, sizeof(record), (void *)slot))
+	if (t->schema == SCHEMA_NODEJS) {
+		state = nodejs_record(&t->nodejs, slot, &record);
+		if (state != CTX_VALID)
+			return state;
+	} else if (bpf_probe_read_user(&record, sizeof(record), (void *)slot))
 		return CTX_SLOT_FAULT;
 	e->record_addr = record;
 	if (record == 0)

@@ -20,15 +20,34 @@ enum tls_access_kind {
 	TLS_ACCESS_DTV = 2,    /* slot = *(*(fsbase + dtv_offset) + module_id * dtv_entry_size) + tls_offset */
 };
 
-/* Value of the `targets` map (key: tgid), written by user space as processes come and go. */
+/* What the TLS slot holds. */
+enum target_schema {
+	SCHEMA_TLS = 0,    /* otel_thread_ctx_v1: the record pointer */
+	SCHEMA_NODEJS = 1, /* otel_thread_ctx_nodejs_v1: the struct the async-context frame walk starts from */
+};
+
+/* nodejs_layout.native_wrap_fields_offset when the store's embedder field points at the record itself. */
+#define NODEJS_RECORD_IN_FIELD ((__u64)-1)
+
+/* V8 layout of a SCHEMA_NODEJS target's walk (byte offsets; see nodejs_record.bpf.h). */
+struct nodejs_layout {
+	__u64 wrapped_object_offset;
+	__u64 native_wrap_fields_offset;
+	__u64 js_map_table_offset;
+	__u64 ordered_hash_map_header_size;
+};
+
+/* Value of the `targets` map (key: tgid), written by user space as processes
+ * come and go: everything a process's threads need to reach their record. */
 struct target {
 	__u32 access_kind;
-	__u32 reserved;
+	__u32 schema; /* enum target_schema */
 	__s64 tp_offset;
 	__u64 dtv_offset;
 	__u64 dtv_entry_size;
 	__u64 module_id;
 	__u64 tls_offset;
+	struct nodejs_layout nodejs; /* SCHEMA_NODEJS only */
 };
 
 /* Filled in .rodata by user space before load, so the verifier prunes unused paths. */
@@ -50,7 +69,12 @@ enum ctx_state {
 	CTX_TORN = 6,         /* header changed while it was copied: discarded by readers */
 	CTX_OVERSIZE = 7,     /* valid, but attrs-data size > CTX_ATTRS_MAX: malformed */
 	CTX_NO_WRITER = 8,    /* the process is tracked without a resolvable writer */
-	CTX_STATE_COUNT = 9,
+	/* nodejs_v1_dev walk (a struct whose cped_slot is 0 counts as CTX_NULL_RECORD): */
+	CTX_NODE_NO_STORE = 9,     /* no frame, no entry for the ALS, undefined store or cleared field: no context */
+	CTX_NODE_FRAME_FAULT = 10, /* a read on the way to the record faulted */
+	CTX_NODE_BAD_FRAME = 11,   /* a word V8 would not put there: untagged pointer, non-Smi count (rehash), bad bucket count or index */
+	CTX_NODE_CHAIN_LONG = 12,  /* the bucket chain did not end within NODEJS_MAX_CHAIN entries */
+	CTX_STATE_COUNT = 13,
 };
 
 /* counters[] indices past the per-state counts of CPU samples. */
@@ -99,7 +123,7 @@ struct sample_event {
 };
 
 _Static_assert(sizeof(struct ctx_header) == CTX_HEADER_SIZE, "ctx_header layout");
-_Static_assert(sizeof(struct target) == 48, "target layout");
+_Static_assert(sizeof(struct target) == 80, "target layout");
 _Static_assert(sizeof(struct sample_event) == 48 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH),
 	       "sample_event layout");
 

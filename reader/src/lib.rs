@@ -5,11 +5,13 @@
 //! One pipeline, used by every command of the `thread-ctx` binary:
 //!
 //! 1. [`discovery`]: [`discover`] walks /proc/PID/maps, opens each mapped
-//!    ELF object, finds `otel_thread_ctx_v1` in `.dynsym`
-//!    ([`discovery::elf_tls_symbol`]), classifies the access model by the
-//!    relocation that reaches it and resolves it in the live process into a
-//!    [`TlsAccess`] ([`discovery::tls_model`]); it also reads the OTEP 4719
-//!    process context ([`discovery::process_context`]).
+//!    ELF object, finds `otel_thread_ctx_v1` (or `otel_thread_ctx_nodejs_v1`)
+//!    in `.dynsym` ([`discovery::elf_tls_symbol`]), classifies the access model
+//!    by the relocation that reaches it and resolves it in the live process
+//!    into a [`TlsAccess`] ([`discovery::tls_model`]); it also reads the OTEP
+//!    4719 process context ([`discovery::process_context`]) and, for a
+//!    `nodejs_v1_dev` writer, the V8 layout of the walk from its struct to the
+//!    record through the async-context frame ([`nodejs`]).
 //! 2. [`sampler`]: eBPF programs on per-CPU cpu-clock events (and
 //!    sched_switch for off-CPU time) read each sampled thread's record
 //!    ([`ctx_record`]) through that access and send it with its stacks.
@@ -31,6 +33,7 @@ pub mod ctx_record;
 pub mod discovery;
 pub mod error;
 pub mod ids;
+pub mod nodejs;
 pub mod otlp;
 pub mod output;
 pub mod pipeline;

@@ -72,14 +72,14 @@ impl Pipeline {
     /// Errors when its writers exist but none resolved, or the process is gone.
     pub fn track(&mut self, discovery: Discovery) -> Result<()> {
         let pid = discovery.pid as u32;
-        let access = discovery.sampled_writer().map_err(anyhow::Error::msg)?.and_then(|w| w.access.clone().ok());
+        let reach = discovery.sampled_writer().map_err(anyhow::Error::msg)?.and_then(|w| w.record_reach());
         let builder = if self.build_profiles && (self.settings.user_stacks || self.settings.kernel_stacks) {
             let symbolizer = Symbolizer::new(discovery.pid)?;
             Some(ProfileBuilder::new(symbolizer, discovery.key_map(), self.settings))
         } else {
             None
         };
-        self.sampler.track(pid, access).with_context(|| format!("sampling process {pid}"))?;
+        self.sampler.track_reach(pid, reach).with_context(|| format!("sampling process {pid}"))?;
         self.processes.insert(pid, Tracked { pid, discovery, builder, cpu_samples: 0, off_cpu_intervals: 0 });
         Ok(())
     }

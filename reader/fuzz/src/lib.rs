@@ -11,7 +11,7 @@ use std::io::Cursor;
 use thread_ctx::ctx_record::{self, decode_attrs};
 use thread_ctx::discovery::build_id::{build_id_of, MAX_BUILD_ID_BYTES};
 use thread_ctx::discovery::elf_reader::{ElfData, MAX_TOTAL_BYTES};
-use thread_ctx::discovery::elf_tls_symbol::{self, LoadSegment, TlsReloc, TlsRelocKind, TlsSegment, WriterObject};
+use thread_ctx::discovery::elf_tls_symbol::{self, LoadSegment, TlsReloc, TlsRelocKind, TlsSegment, TlsSymbol, WriterObject};
 use thread_ctx::discovery::maps::{parse_maps, Mapping};
 use thread_ctx::discovery::process_context::{self, ContextHeader, MAX_PAYLOAD};
 use thread_ctx::discovery::remote_memory::TargetMemory;
@@ -108,12 +108,12 @@ pub fn sample_event(data: &[u8]) {
     }
 }
 
-/// An ELF object as a mapped file: scanned for `otel_thread_ctx_v1`, its
-/// access classified and resolved against the file's own bytes as memory,
-/// and its build id read.
+/// An ELF object as a mapped file: scanned for every thread-context symbol,
+/// each one's access classified and resolved against the file's own bytes as
+/// memory, and its build id read.
 pub fn elf_object(data: &[u8]) {
     let elf = ElfData::new(Cursor::new(data));
-    if let Ok(Some(obj)) = elf_tls_symbol::scan(&elf, "fuzz") {
+    for obj in elf_tls_symbol::scan_all(&elf, "fuzz").unwrap_or_default() {
         let base = 0x7f00_0000_0000;
         let m = Mapping { perms: "r-xp".into(), ..mapping(base, base + 0x10000, "/fuzz.so") };
         if let Some((model, reloc)) = classify(&obj) {
@@ -147,6 +147,7 @@ pub fn tls_resolve(data: &[u8]) {
     }
     let reloc = |kind| TlsReloc { kind, vaddr: 0, addend: 0 };
     let mut obj = WriterObject {
+        symbol: if next() % 2 == 0 { TlsSymbol::ThreadCtxV1 } else { TlsSymbol::NodejsV1 },
         symbol_value: next(),
         executable_like: true,
         relocations: vec![reloc(TlsRelocKind::TlsDesc), reloc(TlsRelocKind::TpOff64), reloc(TlsRelocKind::DtpMod64)],

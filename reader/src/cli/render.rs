@@ -20,6 +20,7 @@ fn access_json(a: &TlsAccess) -> Value {
 fn writer_json(w: &Writer) -> Value {
     json!({
         "path": w.path,
+        "symbol": w.symbol_name(),
         "load_bias": format!("{:#x}", w.load_bias),
         "symbol_offset": w.object.symbol_value,
         "model": w.model,
@@ -27,6 +28,8 @@ fn writer_json(w: &Writer) -> Value {
         "got_address": w.got_address.map(|a| format!("{a:#x}")),
         "access": w.access.as_ref().ok().map(access_json),
         "error": w.access.as_ref().err(),
+        "nodejs_layout": w.nodejs.as_ref().and_then(|l| l.as_ref().ok()),
+        "nodejs_error": w.nodejs.as_ref().and_then(|l| l.as_ref().err()),
     })
 }
 
@@ -48,11 +51,11 @@ pub fn discovery_json(d: &Discovery) -> Value {
 pub fn discovery_text(d: &Discovery) -> String {
     let mut s = String::new();
     if d.writers.is_empty() {
-        let _ = writeln!(s, "process {}: no otel_thread_ctx_v1 writer", d.pid);
+        let _ = writeln!(s, "process {}: no otel_thread_ctx_v1 (or otel_thread_ctx_nodejs_v1) writer", d.pid);
     }
     for w in &d.writers {
         let model = w.model.map_or("unsupported".to_string(), |m| m.to_string());
-        let _ = writeln!(s, "writer {}", printable(&w.path));
+        let _ = writeln!(s, "writer {} ({})", printable(&w.path), w.symbol_name());
         let _ = writeln!(s, "  model:  {model}");
         let _ = writeln!(s, "  symbol: offset {:#x} in the module's TLS block, load bias {:#x}", w.object.symbol_value, w.load_bias);
         if let Some(g) = w.got_address {
@@ -64,6 +67,16 @@ pub fn discovery_text(d: &Discovery) -> String {
             }
             Err(e) => {
                 let _ = writeln!(s, "  access: UNRESOLVED: {}", printable(e));
+            }
+        }
+        match &w.nodejs {
+            None => {}
+            Some(Ok(layout)) => {
+                let _ = writeln!(s, "  schema: nodejs_v1_dev, walked through the async-context frame");
+                let _ = writeln!(s, "  layout: {layout}");
+            }
+            Some(Err(e)) => {
+                let _ = writeln!(s, "  schema: NOT READ: {}", printable(e));
             }
         }
     }

@@ -1,5 +1,6 @@
-//! Static (on-disk) part of discovery: does an ELF object define
-//! `otel_thread_ctx_v1`, and which dynamic relocations reach it?
+//! Static (on-disk) part of discovery: does an ELF object define one of the
+//! thread-context TLS symbols (`otel_thread_ctx_v1`, `otel_thread_ctx_nodejs_v1`),
+//! and which dynamic relocations reach it?
 //!
 //! Nothing here touches the live process; `tls_model.rs` turns the result into a
 //! `TlsAccess` using the process's memory.
@@ -14,6 +15,40 @@ use serde::Serialize;
 
 /// The OTEP 4947 TLS symbol name.
 pub const SYMBOL: &str = "otel_thread_ctx_v1";
+/// The `nodejs_v1_dev` discovery struct's TLS symbol name.
+pub const NODEJS_SYMBOL: &str = "otel_thread_ctx_nodejs_v1";
+
+/// A thread-local a writer publishes and a reader knows how to follow: every
+/// one is found and resolved the same way (STT_TLS in `.dynsym`, any TLS model);
+/// they differ in size and in what the slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsSymbol {
+    /// OTEP 4947: an 8-byte pointer to the thread's record.
+    ThreadCtxV1,
+    /// `nodejs_v1_dev`: a 32-byte struct `{cped_slot, als_handle, als_identity_hash, pad, undefined_addr}`
+    /// from which the record is found through V8's async-context frame.
+    NodejsV1,
+}
+
+impl TlsSymbol {
+    pub const ALL: [TlsSymbol; 2] = [TlsSymbol::ThreadCtxV1, TlsSymbol::NodejsV1];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsSymbol::ThreadCtxV1 => SYMBOL,
+            TlsSymbol::NodejsV1 => NODEJS_SYMBOL,
+        }
+    }
+
+    /// st_size the symbol must have.
+    pub fn size(self) -> u64 {
+        match self {
+            TlsSymbol::ThreadCtxV1 => 8,
+            TlsSymbol::NodejsV1 => 32,
+        }
+    }
+}
 
 /// A dynamic relocation kind that can reach a TLS symbol (x86-64 numbering).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,9 +95,11 @@ pub struct TlsSegment {
     pub align: u64,
 }
 
-/// An ELF object that defines `otel_thread_ctx_v1`.
+/// An ELF object that defines one of the thread-context symbols.
 #[derive(Debug, Clone, Serialize)]
 pub struct WriterObject {
+    /// Which symbol it defines.
+    pub symbol: TlsSymbol,
     /// Offset of the symbol inside the module's TLS block (st_value of an STT_TLS symbol).
     pub symbol_value: u64,
     /// ET_EXEC, or ET_DYN with PT_INTERP (a PIE): may use local exec.
@@ -82,33 +119,46 @@ pub const MAX_PROGRAM_HEADERS: usize = 1024;
 pub const MAX_UNHASHED_SYMBOLS: usize = 200_000;
 
 /// Opens `open_path` (regular files only, read lazily and within budget:
-/// large binaries such as node are not read whole) and scans it; `display`
-/// names the object in errors. Ok(None) = not a writer.
-pub fn scan_file(open_path: &str, display: &str) -> Result<Option<WriterObject>> {
+/// large binaries such as node are not read whole) and scans it for every
+/// symbol in [`TlsSymbol::ALL`]; `display` names the object in errors. Empty = not a writer.
+pub fn scan_file(open_path: &str, display: &str) -> Result<Vec<WriterObject>> {
     match elf_reader::open(open_path).map_err(|e| Error::io(open_path, e))? {
-        Some(data) => scan(&data, display),
-        None => Ok(None),
+        Some(data) => scan_all(&data, display),
+        None => Ok(Vec::new()),
     }
 }
 
-/// Scans one 64-bit ELF object for a definition of `otel_thread_ctx_v1`: a
+/// [`scan`] for every known symbol, in [`TlsSymbol::ALL`] order.
+pub fn scan_all<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Vec<WriterObject>> {
+    let mut found = Vec::new();
+    for symbol in TlsSymbol::ALL {
+        found.extend(scan(data, display, symbol)?);
+    }
+    Ok(found)
+}
+
+/// Scans one 64-bit ELF object for a definition of `symbol`: a
 /// pure function of the file's bytes (fuzzed), every structure read through
 /// `object`'s checked accessors. Only the headers, `.dynsym` (names looked up
 /// through `.gnu.hash` when present), and relocation tables linked to it are
 /// read; never `.symtab`.
-pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<WriterObject>> {
+pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str, symbol: TlsSymbol) -> Result<Option<WriterObject>> {
     let bad = |reason: String| Error::Elf { path: display.into(), reason };
     let broken = |what: &str, e: object::Error| bad(format!("{what}: {e}"));
     let header = FileHeader64::<Endianness>::parse(data).map_err(|e| broken("ELF header", e))?;
     let endian = header.endian().map_err(|e| broken("ELF header", e))?;
     let sections = header.sections(endian, data).map_err(|e| broken("section headers", e))?;
     let dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM).map_err(|e| broken(".dynsym", e))?;
-    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym).map_err(bad)? else {
+    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym, symbol.name()).map_err(bad)? else {
         return Ok(None);
     };
     let (kind, size) = (sym.st_type(), sym.st_size(endian));
-    if kind != elf::STT_TLS || size != 8 {
-        return Err(bad(format!("{SYMBOL} is in .dynsym but has type {kind} and size {size}, expected an 8-byte STT_TLS symbol")));
+    if kind != elf::STT_TLS || size != symbol.size() {
+        return Err(bad(format!(
+            "{} is in .dynsym but has type {kind} and size {size}, expected a {}-byte STT_TLS symbol",
+            symbol.name(),
+            symbol.size()
+        )));
     }
     if header.e_machine(endian) != elf::EM_X86_64 {
         return Err(bad("only x86-64 objects are supported".into()));
@@ -136,6 +186,7 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     }
     let e_type = header.e_type(endian);
     Ok(Some(WriterObject {
+        symbol,
         symbol_value,
         executable_like: e_type == elf::ET_EXEC || (e_type == elf::ET_DYN && has_interp),
         relocations,
@@ -144,16 +195,17 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     }))
 }
 
-type Sym64 = elf::Sym64<Endianness>;
+pub(crate) type Sym64 = elf::Sym64<Endianness>;
 
-/// `otel_thread_ctx_v1` defined in `.dynsym`: through the GNU hash table the
+/// `name` defined in `.dynsym`: through the GNU hash table the
 /// dynamic loader itself uses (a few reads even in node's 90 000 symbols),
 /// else by walking the table.
-fn find_defined<'d, R: ReadCacheOps>(
+pub(crate) fn find_defined<'d, R: ReadCacheOps>(
     sections: &SectionTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
     endian: Endianness,
     data: &'d ElfData<R>,
     dynsym: &SymbolTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
+    name: &str,
 ) -> std::result::Result<Option<(usize, &'d Sym64)>, String> {
     let defined = |s: &Sym64| s.st_shndx(endian) != elf::SHN_UNDEF;
     for section in sections.iter().filter(|s| s.sh_type(endian) == elf::SHT_GNU_HASH) {
@@ -166,8 +218,8 @@ fn find_defined<'d, R: ReadCacheOps>(
             continue;
         }
         let Ok(Some((table, _))) = section.gnu_hash(endian, data) else { continue };
-        let hash = elf::gnu_hash(SYMBOL.as_bytes());
-        let found = table.find(endian, SYMBOL.as_bytes(), hash, None, dynsym, &VersionTable::default());
+        let hash = elf::gnu_hash(name.as_bytes());
+        let found = table.find(endian, name.as_bytes(), hash, None, dynsym, &VersionTable::default());
         return Ok(found.filter(|(_, s)| defined(s)).map(|(i, s)| (i.0, s)));
     }
     let symbols = dynsym.symbols();
@@ -175,7 +227,7 @@ fn find_defined<'d, R: ReadCacheOps>(
         return Err(format!("{} dynamic symbols and no .gnu.hash to look one up", symbols.len()));
     }
     let strings = dynsym.strings();
-    Ok(symbols.iter().enumerate().find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(SYMBOL.as_bytes())))
+    Ok(symbols.iter().enumerate().find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(name.as_bytes())))
 }
 
 /// Dynamic TLS relocations that reach the symbol: by symbol index (the symbol is

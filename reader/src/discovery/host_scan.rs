@@ -131,7 +131,7 @@ impl HostScanner {
         // map_files reaches deleted files and other mount namespaces; fall back to the path.
         let via_map_files = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
         let defines =
-            scan_file(&via_map_files, m.path()).or_else(|_| scan_file(&format!("/proc/{pid}/root{}", m.path()), m.path())).map(|o| o.is_some());
+            scan_file(&via_map_files, m.path()).or_else(|_| scan_file(&format!("/proc/{pid}/root{}", m.path()), m.path())).map(|o| !o.is_empty());
         match defines {
             // The file itself is malformed (a lie in its tables): it stays so for this (device, inode).
             Err(crate::error::Error::Elf { .. }) => {

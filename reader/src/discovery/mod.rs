@@ -1,7 +1,9 @@
-//! Discovery: every mapped ELF object that defines `otel_thread_ctx_v1`, its
-//! access model and the access resolved in the live process, plus the process
-//! context. This is what `inspect` prints and what `dump`, `record` and the
-//! agent start from.
+//! Discovery: every mapped ELF object that defines a thread-context TLS symbol
+//! (`otel_thread_ctx_v1`, or `otel_thread_ctx_nodejs_v1` gated on the
+//! `nodejs_v1_dev` schema), its access model and the access resolved in the
+//! live process, plus the process context (and, for a nodejs writer, the V8
+//! layout its walk uses). This is what `inspect` prints and what `dump`,
+//! `record` and the agent start from.
 
 pub mod build_id;
 pub mod container;
@@ -14,9 +16,11 @@ pub mod process_context_proto;
 pub mod remote_memory;
 pub mod tls_access;
 pub mod tls_model;
+pub mod v8_version;
 
-use crate::error::Result;
-use elf_tls_symbol::{scan_file, WriterObject};
+use crate::error::{Error, Result};
+use crate::nodejs::layout::{layout_for, NodejsLayout, SCHEMA_VERSION as NODEJS_SCHEMA};
+use elf_tls_symbol::{scan_all, TlsSymbol, WriterObject};
 use maps::{read_maps, Mapping};
 use process_context::{read_process_context, ProcessContextInfo};
 use remote_memory::RemoteMemory;
@@ -37,6 +41,51 @@ pub struct Writer {
     pub got_address: Option<u64>,
     /// The resolved access, or why it could not be resolved.
     pub access: std::result::Result<TlsAccess, String>,
+    /// For an `otel_thread_ctx_nodejs_v1` writer: the V8 layout its walk uses,
+    /// or the one line saying why it is refused (schema not declared, unknown
+    /// or implausible layout). None for an `otel_thread_ctx_v1` writer.
+    pub nodejs: Option<std::result::Result<NodejsLayout, String>>,
+}
+
+/// How a process's threads reach their record: the TLS slot every thread
+/// finds through `access`, and for a `nodejs_v1_dev` writer the V8 layout of
+/// the walk from the struct in that slot to the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordReach {
+    pub access: TlsAccess,
+    pub nodejs: Option<NodejsLayout>,
+}
+
+impl RecordReach {
+    /// An `otel_thread_ctx_v1` writer's: the slot holds the record pointer.
+    pub fn tls(access: TlsAccess) -> Self {
+        RecordReach { access, nodejs: None }
+    }
+}
+
+impl Writer {
+    /// How threads reach their record through this writer; None when it is unusable.
+    pub fn record_reach(&self) -> Option<RecordReach> {
+        let access = self.access.clone().ok()?;
+        match &self.nodejs {
+            None => Some(RecordReach::tls(access)),
+            Some(Ok(layout)) => Some(RecordReach { access, nodejs: Some(*layout) }),
+            Some(Err(_)) => None,
+        }
+    }
+
+    /// Its symbol's name, for messages.
+    pub fn symbol_name(&self) -> &'static str {
+        self.object.symbol.name()
+    }
+
+    /// Why the sampler cannot read records through it, if it cannot.
+    pub fn unusable(&self) -> Option<&str> {
+        match (&self.access, &self.nodejs) {
+            (Err(e), _) | (Ok(_), Some(Err(e))) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -65,19 +114,25 @@ impl Discovery {
         self.context()?.resource.get("service.name")?.as_str()
     }
 
-    /// The writer object the sampler reads: the first whose access resolved.
-    /// Ok(None) without any writer; Err (naming each writer and why) when
-    /// writers exist but none resolved. With several (e.g. two addons) only
-    /// one is sampled: a thread has one record pointer per writer object.
+    /// The writer object the sampler reads: the first usable one, a
+    /// `nodejs_v1_dev` writer first when the process context declares that
+    /// schema, else an `otel_thread_ctx_v1` one. Ok(None) without any writer;
+    /// Err (naming each writer and why) when writers exist but none is usable.
+    /// With several (e.g. two addons) only one is sampled: a thread has one
+    /// record per writer object.
     pub fn sampled_writer(&self) -> std::result::Result<Option<&Writer>, String> {
         if self.writers.is_empty() {
             return Ok(None);
         }
-        match self.writers.iter().find(|w| w.access.is_ok()) {
+        let nodejs_first = self.context().and_then(|pc| pc.schema_version.as_deref()) == Some(NODEJS_SCHEMA);
+        let preferred = |w: &&Writer| (w.object.symbol == TlsSymbol::NodejsV1) == nodejs_first;
+        let usable = |w: &&Writer| w.unusable().is_none();
+        match self.writers.iter().filter(usable).find(preferred).or_else(|| self.writers.iter().find(usable)) {
             Some(w) => Ok(Some(w)),
             None => {
-                let why: Vec<String> = self.writers.iter().map(|w| format!("{}: {}", w.path, w.access.as_ref().unwrap_err())).collect();
-                Err(format!("process {}: otel_thread_ctx_v1 found but its TLS access could not be resolved: {}", self.pid, why.join("; ")))
+                let why: Vec<String> =
+                    self.writers.iter().map(|w| format!("{} in {}: {}", w.symbol_name(), w.path, w.unusable().unwrap_or(""))).collect();
+                Err(format!("process {}: no thread-context writer can be read: {}", self.pid, why.join("; ")))
             }
         }
     }
@@ -96,24 +151,63 @@ pub fn discover(pid: i32) -> Result<Discovery> {
 
     let mut writers = Vec::new();
     let mut skipped_objects = Vec::new();
+    let mut v8_version: Option<std::result::Result<v8_version::V8Version, String>> = None;
     for ((_, _, path), mappings) in &objects {
         let first = mappings[0];
         // map_files reaches deleted files and other mount namespaces; fall back to the path.
         let via_map_files = format!("/proc/{pid}/map_files/{:x}-{:x}", first.start, first.end);
-        let scanned = scan_file(&via_map_files, path).or_else(|_| scan_file(&format!("/proc/{pid}/root{path}"), path));
-        let object = match scanned {
-            Ok(Some(o)) => o,
-            Ok(None) => continue,
+        let scanned = scan_object(&via_map_files, path).or_else(|_| scan_object(&format!("/proc/{pid}/root{path}"), path));
+        let (found, v8_symbols) = match scanned {
+            Ok(s) => s,
             Err(e) => {
                 skipped_objects.push(e.to_string());
                 continue;
             }
         };
-        writers.push(resolve_writer(path, object, mappings, &mem, page_size));
+        if let (Some(syms), None) = (v8_symbols, &v8_version) {
+            let bias = tls_model::load_bias_of(&syms.load_segments, mappings, page_size);
+            v8_version =
+                Some(bias.ok_or_else(|| format!("{path}: no mapping matches a PT_LOAD segment")).and_then(|b| v8_version::read(&syms, b, &mem)));
+        }
+        writers.extend(found.into_iter().map(|object| resolve_writer(path, object, mappings, &mem, page_size)));
     }
 
     let process_context = read_process_context(pid, &maps).map_err(|e| e.to_string()).transpose();
-    Ok(Discovery { pid, writers, skipped_objects, process_context })
+    let mut d = Discovery { pid, writers, skipped_objects, process_context };
+    let v8 = v8_version.unwrap_or_else(|| Err("no mapped object defines V8's version symbols".into()));
+    for w in d.writers.iter_mut().filter(|w| w.object.symbol == TlsSymbol::NodejsV1) {
+        w.nodejs = Some(nodejs_layout(d.process_context.as_ref(), v8.clone()));
+    }
+    Ok(d)
+}
+
+/// The `nodejs_v1_dev` gate and layout: the process context must declare the
+/// schema (a struct nobody declared is not read), then [`layout_for`].
+fn nodejs_layout(
+    pc: Option<&std::result::Result<ProcessContextInfo, String>>,
+    v8: std::result::Result<v8_version::V8Version, String>,
+) -> std::result::Result<NodejsLayout, String> {
+    let pc = match pc {
+        None => return Err(format!("no process context declares threadlocal.schema_version = \"{NODEJS_SCHEMA}\"; not read")),
+        Some(Err(e)) => return Err(format!("the process context is unreadable ({e}); not read")),
+        Some(Ok(pc)) => pc,
+    };
+    match pc.schema_version.as_deref() {
+        Some(NODEJS_SCHEMA) => layout_for(&pc.attributes, v8),
+        other => Err(format!("the process context declares schema {other:?}, not \"{NODEJS_SCHEMA}\"; not read")),
+    }
+}
+
+/// One open of a mapped object: the thread-context symbols it defines and
+/// where it keeps V8's version numbers, if it does.
+fn scan_object(open_path: &str, display: &str) -> Result<(Vec<WriterObject>, Option<v8_version::VersionSymbols>)> {
+    let Some(data) = elf_reader::open(open_path).map_err(|e| Error::io(open_path, e))? else {
+        return Ok((Vec::new(), None));
+    };
+    let found = scan_all(&data, display)?;
+    // Only objects that define the names are V8; a malformed table elsewhere is not this object's problem.
+    let v8 = v8_version::scan(&data, display).unwrap_or(None);
+    Ok((found, v8))
 }
 
 fn resolve_writer(path: &str, object: WriterObject, mappings: &[&Mapping], mem: &RemoteMemory, page: u64) -> Writer {
@@ -125,6 +219,7 @@ fn resolve_writer(path: &str, object: WriterObject, mappings: &[&Mapping], mem: 
         model: classified.map(|c| c.0),
         got_address: None,
         access: Err(String::new()),
+        nodejs: None,
         object,
     };
     writer.access = match (classified, bias) {

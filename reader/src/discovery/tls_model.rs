@@ -2,7 +2,7 @@
 //! mapped, read the dynamic loader's results in the target process and produce
 //! the `TlsAccess` every thread of that process shares.
 
-use crate::discovery::elf_tls_symbol::{TlsReloc, TlsRelocKind, TlsSegment, WriterObject};
+use crate::discovery::elf_tls_symbol::{LoadSegment, TlsReloc, TlsRelocKind, TlsSegment, WriterObject};
 use crate::discovery::maps::Mapping;
 use crate::discovery::remote_memory::TargetMemory;
 use crate::discovery::tls_access::TlsAccess;
@@ -50,8 +50,13 @@ pub fn classify(obj: &WriterObject) -> Option<(TlsModel, Option<TlsReloc>)> {
 /// Load bias = runtime address - link-time address, from the first mapping of
 /// the file whose offset matches a PT_LOAD segment.
 pub fn load_bias(obj: &WriterObject, mappings: &[&Mapping], page_size: u64) -> Option<u64> {
+    load_bias_of(&obj.load_segments, mappings, page_size)
+}
+
+/// [`load_bias`] for any object's PT_LOAD segments.
+pub fn load_bias_of(segments: &[LoadSegment], mappings: &[&Mapping], page_size: u64) -> Option<u64> {
     let floor = |v: u64| v & !(page_size - 1);
-    mappings.iter().find_map(|m| obj.load_segments.iter().find(|s| floor(s.file_offset) == m.offset).map(|s| m.start.wrapping_sub(floor(s.vaddr))))
+    mappings.iter().find_map(|m| segments.iter().find(|s| floor(s.file_offset) == m.offset).map(|s| m.start.wrapping_sub(floor(s.vaddr))))
 }
 
 /// Resolves the access for `model` in the live process.
@@ -105,7 +110,7 @@ pub fn resolve(
         }
         (TlsModel::LocalExec, _) => {
             let tls = obj.tls_segment.ok_or_else(|| fail("executable has no PT_TLS segment".into()))?;
-            local_exec_offset(obj.symbol_value, tls).map(|tp_offset| TlsAccess::Static { tp_offset }).map_err(fail)
+            local_exec_offset(obj.symbol_value, obj.symbol.size(), tls).map(|tp_offset| TlsAccess::Static { tp_offset }).map_err(fail)
         }
         (m, None) => Err(fail(format!("model {m} needs a relocation, none found"))),
     }
@@ -115,11 +120,11 @@ pub fn resolve(
 /// pointer, so the slot is at `symbol - round_up(memsz, align)`. The segment
 /// comes from the file: its alignment must be a power of two and the slot
 /// inside the block, and the offset a static one (negative, 32-bit).
-fn local_exec_offset(symbol_value: u64, tls: TlsSegment) -> std::result::Result<i64, String> {
+fn local_exec_offset(symbol_value: u64, symbol_size: u64, tls: TlsSegment) -> std::result::Result<i64, String> {
     if !tls.align.is_power_of_two() {
         return Err(format!("PT_TLS alignment {:#x} is not a power of two", tls.align));
     }
-    if symbol_value.checked_add(8).is_none_or(|end| end > tls.memsz) {
+    if symbol_value.checked_add(symbol_size).is_none_or(|end| end > tls.memsz) {
         return Err(format!("symbol at offset {symbol_value:#x} is outside the {:#x}-byte PT_TLS block", tls.memsz));
     }
     let block = tls.memsz.checked_next_multiple_of(tls.align);
@@ -150,11 +155,12 @@ fn check_module_id(module_id: u64) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::elf_tls_symbol::LoadSegment;
+    use crate::discovery::elf_tls_symbol::TlsSymbol;
     use crate::discovery::remote_memory::RemoteMemory;
 
     fn exe(symbol_value: u64, memsz: u64, align: u64) -> WriterObject {
         WriterObject {
+            symbol: TlsSymbol::ThreadCtxV1,
             symbol_value,
             executable_like: true,
             relocations: vec![],
@@ -175,12 +181,13 @@ mod tests {
     #[test]
     fn local_exec_rejects_silly_segments() {
         let seg = |memsz, align| TlsSegment { memsz, align };
-        assert_eq!(local_exec_offset(8, seg(20, 8)), Ok(-16));
-        assert!(local_exec_offset(0, seg(16, 24)).unwrap_err().contains("power of two"));
-        assert!(local_exec_offset(16, seg(16, 8)).unwrap_err().contains("outside"));
-        assert!(local_exec_offset(u64::MAX, seg(16, 8)).unwrap_err().contains("outside"));
-        assert!(local_exec_offset(0, seg(u64::MAX, 1 << 63)).unwrap_err().contains("too large"));
-        assert!(local_exec_offset(0, seg(8, 1 << 40)).unwrap_err().contains("too large"));
+        assert_eq!(local_exec_offset(8, 8, seg(20, 8)), Ok(-16));
+        assert!(local_exec_offset(0, 8, seg(16, 24)).unwrap_err().contains("power of two"));
+        assert!(local_exec_offset(16, 8, seg(16, 8)).unwrap_err().contains("outside"));
+        assert!(local_exec_offset(0, 32, seg(16, 8)).unwrap_err().contains("outside"), "a 32-byte struct in a 16-byte block");
+        assert!(local_exec_offset(u64::MAX, 8, seg(16, 8)).unwrap_err().contains("outside"));
+        assert!(local_exec_offset(0, 8, seg(u64::MAX, 1 << 63)).unwrap_err().contains("too large"));
+        assert!(local_exec_offset(0, 8, seg(8, 1 << 40)).unwrap_err().contains("too large"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::discovery::remote_memory::RemoteMemory;
 use crate::discovery::{Discovery, Writer};
 use crate::error::{Error, Result};
 use crate::ids::hex;
+use crate::nodejs::walk::{read_struct, record_address, Miss};
 use crate::ptrace::ptrace_stop::StoppedThread;
 use crate::ptrace::tls_slot::{slot_address, Slot};
 use serde::Serialize;
@@ -50,6 +51,9 @@ pub struct ThreadRecord {
     pub attrs: Vec<Attr>,
     /// Why the state is NoContext / Malformed / Error / Exited.
     pub problems: Vec<String>,
+    /// A `nodejs_v1_dev` writer's walk that found no record: what stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodejs_miss: Option<Miss>,
 }
 
 impl ThreadRecord {
@@ -68,6 +72,7 @@ impl ThreadRecord {
             attrs_size: None,
             attrs: Vec::new(),
             problems: Vec::new(),
+            nodejs_miss: None,
         }
     }
 }
@@ -141,7 +146,25 @@ fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, ke
             return Ok(());
         }
     };
-    let ptr = mem.read_u64(slot, "otel_thread_ctx_v1 slot").map_err(|e| e.to_string())?;
+    let ptr = match &w.nodejs {
+        None => mem.read_u64(slot, "otel_thread_ctx_v1 slot").map_err(|e| e.to_string())?,
+        Some(layout) => {
+            let layout = layout.as_ref().map_err(|e| format!("writer not read: {e}"))?;
+            match read_struct(mem, slot).and_then(|s| record_address(mem, &s, layout)) {
+                Ok(ptr) => ptr,
+                Err((miss, why)) => {
+                    r.nodejs_miss = Some(miss);
+                    match miss {
+                        _ if miss.is_no_context() => {}
+                        Miss::FrameFault => return Err(format!("nodejs_v1_dev walk: {why}")),
+                        _ => r.state = State::Malformed,
+                    }
+                    r.problems.push(why);
+                    return Ok(());
+                }
+            }
+        }
+    };
     if ptr == 0 {
         r.problems.push("TLS pointer is NULL".into());
         return Ok(());

@@ -9,6 +9,7 @@ use super::event::{Event, EVENT_SIZE};
 use super::perf_event::{online_cpus, open_cpu_clock};
 use super::skel::{types, OpenSamplerSkel, SamplerSkel, SamplerSkelBuilder};
 use crate::discovery::tls_access::TlsAccess;
+use crate::discovery::RecordReach;
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
@@ -170,7 +171,13 @@ impl Sampler {
     /// Starts sampling process `pid` (a tgid in the initial PID namespace);
     /// its threads' records are read through `access`, or not at all (stacks only) with None.
     pub fn track(&self, pid: u32, access: Option<TlsAccess>) -> Result<(), SamplerError> {
-        let t = target(access);
+        self.track_reach(pid, access.map(RecordReach::tls))
+    }
+
+    /// [`track`](Sampler::track) for any writer: the TLS slot and, for a
+    /// `nodejs_v1_dev` writer, the layout of its async-context frame walk.
+    pub fn track_reach(&self, pid: u32, reach: Option<RecordReach>) -> Result<(), SamplerError> {
+        let t = target(reach);
         // SAFETY: `types::target` is plain integers; viewing it as bytes is sound.
         let value = unsafe { std::slice::from_raw_parts((&t as *const types::target).cast::<u8>(), std::mem::size_of_val(&t)) };
         self.skel.maps.targets.update(&pid.to_ne_bytes(), value, MapFlags::ANY).map_err(|e| SamplerError::Track {
@@ -252,11 +259,14 @@ impl Sampler {
     }
 }
 
-fn target(access: Option<TlsAccess>) -> types::target {
+fn target(reach: Option<RecordReach>) -> types::target {
     const TLS_ACCESS_STATIC: u32 = 1;
     const TLS_ACCESS_DTV: u32 = 2;
     let mut t = types::target::default();
-    match access {
+    if let Some(layout) = reach.and_then(|r| r.nodejs) {
+        super::nodejs_target::encode(&mut t, &layout);
+    }
+    match reach.map(|r| r.access) {
         None => {} // TLS_ACCESS_NONE
         Some(TlsAccess::Static { tp_offset }) => {
             t.access_kind = TLS_ACCESS_STATIC;

@@ -14,10 +14,20 @@ pub enum CtxState {
     Oversize = 7,
     /// The process is sampled for its stacks but has no resolvable writer.
     NoWriter = 8,
+    /// nodejs_v1_dev: no frame, no entry for the writer's ALS, an undefined
+    /// store or a cleared embedder field: no context right now.
+    NodeNoStore = 9,
+    /// nodejs_v1_dev: a read on the way to the record faulted.
+    NodeFrameFault = 10,
+    /// nodejs_v1_dev: a word V8 would not put there (untagged pointer,
+    /// non-Smi count while the table is rehashed, bad bucket count or index).
+    NodeBadFrame = 11,
+    /// nodejs_v1_dev: the bucket chain did not end within the walk's bound.
+    NodeChainTooLong = 12,
 }
 
 impl CtxState {
-    pub const ALL: [CtxState; 9] = [
+    pub const ALL: [CtxState; 13] = [
         CtxState::NoSlot,
         CtxState::SlotFault,
         CtxState::NullRecord,
@@ -27,6 +37,10 @@ impl CtxState {
         CtxState::Torn,
         CtxState::Oversize,
         CtxState::NoWriter,
+        CtxState::NodeNoStore,
+        CtxState::NodeFrameFault,
+        CtxState::NodeBadFrame,
+        CtxState::NodeChainTooLong,
     ];
 
     pub fn from_raw(v: u8) -> Option<Self> {
@@ -45,6 +59,10 @@ impl CtxState {
             CtxState::Torn => "torn",
             CtxState::Oversize => "attrs_oversize",
             CtxState::NoWriter => "no_writer",
+            CtxState::NodeNoStore => "nodejs_no_store",
+            CtxState::NodeFrameFault => "nodejs_frame_fault",
+            CtxState::NodeBadFrame => "nodejs_bad_frame",
+            CtxState::NodeChainTooLong => "nodejs_chain_too_long",
         }
     }
 

@@ -2,7 +2,8 @@
 //! skeleton build.rs generates. One cpu-clock perf event per CPU serves every
 //! tracked process: a BPF hash map holds each tracked tgid and how its threads
 //! reach their OTEP 4947 record (the [`TlsAccess`](crate::TlsAccess) discovery
-//! resolved), so processes come and go at run time without new events. Each
+//! resolved, and for a `nodejs_v1_dev` writer the layout of the async-context
+//! frame walk), so processes come and go at run time without new events. Each
 //! sample carries the record it read and its stacks through one bounded ring
 //! buffer (a full ring drops the sample and counts it).
 
@@ -10,6 +11,7 @@ pub mod bpf_sampler;
 pub mod ctx_state;
 pub mod error;
 pub mod event;
+mod nodejs_target;
 pub mod perf_event;
 mod skel;
 
