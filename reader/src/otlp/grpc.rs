@@ -12,7 +12,7 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::config::{Compression, ExporterConfig, Protocol};
-use super::transport::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
+use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
 use super::USER_AGENT;
 
 /// Largest answer accepted: an export response is a few bytes.

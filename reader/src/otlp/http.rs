@@ -11,7 +11,7 @@ use reqwest::{Client, StatusCode};
 use url::Url;
 
 use super::config::{Compression, ExporterConfig, Protocol};
-use super::transport::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
+use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
 use super::USER_AGENT;
 
 const PROTOBUF: &str = "application/x-protobuf";

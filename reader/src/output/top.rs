@@ -40,7 +40,7 @@ pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::aggregate::StackFrame;
+    use crate::profile::symbolized::StackFrame;
     use crate::profile::{Frame, SampleKind, SourcePos};
 
     #[test]
@@ -58,7 +58,7 @@ mod tests {
             span_id: Some([2; 8]),
             attrs: vec![("http.route".into(), route.into())],
             count,
-            weight_ns: 0,
+            weight: 0,
             times: vec![],
         };
         p.push_entry(e(vec![sf(sin), sf(burn)], 3, "/a"));
