@@ -17,6 +17,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use thread_ctx::discovery::container::read_placement;
 use thread_ctx::discovery::host_scan::ProcessKey;
 use thread_ctx::output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx::output::{pprof, top};
@@ -176,6 +177,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     let counters = pipeline.sampler().counters()?;
     let dropped = counters.all_dropped();
+    let placement = read_placement(pid).ok();
     let info = RunInfo {
         pid: pid as u32,
         tid,
@@ -184,6 +186,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         seconds,
         dropped,
         service_name: service_name.as_deref(),
+        placement: placement.as_ref(),
         top: args.top,
     };
     pipeline.end_window(started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64), (seconds * 1e9) as u64);

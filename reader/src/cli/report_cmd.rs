@@ -18,13 +18,16 @@ use thread_ctx::output::summary::{GroupBy, Summary};
 use thread_ctx::output::top;
 
 /// Resource attributes shown first, in this order; the others are counted.
-const RESOURCE_SHOWN: [&str; 9] = [
+const RESOURCE_SHOWN: [&str; 12] = [
     "service.name",
     "service.namespace",
     "service.version",
     "service.instance.id",
     "deployment.environment.name",
     "process.pid",
+    "process.vpid",
+    "container.id",
+    "k8s.pod.uid",
     "process.executable.name",
     "host.name",
     "telemetry.sdk.language",
