@@ -2,16 +2,22 @@
 //! PID namespace (`unshare --pid --fork --mount-proc`, so it is pid 1 there) in a cgroup v2 group
 //! whose path has the shape Kubernetes' containerd gives a container
 //! (`kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope`). As root, the reader must
-//! name it by the host's pid with its namespace pid beside it, and find its container and pod.
+//! name it by the host's pid with its namespace pid beside it, and find its container and pod:
+//! in the library's placement, in `record`'s summary, and in the resource the agent sends a real
+//! OpenTelemetry Collector, which `thread-ctx report --pid HOST_PID` then finds.
 
+mod collector_common;
 mod common;
 
+use collector_common::Collector;
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(90);
 use thread_ctx::discovery::container::read_placement;
 
 const CONTAINER_ID: &str = "5e1c0a7b9d2f4e6a8c0b1d3f5a7c9e1b2d4f6a8c0e2b4d6f8a1c3e5b7d9f0a2c";
@@ -36,8 +42,9 @@ struct ContainerCgroup {
 }
 
 impl ContainerCgroup {
-    fn create(mount: &Path) -> ContainerCgroup {
-        let top = mount.join(format!("thread-ctx-test-{}", std::process::id()));
+    /// `test` tells apart the groups of tests that run at once in this process.
+    fn create(mount: &Path, test: &str) -> ContainerCgroup {
+        let top = mount.join(format!("thread-ctx-test-{}-{test}", std::process::id()));
         let pod = top.join(format!("kubepods-besteffort-pod{}.slice", POD_UID.replace('-', "_")));
         let leaf = pod.join(format!("cri-containerd-{CONTAINER_ID}.scope"));
         std::fs::create_dir_all(&leaf).unwrap_or_else(|e| panic!("creating {}: {e}", leaf.display()));
@@ -127,7 +134,7 @@ fn a_pid_namespaced_service_in_a_container_cgroup_is_found_by_host_pid_with_its_
         return;
     }
     let mount = cgroup2_mount().expect("a cgroup2 hierarchy is mounted");
-    let cgroup = ContainerCgroup::create(&mount);
+    let cgroup = ContainerCgroup::create(&mount, "placement");
     let service = start_contained(&cgroup.leaf);
     assert_eq!(service.namespace_pid, 1, "the service is pid 1 of its namespace");
     assert_ne!(service.host_pid, 1);
@@ -137,4 +144,58 @@ fn a_pid_namespaced_service_in_a_container_cgroup_is_found_by_host_pid_with_its_
     assert_eq!(placement.container.id.as_deref(), Some(CONTAINER_ID));
     assert_eq!(placement.container.pod_uid.as_deref(), Some(POD_UID));
     assert_eq!(placement.container.runtime, Some("containerd"));
+}
+
+#[test]
+fn the_agent_and_record_name_it_by_host_pid_with_its_namespace_pid_container_and_pod() {
+    if !ebpf_or_skip("the_agent_and_record_name_it_by_host_pid_with_its_namespace_pid_container_and_pod") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let mount = cgroup2_mount().expect("a cgroup2 hierarchy is mounted");
+    let cgroup = ContainerCgroup::create(&mount, "agent");
+    let service = start_contained(&cgroup.leaf);
+    let host_pid = service.host_pid.to_string();
+
+    // record: its first line names the process by host pid, and says where it runs.
+    let r = thread_ctx(&["record", &host_pid, "--duration", "1s", "--hz", "99"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let first = r.stdout.lines().next().unwrap_or_default();
+    let place = format!("pid {host_pid} (contained-shop) [pid 1 in its PID namespace, container {}, pod {POD_UID}]", &CONTAINER_ID[..12]);
+    assert!(first.starts_with(&place), "{first}");
+
+    // The agent: the resource the Collector receives.
+    let collector = Collector::running();
+    let endpoint = collector.grpc_endpoint();
+    let agent = thread_ctx(&["agent", "--pid", &host_pid, "--interval", "1s", "--duration", "4s", "--endpoint", &endpoint, "--protocol", "grpc"]);
+    assert_eq!(agent.code, 0, "{}", agent.stderr);
+    let received =
+        collector.wait_for(WAIT, "the contained service's samples", |r| r.samples().iter().any(|s| s.resource.get("process.pid") == Some(&host_pid)));
+    let samples = received.samples();
+    let resource = &samples.iter().find(|s| s.resource.get("process.pid") == Some(&host_pid)).unwrap().resource;
+    for (key, value) in [
+        ("process.pid", host_pid.as_str()),
+        ("process.vpid", "1"),
+        ("container.id", CONTAINER_ID),
+        ("container.runtime.name", "containerd"),
+        ("k8s.pod.uid", POD_UID),
+        ("service.name", "contained-shop"),
+    ] {
+        assert_eq!(resource.get(key).map(String::as_str), Some(value), "{key} in {resource:?}");
+    }
+    assert!(
+        !samples.iter().any(|s| s.resource.get("process.pid").map(String::as_str) == Some("1")),
+        "no profile names the namespace pid as process.pid"
+    );
+
+    // report finds it by the pid the agent logged, and shows the rest.
+    let file = collector.output_file();
+    let report = thread_ctx(&["report", "--otlp", file.to_str().unwrap(), "--pid", &host_pid]);
+    assert_eq!(report.code, 0, "{}\n{}", report.stdout, report.stderr);
+    assert!(report.stdout.contains(&format!("pid {host_pid} (contained-shop)")), "{}", report.stdout);
+    for shown in
+        [format!("process.pid={host_pid}"), "process.vpid=1".into(), format!("container.id={CONTAINER_ID}"), format!("k8s.pod.uid={POD_UID}")]
+    {
+        assert!(report.stdout.contains(&shown), "{shown} in\n{}", report.stdout);
+    }
 }

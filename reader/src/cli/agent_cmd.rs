@@ -166,5 +166,8 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
         };
         e.to_string().replacen("override", flag, 1)
     })?;
+    if let Some(note) = config.port_note() {
+        eprintln!("thread-ctx agent: note: {note}");
+    }
     Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
 }
