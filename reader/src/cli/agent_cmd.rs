@@ -37,7 +37,8 @@ pub struct AgentArgs {
     /// Length of one window: one profile per process per window (at least 1s; 10s or more in production).
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
     pub interval: Duration,
-    /// Also trace off-CPU time (sched_switch), as a second profile per process.
+    /// Also trace off-CPU time (sched_switch), as a second profile per process; each sample says
+    /// blocked or preempted (attribute thread.off_cpu.state; pprof label off_cpu).
     #[arg(long)]
     pub off_cpu: bool,
     /// Also capture kernel stacks.

@@ -15,7 +15,10 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub kernel: bool,
     /// Also trace off-CPU time (sched_switch): how long each thread was switched out,
-    /// attributed to the span it had published when it left the CPU.
+    /// attributed to the span it had published when it left the CPU, as blocked (it waited: sleep,
+    /// I/O, a lock) or preempted (runnable, it waited for a CPU): the summary's BLOCKED and
+    /// PREEMPTED columns, folded frames `[off-CPU: blocked]`/`[off-CPU: preempted]`, pprof label
+    /// `off_cpu`.
     #[arg(long)]
     pub off_cpu: bool,
     #[command(flatten)]
