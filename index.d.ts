@@ -96,7 +96,17 @@ export const layout: {
 import type { Context, ContextManager, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 
 export interface ThreadContextManagerOptions {
-  /** Where contexts are stored; default: a new AsyncLocalStorageContextManager. */
+  /**
+   * How readers find the span (docs/nodejs-schema.md). 'tls' (default): the OTEP 4947 record
+   * behind `otel_thread_ctx_v1`, kept current at every async switch by hooks; every OTEP 4947
+   * reader, every Node version. 'nodejs': the `nodejs_v1_dev` schema, the record reached from
+   * V8's AsyncContextFrame through `otel_thread_ctx_nodejs_v1`; no hooks, nothing per switch;
+   * needs AsyncContextFrame (Node 24+, 22 with --experimental-async-context-frame). Where it is
+   * not available the manager publishes with 'tls' after one process warning
+   * (OTEL_THREAD_CTX_SCHEMA_FALLBACK); `schema` and `schemaFallback` say so.
+   */
+  schema?: 'tls' | 'nodejs';
+  /** Where contexts are stored; default: a new AsyncLocalStorageContextManager. Not with schema 'nodejs' (TypeError). */
   contextManager?: ContextManager;
   /**
    * Attribute keys whose values the records carry (threadlocal.attribute_key_map), appended to
@@ -131,8 +141,12 @@ export interface ThreadContextManagerOptions {
  */
 export class ThreadContextManager implements ContextManager {
   constructor(options?: ThreadContextManagerOptions);
-  /** The hook mechanism chosen for this runtime by feature detection, or 'none' in cheap mode. */
-  readonly mechanism: 'async_hooks' | 'async_hooks+scopes' | 'promiseHooks+async_hooks' | 'none';
+  /** The hook mechanism chosen for this runtime by feature detection, 'none' in cheap mode, 'AsyncContextFrame' with schema 'nodejs' (no hooks). */
+  readonly mechanism: 'async_hooks' | 'async_hooks+scopes' | 'promiseHooks+async_hooks' | 'none' | 'AsyncContextFrame';
+  /** The schema in effect: 'nodejs' only where it was asked for and is available. */
+  readonly schema: 'tls' | 'nodejs';
+  /** Why schema 'nodejs' was asked for and 'tls' is in effect (no AsyncContextFrame, no V8 addon for this Node ABI, ...), or null. */
+  readonly schemaFallback: string | null;
   readonly enabled: boolean;
   active(): Context;
   /** Publishes the span of `context` while `fn` runs, restores the previous record after. @throws TypeError when fn is not a function. */
@@ -214,8 +228,8 @@ export interface ProcessContextInfo {
   origin: 'environment' | 'sdk' | 'explicit' | null;
   /** Resource attributes left out of the payload (unpublishable, or over the limits); each publish warns. */
   droppedAttributeCount: number;
-  /** threadlocal.schema_version: 'tlsdesc_v1_dev'. */
-  schemaVersion: string;
+  /** threadlocal.schema_version: 'tlsdesc_v1_dev', or 'nodejs_v1_dev' while a schema 'nodejs' manager is the last enabled. */
+  schemaVersion: 'tlsdesc_v1_dev' | 'nodejs_v1_dev';
 }
 
 /**
@@ -258,3 +272,64 @@ export function setAttribute(key: string, value: string | undefined): boolean;
  * span and key counted once (however often its record is re-encoded).
  */
 export function droppedAttributeCount(): number;
+
+/** What a `nodejs_v1_dev` reader sees (getFrameSpanContext()): the record's ids, flags and attrs-data. */
+export interface FrameSpanContext extends PublishedSpanContext {
+  /** attrs-data: [key index u8][length u8][UTF-8 bytes] ... (a copy). */
+  attrs: Uint8Array;
+}
+
+/**
+ * Schema 'nodejs': the span context a `nodejs_v1_dev` reader sees on this thread now, found the
+ * reader's way (otel_thread_ctx_nodejs_v1 -> the AsyncContextFrame -> the holder -> the record) but
+ * in-process. Null when no schema 'nodejs' manager owns this thread, or the frame holds no live span.
+ */
+export function getFrameSpanContext(): FrameSpanContext | null;
+
+/** Schema 'nodejs' on this thread: whether it is available (and why not), where its struct is, how its record pages are held. */
+export interface NodejsSchemaInfo {
+  available: boolean;
+  /** Why it is not available (no AsyncContextFrame, no V8 addon for this Node ABI, the layout check failed), or null. */
+  reason: string | null;
+  /** Whether otel_thread_ctx_nodejs_v1 is published on this thread (a schema 'nodejs' manager was enabled here). */
+  published: boolean;
+  /** This thread's otel_thread_ctx_nodejs_v1. */
+  structAddress: number | null;
+  /** threadlocal.wrapped_object_offset as measured here. */
+  wrappedObjectOffset: number | null;
+  /** Record pages mapped in the process, how many of them mlock pinned, and the last mlock error. */
+  pages: number;
+  pinnedPages: number;
+  pinError: string | null;
+}
+
+export function nodejsSchemaInfo(): NodejsSchemaInfo;
+/** Which JIT naming the process was started with (its command line and NODE_OPTIONS). */
+export interface JitNamesStatus {
+  /** --perf-basic-prof(-only-functions): V8 writes /tmp/perf-PID.map (functions). */
+  perfMap: boolean;
+  /** --perf-prof: V8 writes jit-PID.dump into the working directory (functions and lines). */
+  jitdump: boolean;
+  /** --interpreted-frames-native-stack, at startup or set by enableJitNames(). */
+  interpretedFrames: boolean;
+  perfMapPath: string | null;
+  jitdumpPath: string | null;
+}
+
+export interface JitNamesOptions {
+  /** One process warning when no perf map or jitdump is written (default true). */
+  warn?: boolean;
+  /** Turn on --interpreted-frames-native-stack for code compiled from now on, when a perf map or jitdump is written (default true). */
+  interpretedFrames?: boolean;
+  /** Delete /tmp/perf-PID.map when the process exits (default false; V8 leaves it behind). */
+  removePerfMapOnExit?: boolean;
+}
+
+/**
+ * Does what a running process can so that profilers outside it name its JS frames: V8's perf map
+ * and jitdump can only be turned on at startup (node flags or NODE_OPTIONS), so this warns once
+ * when neither is written; with one, interpreted frames of code compiled afterwards are named too.
+ * `false` does nothing (for an option passed through). Throws TypeError for bad options only.
+ */
+export function enableJitNames(options?: boolean | JitNamesOptions): JitNamesStatus & { problems: string[] };
+export function jitNamesStatus(): JitNamesStatus;

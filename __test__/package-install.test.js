@@ -12,6 +12,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
 const { IDS, isRoot } = require('./helpers/addon');
+const { expectNodejs } = require('./nodejs-schema-helpers');
 
 const { pkg, PLATFORM_PACKAGE, ENV, work, run, ok, release, newService } = require('./helpers/release');
 
@@ -42,6 +43,36 @@ function checkPublishes(dir, addonDir) {
   assert.equal(seen.manager, 'function', 'the context manager loads with the installed peers');
 }
 
+// Schema 'nodejs' from the installed package: the V8 addon of this Node's ABI loads from the
+// platform package where the runtime has AsyncContextFrame, and a span is found from the frame;
+// elsewhere the manager publishes with 'tls' after one warning.
+const NODEJS_SCHEMA = `
+  const { trace, context, ROOT_CONTEXT } = require('@opentelemetry/api');
+  const api = require('otel-thread-ctx');
+  const manager = api.register({ schema: 'nodejs' });
+  const ctx = trace.setSpanContext(ROOT_CONTEXT, { traceId: '${IDS.traceA}', spanId: '${IDS.spanA}', traceFlags: 1 });
+  context.with(ctx, async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    console.log(JSON.stringify({ schema: manager.schema, fallback: manager.schemaFallback, seen: api.getFrameSpanContext(),
+      addons: Object.keys(require.cache).filter((f) => f.endsWith('.node')) }));
+  });
+`;
+
+function checkNodejsSchema(dir, addonDir) {
+  const flags = process.execArgv.filter((a) => a.includes('async-context-frame'));
+  const r = ok('node', [...flags, '-e', NODEJS_SCHEMA], dir);
+  const seen = JSON.parse(r.stdout);
+  if (!expectNodejs) {
+    assert.equal(seen.schema, 'tls', r.stdout);
+    assert.match(r.stderr, /OTEL_THREAD_CTX_SCHEMA_FALLBACK/);
+    return;
+  }
+  assert.equal(seen.schema, 'nodejs', `fell back: ${seen.fallback}`);
+  assert.deepEqual(seen.addons.sort(), [path.join(addonDir, `${pkg.name}.linux-x64-gnu.node`),
+    path.join(addonDir, 'v8-addon', `node-abi${process.versions.modules}.node`)].sort());
+  assert.deepEqual([seen.seen.traceId, seen.seen.spanId, seen.seen.traceFlags], [IDS.traceA, IDS.spanA, 1]);
+}
+
 function checkVersion(dir) {
   const r = ok('npx', ['--no', '--offline', 'thread-ctx', '--version'], dir);
   assert.equal(r.stdout.trim(), `thread-ctx ${pkg.version}`);
@@ -53,7 +84,7 @@ test('the release tarball bundles the addon and thread-ctx, and nothing from the
   const nested = `package/node_modules/${PLATFORM_PACKAGE}`;
   for (const f of ['package/package.json', 'package/bin/thread-ctx.js', 'package/js/index.js', 'package/js/native.js',
     'package/index.d.ts', 'package/README.md', `${nested}/package.json`, `${nested}/thread-ctx`,
-    `${nested}/${pkg.name}.linux-x64-gnu.node`]) {
+    `${nested}/${pkg.name}.linux-x64-gnu.node`, ...[127, 137, 147].map((abi) => `${nested}/v8-addon/node-abi${abi}.node`)]) {
     assert.ok(files.includes(f), `${f} is missing from ${d.main}: ${files.join(' ')}`);
   }
   for (const f of files) {
@@ -81,6 +112,13 @@ test('the release tarball bundles the addon and thread-ctx, and nothing from the
   for (const lib of needed) assert.match(lib, /^(libc\.so\.6|libgcc_s\.so\.1|libm\.so\.6|ld-linux-x86-64\.so\.2)$/, `thread-ctx needs ${needed}`);
   const dynsym = execFileSync('readelf', ['--dyn-syms', '-W', path.join(unpacked, `package/${pkg.name}.linux-x64-gnu.node`)], { encoding: 'utf8' });
   assert.match(dynsym, /TLS\s+GLOBAL\s+DEFAULT\s+\d+\s+otel_thread_ctx_v1/);
+  for (const abi of [127, 137, 147]) {
+    const v8Addon = path.join(unpacked, `package/v8-addon/node-abi${abi}.node`);
+    assert.match(execFileSync('readelf', ['--dyn-syms', '-W', v8Addon], { encoding: 'utf8' }),
+      /32 TLS\s+GLOBAL\s+DEFAULT\s+\d+\s+otel_thread_ctx_nodejs_v1/, `${v8Addon} exports otel_thread_ctx_nodejs_v1`);
+    assert.match(execFileSync('readelf', ['-rW', v8Addon], { encoding: 'utf8' }), /R_X86_64_TLSDESC\s+\S+\s+otel_thread_ctx_nodejs_v1/,
+      'reached through TLSDESC');
+  }
   t.diagnostic(`${path.basename(d.main)}: ${(fs.statSync(d.main).size / 1024).toFixed(0)} KiB, ${files.length} files`);
 });
 
@@ -91,6 +129,7 @@ test('npm install of the tarball, offline, without Rust: the package publishes a
   const platformDir = path.join(installed, 'node_modules', PLATFORM_PACKAGE);
   assert.ok(!fs.lstatSync(installed).isSymbolicLink(), 'installed as files, not a link to the checkout');
   checkPublishes(dir, platformDir);
+  checkNodejsSchema(dir, platformDir);
   checkVersion(dir);
 
   // A platform without a prebuilt: the package loads as no-ops, the command says why.
@@ -128,5 +167,6 @@ test('the registry layout: the platform package installed beside the package, fo
   const d = release();
   const dir = newService('service-registry', [d.platform, d.registry]);
   checkPublishes(dir, path.join(dir, 'node_modules', PLATFORM_PACKAGE));
+  checkNodejsSchema(dir, path.join(dir, 'node_modules', PLATFORM_PACKAGE));
   checkVersion(dir);
 });

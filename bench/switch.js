@@ -6,6 +6,7 @@
 //   - per `await null` inside an active span (thread CPU time, like everything here)
 //   - per timer callback: setTimeout(cb, 0) scheduled and run in a span (see nsPerTimer)
 //   - per with() call alternating between two spans (synchronous; what cheap mode costs)
+// Schema 'nodejs' (no hooks) is a fifth variant where the runtime has AsyncContextFrame.
 // Per round, each variant's figure minus the stock's (and the manager's minus the floor's) of the
 // same round; the tables give the median over rounds with a 95 % bootstrap interval.
 //
@@ -17,16 +18,17 @@
 process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
 const fs = require('node:fs');
 const { parseArgs } = require('node:util');
-const { execFile } = require('node:child_process');
+const { execFile, execFileSync } = require('node:child_process');
 const { resolveNode, nodeVersion } = require('./lib/node-binary');
 const { positiveInteger, cpuOrNone } = require('./lib/args');
 const { alternate } = require('./lib/rounds');
 const { median, pairedDifference } = require('./lib/stats');
 const { fixed, interval, utcMinute } = require('./lib/format');
 const { describeMachine, loadAverage, codeRevision } = require('./lib/machine');
-const { commandLine, measuredRevision } = require('./lib/package-copy');
+const { commandLine, measuredRevision, PACKAGE_DIR } = require('./lib/package-copy');
 
-const VARIANTS = ['stock', 'floor', 'thread', 'cheap'];
+// nodejs: schema 'nodejs' (no hooks), where the runtime has AsyncContextFrame.
+const VARIANTS = ['stock', 'floor', 'thread', 'cheap', 'nodejs'];
 
 // ---- the child: one variant, one process ----------------------------------------------------
 
@@ -44,8 +46,9 @@ async function child(name, { awaits, timers }) {
   const span = tracer.startSpan('bench');
   const spanContext = trace.setSpan(ROOT_CONTEXT, span);
   const otherContext = trace.setSpan(ROOT_CONTEXT, tracer.startSpan('other'));
-  const kind = { stock: 'stock', floor: 'floor', thread: 'manager', cheap: 'manager' }[name];
-  const built = buildContextManager(kind, { managerOptions: name === 'cheap' ? { asyncTracking: false } : {} });
+  const kind = { stock: 'stock', floor: 'floor', thread: 'manager', cheap: 'manager', nodejs: 'manager' }[name];
+  const managerOptions = { cheap: { asyncTracking: false }, nodejs: { schema: 'nodejs' } }[name] ?? {};
+  const built = buildContextManager(kind, { managerOptions });
   const manager = built.manager.enable();
 
   async function awaitLoop(n) {
@@ -92,10 +95,13 @@ async function child(name, { awaits, timers }) {
   for (let batch = 0; batch < 3; batch++) perAwait.push(await nsPerAwait());
   for (let batch = 0; batch < 9; batch++) perTimer.push(await nsPerTimer());
   for (let batch = 0; batch < 3; batch++) perWith.push(nsPerWith());
-  if (name === 'thread') {
-    // The measured manager really publishes: the record shows the span inside with().
-    manager.with(spanContext, () => {
-      if (built.pkg.getSpanContext()?.spanId !== span.spanContext().spanId) throw new Error('bench: expected the span published');
+  if (name === 'thread' || name === 'nodejs') {
+    // The measured manager really publishes: the record (the frame's, for schema nodejs) shows the
+    // span after an await inside with().
+    const read = name === 'nodejs' ? built.pkg.getFrameSpanContext : built.pkg.getSpanContext;
+    await manager.with(spanContext, async () => {
+      await null;
+      if (read()?.spanId !== span.spanContext().spanId) throw new Error(`bench: expected the span published (${manager.schemaFallback ?? ''})`);
     });
   }
   span.end();
@@ -148,15 +154,23 @@ function runChild(nodeRun, config, variant) {
   });
 }
 
+// Schema 'nodejs' is measured where it is in effect (AsyncContextFrame and a V8 addon for the ABI).
+function variantsFor(nodeRun) {
+  const probe = `console.log(new (require(${JSON.stringify(PACKAGE_DIR)}).ThreadContextManager)({ schema: 'nodejs' }).schema)`;
+  const schema = execFileSync(nodeRun.bin, [...nodeRun.args.filter((a) => a.startsWith('--')), '--no-warnings', '-e', probe], { encoding: 'utf8' }).trim();
+  return schema === 'nodejs' ? VARIANTS : VARIANTS.filter((v) => v !== 'nodejs');
+}
+
 async function runVersion(nodeRun, config) {
   const flags = nodeRun.args.filter((a) => a.startsWith('--')).join(' ');
   const node = `${nodeVersion(nodeRun.bin)}${flags === '' ? '' : ` ${flags}`}`;
   const loadBefore = loadAverage();
   const startedAt = new Date();
-  process.stderr.write(`switch on Node ${node}: ${config.rounds} rounds × ${VARIANTS.join(' ')}; load average ${loadBefore.join(' ')}\n`);
+  const variants = variantsFor(nodeRun);
+  process.stderr.write(`switch on Node ${node}: ${config.rounds} rounds × ${variants.join(' ')}; load average ${loadBefore.join(' ')}\n`);
   const samples = await alternate({
     rounds: config.rounds,
-    modes: VARIANTS,
+    modes: variants,
     measure: (variant) => runChild(nodeRun, config, variant),
     onSample: (s) => process.stderr.write(`  round ${s.round} ${s.mode}: ${s.perAwait.toFixed(1)} ns/await, ${s.perTimer.toFixed(1)} ns/timer, ${s.perWith.toFixed(1)} ns/with\n`),
   });
@@ -166,12 +180,14 @@ async function runVersion(nodeRun, config) {
 function row(run) {
   const s = run.samples;
   const of = (variant, what) => median(s.filter((x) => x.mode === variant).map((x) => x[what]));
-  const diff = (a, b, what) => interval(pairedDifference(s, a, b, (x) => x[what]), 1, { sign: true });
+  const has = (variant) => s.some((x) => x.mode === variant);
+  const diff = (a, b, what) => (has(a) ? interval(pairedDifference(s, a, b, (x) => x[what]), 1, { sign: true }) : '–');
   const mechanism = s.find((x) => x.mode === 'thread').mechanism;
   return `| ${run.node} | ${mechanism} | ${fixed(of('stock', 'perAwait'), 1)} | ${diff('floor', 'stock', 'perAwait')} | ` +
     `**${diff('thread', 'stock', 'perAwait')}** | **${diff('thread', 'floor', 'perAwait')}** | ${fixed(of('stock', 'perTimer'), 1)} | ` +
     `${diff('floor', 'stock', 'perTimer')} | ${diff('thread', 'stock', 'perTimer')} | ${diff('thread', 'floor', 'perTimer')} | ` +
-    `${diff('cheap', 'stock', 'perAwait')} | ${diff('thread', 'stock', 'perWith')} |`;
+    `${diff('cheap', 'stock', 'perAwait')} | ${diff('thread', 'stock', 'perWith')} | ` +
+    `**${diff('nodejs', 'stock', 'perAwait')}** | ${diff('nodejs', 'stock', 'perTimer')} | ${diff('nodejs', 'stock', 'perWith')} |`;
 }
 
 function report(result) {
@@ -186,8 +202,8 @@ function report(result) {
       `3 batches of ${result.config.awaits} awaits, 9 of ${result.config.timers} timers, 3 of 200,000 with() calls (thread CPU time). ` +
       `Load average ${first.loadBefore.join(' / ')} before, ${last.loadAfter.join(' / ')} after.`,
     '',
-    '| Node | mechanism | stock ns/await | floor − stock ns/await | **manager − stock** ns/await | **manager − floor** ns/await | stock ns/timer | floor − stock ns/timer | manager − stock ns/timer | manager − floor ns/timer | cheap − stock ns/await | manager − stock ns/`with()` |',
-    '|---|---|---:|---|---|---|---:|---|---|---|---|---|',
+    '| Node | mechanism | stock ns/await | floor − stock ns/await | **manager − stock** ns/await | **manager − floor** ns/await | stock ns/timer | floor − stock ns/timer | manager − stock ns/timer | manager − floor ns/timer | cheap − stock ns/await | manager − stock ns/`with()` | **nodejs − stock** ns/await | nodejs − stock ns/timer | nodejs − stock ns/`with()` |',
+    '|---|---|---:|---|---|---|---:|---|---|---|---|---|---|---|---|',
     ...result.runs.map(row),
     '',
     `Command: \`${result.command}\` at ${result.revision}. Per round, a variant's figure minus the stock's (or the floor's) ` +

@@ -11,11 +11,12 @@ const { threadWriter } = require('./thread-writer');
 const { entryForContext } = require('./span-entries');
 const { detectMechanism, trackAsyncCallbacks } = require('./hooks');
 const { bindEventEmitter } = require('./bind-emitter');
-const { prepareProcessContext } = require('./process-context');
+const { prepareProcessContext, announceSchema } = require('./process-context');
 const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
 
-const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource'];
+const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema'];
+const SCHEMAS = ['tls', 'nodejs'];
 const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 
 function defaultDelegate() {
@@ -31,7 +32,15 @@ function checkOptions(options, allowed = OPTIONS) {
   for (const key of Object.keys(options)) {
     if (!allowed.includes(key)) throw new TypeError(`options.${key}: unknown option (expected ${allowed.join(', ')})`);
   }
-  const { contextManager, asyncTracking } = options;
+  const { contextManager, asyncTracking, schema } = options;
+  if (schema !== undefined) {
+    if (typeof schema !== 'string') throw new TypeError(`options.schema: expected 'tls' or 'nodejs', got ${describe(schema)}`);
+    if (!SCHEMAS.includes(schema)) throw new RangeError(`options.schema: expected 'tls' or 'nodejs', got ${JSON.stringify(schema)}`);
+    if (schema === 'nodejs' && contextManager !== undefined) {
+      throw new TypeError("options.contextManager: not used with schema 'nodejs' (its contexts live in the " +
+        "thread's AsyncLocalStorage, where readers find them); leave it out, or use schema 'tls'");
+    }
+  }
   if (asyncTracking !== undefined && typeof asyncTracking !== 'boolean') {
     throw new TypeError(`options.asyncTracking: expected a boolean, got ${describe(asyncTracking)}`);
   }
@@ -52,8 +61,11 @@ function checkOptions(options, allowed = OPTIONS) {
 
 class ThreadContextManager {
   /**
-   * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, attributes?: string[],
-   *   resource?: Resource }} [options]
+   * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
+   *   attributes?: string[], resource?: Resource }} [options]
+   *   schema: how readers find the span (js/schema.js): 'tls' (default) or 'nodejs', which
+   *     returns a FrameContextManager where the runtime has AsyncContextFrame, else publishes
+   *     with 'tls' after one warning (`schema` then says 'tls', `schemaFallback` why).
    *   contextManager: where contexts are stored (default: a new AsyncLocalStorageContextManager).
    *   asyncTracking: false publishes only around with(): never a wrong span, none after an await.
    *   attributes: attribute keys whose values records carry, registered at enable().
@@ -61,6 +73,12 @@ class ThreadContextManager {
    */
   constructor(options = {}) {
     checkOptions(options);
+    this._schemaFallback = null;
+    if (options.schema === 'nodejs' && new.target === ThreadContextManager) {
+      const { frames, reason } = require('./schema').nodejsSchema();
+      if (frames !== null) return new (require('./frame-context-manager').FrameContextManager)(options, frames);
+      this._schemaFallback = reason;
+    }
     this._commitProcessContext = prepareProcessContext(options);
     this._delegate = options.contextManager === undefined ? defaultDelegate() : options.contextManager;
     this._asyncTracking = options.asyncTracking !== false;
@@ -71,6 +89,16 @@ class ThreadContextManager {
     this._untrack = null;
     this._writer = null;
     if (typeof this._delegate.attach === 'function') this.attach = attach;
+  }
+
+  /** The schema this manager publishes with: 'tls' here ('nodejs' in FrameContextManager). */
+  get schema() {
+    return 'tls';
+  }
+
+  /** Why schema 'nodejs' was asked for and 'tls' is in effect, or null. */
+  get schemaFallback() {
+    return this._schemaFallback;
   }
 
   /** The hook mechanism used on this runtime, or 'none' without async tracking. */
@@ -140,6 +168,7 @@ class ThreadContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
+    announceSchema('tls');
     this._commitProcessContext();
     followProviderResource();
     return this;
@@ -223,4 +252,4 @@ function enabledThreadContextManager() {
   return threadWriter().owner;
 }
 
-module.exports = { ThreadContextManager, enabledThreadContextManager, checkOptions };
+module.exports = { ThreadContextManager, enabledThreadContextManager, checkOptions, successor, attach };

@@ -81,6 +81,11 @@ function controlWord(traceFlags, attrsBytes) {
 // The ids of the entry being encoded: decoded here first, so an invalid span context takes no slot.
 const ids = new Uint32Array(ID_WORDS);
 
+/** Decodes a span context's trace and span ids into `ids`; false when either is invalid (W3C). */
+function decodeSpanContextIds(spanContext) {
+  return decodeTraceId(ids, spanContext.traceId) > 0 && decodeHexId(ids, 4, spanContext.spanId, 16) > 0;
+}
+
 /**
  * A new entry in `writer`'s arena for a span context (js/thread-writer.js); `attrs` (optional
  * Uint8Array of encoded attrs-data) follows the header. Invalid span contexts give NONE.
@@ -91,9 +96,7 @@ function encodeEntry(writer, spanContext, attrs) {
   if (attrsBytes > MAX_ATTRS_SIZE) {
     throw new RangeError(`attrs: expected at most ${MAX_ATTRS_SIZE} bytes, got ${attrsBytes}`);
   }
-  if (decodeTraceId(ids, spanContext.traceId) <= 0 || decodeHexId(ids, 4, spanContext.spanId, 16) <= 0) {
-    return NONE;
-  }
+  if (!decodeSpanContextIds(spanContext)) return NONE;
   const entry = writer.allocate();
   const entries = writer.entries;
   const at = writer.wordsAt(entry);
@@ -111,5 +114,6 @@ function attrWords(attrs) {
 }
 
 // decodeHexId and BYTE also for bench/span-workload/decode.js, which times the decode against
-// the alternatives.
-module.exports = { NONE, encodeEntry, attrWords, decodeHexId, BYTE };
+// the alternatives; ids, decodeSpanContextIds and controlWord for the nodejs schema's records
+// (js/frame-writer.js).
+module.exports = { NONE, encodeEntry, attrWords, decodeHexId, BYTE, ids, decodeSpanContextIds, controlWord };

@@ -16,6 +16,10 @@ exports.publishProcessContext = processContext.publishProcessContext;
 exports.processContextInfo = processContext.processContextInfo;
 exports.registerAttributeKeys = (keys) => processContext.registerAttributeKeys(keys);
 exports.attributeKeyMap = processContext.attributeKeyMap;
+// JS frames an outside profiler can name (js/jit-names.js): what a running process can turn on.
+const jitNames = require('./jit-names');
+exports.enableJitNames = jitNames.enableJitNames;
+exports.jitNamesStatus = jitNames.jitNamesStatus;
 
 // The context manager layer (js/context-manager.js, register.js, trace-active.js,
 // set-attribute.js) needs @opentelemetry/api, an optional peer dependency: it is loaded on first
@@ -48,6 +52,8 @@ function standIns(cause) {
     traceActive: throwing('traceActive'),
     setAttribute: throwing('setAttribute'),
     droppedAttributeCount: throwing('droppedAttributeCount'),
+    getFrameSpanContext: throwing('getFrameSpanContext'),
+    nodejsSchemaInfo: throwing('nodejsSchemaInfo'),
   };
 }
 
@@ -55,12 +61,16 @@ function layer() {
   if (managerLayer === undefined) {
     try {
       const { setAttribute, droppedAttributeCount } = require('./set-attribute');
+      // Schema 'nodejs' (js/frame-writer.js): what its readers see on this thread, from the frame.
+      const { getFrameSpanContext, nodejsSchemaInfo } = require('./frame-span-context');
       managerLayer = {
         ThreadContextManager: require('./context-manager').ThreadContextManager,
         register: require('./register').register,
         traceActive: require('./trace-active').traceActive,
         setAttribute,
         droppedAttributeCount,
+        getFrameSpanContext,
+        nodejsSchemaInfo,
       };
     } catch (err) {
       managerLayer = standIns(err);
@@ -69,7 +79,9 @@ function layer() {
   return managerLayer;
 }
 
-for (const name of ['ThreadContextManager', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount']) {
+const LAYER_EXPORTS = ['ThreadContextManager', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount',
+  'getFrameSpanContext', 'nodejsSchemaInfo'];
+for (const name of LAYER_EXPORTS) {
   Object.defineProperty(exports, name, { enumerable: true, get: () => layer()[name] });
 }
 
@@ -78,4 +90,4 @@ for (const name of ['ThreadContextManager', 'register', 'traceActive', 'setAttri
 // runs; it only lists them, in the form esbuild emits for the same purpose, so that
 // `import { ThreadContextManager } from 'otel-thread-ctx'` works. The loader then reads each name
 // once at import: that loads the layer (or its stand-ins), never throws.
-0 && (module.exports = { ThreadContextManager, register, traceActive, setAttribute, droppedAttributeCount });
+0 && (module.exports = { ThreadContextManager, register, traceActive, setAttribute, droppedAttributeCount, getFrameSpanContext, nodejsSchemaInfo });

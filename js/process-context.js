@@ -296,6 +296,22 @@ function prepareProcessContext({ resource, attributes }, arg = 'options') {
   };
 }
 
+/**
+ * Announces the thread-context schema readers should use ('tls', or 'nodejs' with the V8 layout
+ * integers of the nodejs_v1_dev schema): republished at once when a context is already published,
+ * else with the first publish. Process-wide: the last enabled context manager's schema. Runs inside
+ * enable(): a failure is a warning.
+ */
+function announceSchema(schema, layout) {
+  if (!native.supported || typeof native.setThreadContextSchema !== 'function') return;
+  try {
+    callNative(native.setThreadContextSchema, schema, layout);
+  } catch (error) {
+    process.emitWarning(`otel-thread-ctx: could not announce the ${schema} schema in the process context (${error && error.message})`,
+      { code: WARNING_CODE });
+  }
+}
+
 /** Where the published resource came from ('environment', 'sdk', 'explicit'), or null. */
 function publishedOrigin() {
   const info = native.supported ? native.processContextInfo() : null;
@@ -326,6 +342,7 @@ function registeredKeys() {
 }
 
 module.exports = {
+  announceSchema,
   attributeKeyMap,
   cachedKeyIndex,
   keyIndex,

@@ -26,20 +26,23 @@ function holdsContexts(manager) {
 }
 
 /**
- * @param {{ contextManager?: ContextManager, asyncTracking?: boolean, resource?: Resource,
- *   attributes?: string[] }} [options] resource / attributes: the OTEP 4719 process context's
- *   resource and the attribute keys records carry (js/process-context.js)
+ * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
+ *   resource?: Resource, attributes?: string[] }} [options] schema: js/schema.js; resource /
+ *   attributes: the OTEP 4719 process context's resource and the attribute keys records carry
+ *   (js/process-context.js)
  * @returns {ThreadContextManager} the enabled, globally installed manager
  */
 function register(options = {}) {
   checkOptions(options);
   const installed = typeof context._getContextManager === 'function' ? context._getContextManager() : undefined;
-  if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined) {
+  if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined &&
+      (options.schema === undefined || installed.schema === options.schema || installed.schemaFallback !== null)) {
     prepareProcessContext(options)();
     return installed;
   }
   let delegate = options.contextManager;
-  const wrapsInstalled = delegate === undefined && installed !== undefined &&
+  // Schema 'nodejs' keeps contexts in its own storage: an installed manager is replaced, not wrapped.
+  const wrapsInstalled = delegate === undefined && options.schema !== 'nodejs' && installed !== undefined &&
     !(installed instanceof ThreadContextManager) && holdsContexts(installed);
   if (wrapsInstalled) delegate = installed;
   // Validates every option before anything global changes.

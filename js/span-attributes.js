@@ -27,7 +27,9 @@ function recordValue(value) {
 
 class RecordState {
   constructor(keyCount, setAttribute, setAttributes) {
+    // The span's TLS-schema entry and nodejs-schema record (js/frame-writer.js), once built.
     this.entry = null;
+    this.frameRecord = null;
     // By key index: the value the record carries (undefined: none).
     this.values = new Array(keyCount).fill(undefined);
     // By key index: whether a drop of this key was counted already (each span and key once).
@@ -62,10 +64,12 @@ function countDrops(state, droppedKeys) {
 }
 
 function rewrite(state) {
+  const bytes = encodeState(state);
+  // A record sized before keys were registered has no room: its attributes count as dropped.
+  if (state.frameRecord !== null && !state.frameRecord.setAttrs(bytes)) threadWriter().droppedAttributes++;
   const writer = threadWriter();
   const entry = state.entry;
-  if (entry === NONE || !writer.isLive(entry)) return; // its slot was reused: rebuilt from the state when next needed
-  const bytes = encodeState(state);
+  if (entry === null || entry === NONE || !writer.isLive(entry)) return; // its slot was reused: rebuilt from the state when next needed
   writer.setAttrs(entry, bytes.length === 0 ? null : attrWords(bytes), bytes.length);
   writer.refresh(entry);
 }
@@ -119,16 +123,26 @@ function setAttributesAndRecord(attributes) {
  * rewritten when they change.
  */
 function encodeSpanEntry(writer, span, spanContext) {
-  const keys = registeredKeys();
-  if (keys.length === 0) return encodeEntry(writer, spanContext); // (keys are never removed: no state either)
+  if (registeredKeys().length === 0) return encodeEntry(writer, spanContext); // (keys are never removed: no state either)
+  const state = spanRecordState(span);
+  if (state === undefined) return encodeEntry(writer, spanContext);
+  const entry = encodeEntry(writer, spanContext, encodeState(state));
+  if (entry !== NONE) state.entry = entry;
+  return entry;
+}
+
+/**
+ * The record values of a span whose record carries attributes (keys are registered): its state,
+ * made on the first call, which from then on watches the span's setAttribute/setAttributes.
+ * Undefined for a span that cannot be watched. Shared by both schemas' records of the span.
+ */
+function spanRecordState(span) {
   const known = span[STATE];
-  if (known !== undefined) { // rebuilt: the values are the state's, the methods already watched
-    known.entry = encodeEntry(writer, spanContext, encodeState(known));
-    return known.entry;
-  }
+  if (known !== undefined) return known; // the values are the state's, the methods already watched
+  const keys = registeredKeys();
   if (typeof span.setAttribute !== 'function' || typeof span.setAttributes !== 'function' ||
       Object.isFrozen(span)) {
-    return encodeEntry(writer, spanContext);
+    return undefined;
   }
   const state = new RecordState(keys.length, span.setAttribute, span.setAttributes);
   // A local child starts with its parent's record values (a sample in a child span keeps the
@@ -144,13 +158,10 @@ function encodeSpanEntry(writer, span, spanContext) {
       if (text !== undefined) state.values[i] = text;
     }
   }
-  const entry = encodeEntry(writer, spanContext, encodeState(state));
-  if (entry === NONE) return entry; // invalid span context
-  state.entry = entry;
   span[STATE] = state;
   span.setAttribute = setAttributeAndRecord;
   span.setAttributes = setAttributesAndRecord;
-  return entry;
+  return state;
 }
 
 // The parent's state: a span's entry is normally built on its first activation, while its
@@ -178,4 +189,4 @@ function setRecordValue(span, index, value) {
   return true;
 }
 
-module.exports = { encodeSpanEntry, setRecordValue };
+module.exports = { encodeSpanEntry, spanRecordState, encodeState, setRecordValue };

@@ -71,7 +71,10 @@ function buildSpanEntry(writer, span) {
 // The span's end() is wrapped (a shared function, the original kept on the span) to turn its
 // entry into "none", rewrite the record if that entry is published, and cache none on the span
 // (a context that still holds it and whose entry's slot is reused rebuilds none from that).
+// The same wrap ends the span's record of the nodejs schema (js/frame-writer.js), cached under
+// kFrameRecord: valid 0 in place, which every frame and holder that reaches it then shows.
 const kOriginalEnd = Symbol('otel-thread-ctx span end');
+const kFrameRecord = Symbol('otel-thread-ctx frame record');
 
 function endAndUnpublish(endTime) {
   const entry = cachedEntry(this);
@@ -79,6 +82,8 @@ function endAndUnpublish(endTime) {
     threadWriter().endEntry(entry);
     cacheEntry(this, NONE);
   }
+  const record = this[kFrameRecord];
+  if (record !== undefined) record.end();
   const end = this[kOriginalEnd];
   return typeof end === 'function' ? end.call(this, endTime) : undefined;
 }
@@ -118,4 +123,4 @@ function buildContextEntry(writer, context) {
   }
 }
 
-module.exports = { entryForContext, entryForSpan };
+module.exports = { entryForContext, entryForSpan, kFrameRecord, unpublishOnEnd };

@@ -13,7 +13,8 @@
 #
 #   scripts/release.sh [--out DIR]      (DIR defaults to dist/)
 #
-# Needs what scripts/setup.sh installs (Rust, clang, libbpf headers, binutils) and nothing else.
+# Needs what scripts/setup.sh installs (Rust, clang, libbpf headers, binutils, g++ and the Node
+# 22/24/26 headers for the V8 addon) and nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -65,6 +66,13 @@ strip --strip-debug "$plat/$name.$tuple.node"
 cp target/release/thread-ctx "$plat/thread-ctx"
 strip "$plat/thread-ctx"
 chmod 755 "$plat/thread-ctx"
+# The V8 part of schema 'nodejs', one file per Node ABI (22, 24, 26), loaded by js/v8-addon.js.
+bash scripts/build-v8-addon.sh
+mkdir -p "$plat/v8-addon"
+for f in prebuilds/v8-addon/node-abi*.node; do
+  cp "$f" "$plat/v8-addon/"
+  strip --strip-debug "$plat/v8-addon/$(basename "$f")"
+done
 
 # The main package: the files package.json lists, and a manifest for users (no dev scripts, no
 # devDependencies) that names the platform package as napi-rs's prepublish step does.
@@ -111,7 +119,7 @@ chmod 755 "$agent/install.sh"
 agent_tgz="$out/thread-ctx-agent-$version-linux-x64.tar.gz"
 tar -czf "$agent_tgz" -C "$stage" --owner=0 --group=0 --numeric-owner "thread-ctx-agent-$version"
 
-glibc="$(objdump -T "$plat/thread-ctx" "$plat/$name.$tuple.node" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
+glibc="$(objdump -T "$plat/thread-ctx" "$plat/$name.$tuple.node" "$plat"/v8-addon/*.node | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
 echo "release: needs $glibc or newer (the build machine's glibc); Node-API 6 (Node >= 18.19)"
 for t in "$main_tgz" "$platform_tgz" "$registry_tgz" "$agent_tgz"; do
   echo "release: $t ($(du -k "$t" | cut -f1) KiB)"

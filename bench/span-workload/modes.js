@@ -18,6 +18,11 @@ const MODES = Object.freeze({
     label: 'ThreadContextManager without per-span work (no end() wrap, no entry allocation, no cache stores, no attribute watch)',
   },
   'full+attrs': { kind: 'manager', patches: [], attributes: ['http.route'], label: 'ThreadContextManager, record attribute http.route registered' },
+  nodejs: { kind: 'manager', patches: [], managerOptions: { schema: 'nodejs' }, label: "ThreadContextManager, schema 'nodejs' (no hooks)" },
+  'nodejs+attrs': {
+    kind: 'manager', patches: [], managerOptions: { schema: 'nodejs' }, attributes: ['http.route'],
+    label: "ThreadContextManager, schema 'nodejs', record attribute http.route registered",
+  },
   'floor-no-after': { kind: 'hooks', hooks: { after: false }, label: 'floor without `after` hooks (lazy restore)' },
   'floor-no-init': { kind: 'hooks', hooks: { init: false }, label: 'floor without the `init` hook (where the manager has one)' },
 });
@@ -48,6 +53,7 @@ function buildManager(mode, packageDir) {
     packageDir,
     hooks: { after: mode.hooks?.after !== false, init: mode.hooks?.init !== false },
     attributes: mode.attributes,
+    managerOptions: mode.managerOptions,
   });
   return { manager, pkg };
 }

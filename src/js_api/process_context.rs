@@ -10,7 +10,7 @@ use napi::sys::{self, napi_callback_info, napi_env, napi_value};
 use napi_derive::napi;
 
 use super::ok;
-use crate::process_ctx::{self, AttrValue, ContextError, Dropped, Origin};
+use crate::process_ctx::{self, AttrValue, ContextError, Dropped, Origin, Schema, NODEJS_LAYOUT_KEYS};
 
 /// One resource attribute: a string, number (integral -> int, else double), boolean or string[].
 #[napi(object)]
@@ -74,7 +74,7 @@ fn to_js_info(i: process_ctx::Info) -> ProcessContextInfo {
         dontfork_error: i.dontfork_error,
         service_instance_id: i.service_instance_id,
         key_count: i.key_count as u32,
-        schema_version: process_ctx::SCHEMA_VERSION.to_string(),
+        schema_version: i.schema.version().to_string(),
         origin: i.origin.map(|o| o.as_str().to_string()),
         dropped_attribute_count: i.dropped_attribute_count as u32,
     }
@@ -147,4 +147,29 @@ pub unsafe extern "C" fn attribute_key_count(env: napi_env, _info: napi_callback
 #[napi]
 pub fn process_context_info() -> Option<ProcessContextInfo> {
     process_ctx::writer().info().map(to_js_info)
+}
+
+/// Announces the thread-context schema in the process context: `"tls"`, or `"nodejs"` with the V8
+/// layout integers (an object with every key of NODEJS_LAYOUT_KEYS). Returns the new facts, or
+/// null while nothing is published yet (the schema then goes out with the first publish).
+#[napi]
+pub fn set_thread_context_schema(schema: String, layout: Option<std::collections::HashMap<String, i64>>) -> Result<Option<ProcessContextInfo>> {
+    let schema = match (schema.as_str(), layout) {
+        ("tls", None) => Schema::Tls,
+        ("nodejs", Some(layout)) => {
+            let mut values = [0i64; 5];
+            for (value, name) in values.iter_mut().zip(NODEJS_LAYOUT_KEYS) {
+                *value =
+                    *layout.get(name).ok_or_else(|| Error::new(Status::InvalidArg, format!("layout.{name}: expected an integer, got nothing")))?;
+            }
+            Schema::NodeJs(values)
+        }
+        (name, _) => {
+            return Err(Error::new(
+                Status::InvalidArg,
+                format!("schema: expected \"tls\" (without layout) or \"nodejs\" (with layout), got {name:?}"),
+            ))
+        }
+    };
+    Ok(process_ctx::writer().set_schema(schema).map_err(context_error)?.map(to_js_info))
 }

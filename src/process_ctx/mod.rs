@@ -20,6 +20,41 @@ use proto::{any_value::Value, KeyValue, ProcessContext, Resource};
 /// every reader seen so far (eBPF profiler PR 1229, datadog-agent) and the OTEP 4947 text use
 /// `tlsdesc_v1_dev` for the TLSDESC `otel_thread_ctx_v1` record.
 pub const SCHEMA_VERSION: &str = "tlsdesc_v1_dev";
+/// The Node.js-specific discovery (`otel_thread_ctx_nodejs_v1` -> the AsyncContextFrame -> the
+/// record), as the OpenTelemetry eBPF profiler's RFC #1861 and Datadog's writer name it.
+pub const NODEJS_SCHEMA_VERSION: &str = "nodejs_v1_dev";
+/// The V8 layout integers a `nodejs_v1_dev` reader needs, published as `threadlocal.<name>`.
+pub const NODEJS_LAYOUT_KEYS: [&str; 5] =
+    ["wrapped_object_offset", "tagged_size", "native_wrap_fields_offset", "js_map_table_offset", "ordered_hash_map_header_size"];
+
+/// Which thread-context schema the process context announces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schema {
+    /// The OTEP 4947 TLS record (`otel_thread_ctx_v1`).
+    Tls,
+    /// `nodejs_v1_dev`, with the layout integers in NODEJS_LAYOUT_KEYS order.
+    NodeJs([i64; 5]),
+}
+
+impl Schema {
+    pub fn version(&self) -> &'static str {
+        match self {
+            Schema::Tls => SCHEMA_VERSION,
+            Schema::NodeJs(_) => NODEJS_SCHEMA_VERSION,
+        }
+    }
+
+    /// The `threadlocal.*` attributes of the schema, key map included.
+    fn attributes(&self, keys: &[String]) -> Vec<KeyValue> {
+        let mut attributes = vec![KeyValue::string(SCHEMA_VERSION_KEY, self.version()), KeyValue::strings(KEY_MAP_KEY, keys)];
+        if let Schema::NodeJs(layout) = self {
+            for (name, value) in NODEJS_LAYOUT_KEYS.iter().zip(layout) {
+                attributes.push(KeyValue::new(format!("threadlocal.{name}"), Value::IntValue(*value)));
+            }
+        }
+        attributes
+    }
+}
 pub const SCHEMA_VERSION_KEY: &str = "threadlocal.schema_version";
 pub const KEY_MAP_KEY: &str = "threadlocal.attribute_key_map";
 /// Record attrs carry the key as one byte.
@@ -104,6 +139,7 @@ pub struct Info {
     pub dontfork_error: Option<String>,
     pub service_instance_id: String,
     pub key_count: usize,
+    pub schema: Schema,
     pub origin: Option<Origin>,
     /// Resource attributes left out of the published payload (by the JS layer or by the limits).
     pub dropped_attribute_count: usize,
@@ -130,6 +166,7 @@ pub struct Writer {
     dropped_before: usize,
     dropped_count: usize,
     keys: Vec<String>,
+    schema: Schema,
     instance_id: String,
     /// The published payload; the one before it stays allocated for a reader still copying it.
     payload: Vec<u8>,
@@ -148,6 +185,7 @@ impl Writer {
             dropped_before: 0,
             dropped_count: 0,
             keys: Vec::new(),
+            schema: Schema::Tls,
             instance_id: new_instance_id(),
             payload: Vec::new(),
             previous_payload: Vec::new(),
@@ -198,6 +236,21 @@ impl Writer {
         Ok((indices, dropped))
     }
 
+    /// Announces `schema` (the last enabled context manager's) and republishes when it changed
+    /// and something was published already; otherwise it goes out with the first publish.
+    pub fn set_schema(&mut self, schema: Schema) -> Result<Option<Info>, ContextError> {
+        if schema == self.schema {
+            return Ok(self.info());
+        }
+        self.schema = schema;
+        if self.mapping.is_none() {
+            return Ok(None);
+        }
+        self.refresh_after_fork();
+        let (resource, keys) = (self.resource.clone(), self.keys.clone());
+        Ok(Some(self.publish(resource, self.origin, self.dropped_before, keys)?.info))
+    }
+
     pub fn keys(&self) -> &[String] {
         &self.keys
     }
@@ -216,6 +269,7 @@ impl Writer {
             dontfork_error: m.dontfork_error.clone(),
             service_instance_id: self.instance_id.clone(),
             key_count: self.keys.len(),
+            schema: self.schema.clone(),
             origin: self.origin,
             dropped_attribute_count: self.dropped_count,
         })
@@ -246,7 +300,7 @@ impl Writer {
         dropped_before: usize,
         keys: Vec<String>,
     ) -> Result<Published, ContextError> {
-        let attributes = vec![KeyValue::string(SCHEMA_VERSION_KEY, SCHEMA_VERSION), KeyValue::strings(KEY_MAP_KEY, &keys)];
+        let attributes = self.schema.attributes(&keys);
         // Everything but the resource's attributes, plus the resource field's tag and a length
         // varint of up to 3 bytes.
         let fixed = ProcessContext { resource: Some(Resource { attributes: Vec::new() }), attributes: attributes.clone() }.encoded_len() + 3;

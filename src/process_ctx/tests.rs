@@ -176,3 +176,29 @@ fn key_map_limits_and_refit() {
     assert_eq!(pc.resource.unwrap().attributes.len(), 4, "attr.000-002 and the instance id");
     assert_eq!(info.dropped_attribute_count, 2);
 }
+
+#[test]
+fn nodejs_schema_publishes_its_version_and_layout_and_switches_back() {
+    let mut w = Writer::new();
+    assert!(w.set_schema(Schema::NodeJs([32, 8, 0, 0x18, 0x10])).unwrap().is_none(), "nothing published yet");
+    w.set_resource(vec![], Origin::Explicit, 0).unwrap();
+    let (info, pc) = decode(&w);
+    assert_eq!(info.schema.version(), "nodejs_v1_dev");
+    assert_eq!(string_attr(&pc.attributes, SCHEMA_VERSION_KEY), Some(&Value::StringValue("nodejs_v1_dev".into())));
+    for (name, value) in [
+        ("wrapped_object_offset", 32),
+        ("tagged_size", 8),
+        ("native_wrap_fields_offset", 0),
+        ("js_map_table_offset", 0x18),
+        ("ordered_hash_map_header_size", 0x10),
+    ] {
+        assert_eq!(string_attr(&pc.attributes, &format!("threadlocal.{name}")), Some(&Value::IntValue(value)), "{name}");
+    }
+    let before = info.publish_count;
+    let info = w.set_schema(Schema::Tls).unwrap().expect("republished");
+    assert_eq!(info.publish_count, before + 1);
+    let (_, pc) = decode(&w);
+    assert_eq!(string_attr(&pc.attributes, SCHEMA_VERSION_KEY), Some(&Value::StringValue("tlsdesc_v1_dev".into())));
+    assert_eq!(string_attr(&pc.attributes, "threadlocal.tagged_size"), None);
+    assert_eq!(w.set_schema(Schema::Tls).unwrap().unwrap().publish_count, before + 1, "an unchanged schema is not republished");
+}

@@ -52,6 +52,10 @@ impl WindowStats {
         if c.dropped_behind > 0 {
             line += &format!(", {} addresses with symbolization behind", c.dropped_behind);
         }
+        let unnamed_js = crate::profile::symbolizer::processes_with_unnamed_js();
+        if unnamed_js > 0 {
+            line += &format!(", {unnamed_js} processes with unnamed JS frames (no perf map or jitdump)");
+        }
         line += &format!(
             ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
             c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use thread_ctx::agent::{Agent, AgentOptions};
 use thread_ctx::otlp::{ConfigError, Exporter, ExporterConfig, OtlpSink, Overrides};
 use thread_ctx::output::pprof_dir::PprofDir;
-use thread_ctx::output::sink::{Sinks, WindowSink};
+use thread_ctx::output::sink::{SinkError, Sinks, WindowSink};
+use thread_ctx::pipeline::Window;
 use thread_ctx::sampler::SamplerOptions;
 
 /// How long the last window may take to reach the endpoint after SIGTERM.
@@ -118,9 +119,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     // The exporter's counters are read through this handle; the sink owns the exporter.
     let mut otlp = exporter.map(|exporter| OtlpSink { exporter });
     let mut files_sink = args.pprof_dir.clone().map(|dir| PprofDir { dir });
+    let mut notes = ProcessNotes;
     loop {
         let until = end.map_or(agent.window_end(), |e| e.min(agent.window_end()));
-        agent.run_until(until, &stop, &mut sinks(&mut otlp, &mut files_sink))?;
+        agent.run_until(until, &stop, &mut sinks(&mut notes, &mut otlp, &mut files_sink))?;
         let stats = agent.end_window()?;
         for note in agent.take_notes() {
             eprintln!("thread-ctx agent: {note}");
@@ -132,7 +134,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }
     }
     // The last window: symbolized and handed over, then sent.
-    let unfinished = agent.finish(SHUTDOWN_GRACE, &mut sinks(&mut otlp, &mut files_sink));
+    let unfinished = agent.finish(SHUTDOWN_GRACE, &mut sinks(&mut notes, &mut otlp, &mut files_sink));
     if unfinished > 0 {
         eprintln!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
     }
@@ -145,9 +147,27 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The sinks every window goes to: OTLP and/or pprof files.
-fn sinks<'a>(otlp: &'a mut Option<OtlpSink>, files: &'a mut Option<PprofDir>) -> Sinks<'a> {
-    Sinks(otlp.as_mut().map(|s| s as &mut dyn WindowSink).into_iter().chain(files.as_mut().map(|s| s as &mut dyn WindowSink)).collect())
+/// The sinks every window goes to: the once-per-process notes on stderr, OTLP and/or pprof files.
+fn sinks<'a>(notes: &'a mut ProcessNotes, otlp: &'a mut Option<OtlpSink>, files: &'a mut Option<PprofDir>) -> Sinks<'a> {
+    Sinks(
+        std::iter::once(notes as &mut dyn WindowSink)
+            .chain(otlp.as_mut().map(|s| s as &mut dyn WindowSink))
+            .chain(files.as_mut().map(|s| s as &mut dyn WindowSink))
+            .collect(),
+    )
+}
+
+/// Notes that hold for a process's life (e.g. JS frames nothing can name), printed once per
+/// process: they come with the first window they apply to.
+struct ProcessNotes;
+
+impl WindowSink for ProcessNotes {
+    fn write(&mut self, w: &Window) -> Result<(), SinkError> {
+        for note in w.processes.iter().flat_map(|p| &p.profile.process_notes) {
+            eprintln!("thread-ctx agent: {note}");
+        }
+        Ok(())
+    }
 }
 
 /// The exporter, None when only pprof files were asked for; Err: a message naming the bad setting.

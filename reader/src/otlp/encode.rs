@@ -258,9 +258,10 @@ impl Dictionary {
             Some(&i) => i,
             None => {
                 let i = self.table.function_table.len() as i32;
+                let system_name = self.string(&f.system_name()); // a source-mapped frame's generated script and line
                 self.table.function_table.push(otlp::Function {
                     name_strindex: name,
-                    system_name_strindex: name,
+                    system_name_strindex: system_name,
                     filename_strindex: file,
                     start_line,
                 });
@@ -343,9 +344,17 @@ pub(crate) mod tests {
             line: None,
             column: None,
             pos: None,
+            generated: None,
         });
-        let js =
-            p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9), pos: None });
+        let js = p.intern(Frame {
+            kind: FrameKind::Js,
+            name: "burn".into(),
+            file: Some("/app/a.js".into()),
+            line: Some(3),
+            column: Some(9),
+            pos: None,
+            generated: None,
+        });
         let jit = p.intern(Frame::unknown("[anon:jit]".into(), None));
         let stack = vec![
             StackFrame { addr: 0x7f00_0000_0000, frame: js, kernel: false },

@@ -111,8 +111,16 @@ mod tests {
     fn profile(off_cpu: bool) -> Profile {
         let mut p = Profile::default();
         (p.off_cpu_traced, p.cpu_period_ns) = (off_cpu, 10_000_000);
-        let main = p.intern(Frame { kind: FrameKind::Native, name: "main".into(), file: None, line: None, column: None, pos: None });
-        let burn = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/a.js".into()), line: Some(3), column: None, pos: None });
+        let main = p.intern(Frame { kind: FrameKind::Native, name: "main".into(), file: None, line: None, column: None, pos: None, generated: None });
+        let burn = p.intern(Frame {
+            kind: FrameKind::Js,
+            name: "burn".into(),
+            file: Some("/a.js".into()),
+            line: Some(3),
+            column: None,
+            pos: None,
+            generated: None,
+        });
         p.thread_names.insert(7, "node".into());
         let stack = vec![StackFrame { addr: 2, frame: burn, kernel: false }, StackFrame { addr: 1, frame: main, kernel: false }];
         let e = |kind, trace: u8, count, weight| Entry {

@@ -162,6 +162,7 @@ impl Builder {
             line: start,
             column: if pos.is_none() && kind == FrameKind::Js { positive(f.column) } else { None },
             pos,
+            generated: None,
         };
         if let Some(m) = f.mapping.as_ref().filter(|m| m.filename.starts_with('/')) {
             self.mapping(m);

@@ -124,7 +124,8 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
                     out.function.push(pb::Function {
                         id: next_fn,
                         name,
-                        system_name: name,
+                        // A source-mapped frame keeps its generated script and line here.
+                        system_name: st.id(&f.system_name()),
                         filename: f.file.as_deref().map(|s| st.id(s)).unwrap_or(0),
                         start_line: f.line.unwrap_or(0) as i64,
                     });
@@ -274,7 +275,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         // A JS location whose line differs from its function's start was sampled at that line.
         let at = loc.line.first().filter(|l| kind == FrameKind::Js && l.line > 0 && Some(l.line as u32) != line);
         let pos = at.map(|l| SourcePos { line: l.line as u32, column: (l.column > 0).then_some(l.column as u32) });
-        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos });
+        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos, generated: None });
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {
@@ -323,7 +324,7 @@ mod tests {
     use crate::discovery::maps::Mapping;
 
     fn frame(kind: FrameKind, name: &str, file: Option<&str>, line: Option<u32>) -> Frame {
-        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None, pos: None }
+        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None, pos: None, generated: None }
     }
 
     #[test]

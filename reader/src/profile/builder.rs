@@ -141,6 +141,11 @@ impl ProfileBuilder {
             p.notes.extend(sym.perf_map_note());
             p.notes.extend(sym.jitdump_notes());
         }
+        p.notes.extend(sym.baseline_note());
+        p.notes.extend(sym.source_map_notes());
+        if !p.entries.is_empty() {
+            p.process_notes = sym.process_notes_once();
+        }
         if p.dropped_samples > 0 {
             p.notes.push(format!(
                 "{} samples were left out of the profile: it already held {} distinct stack x thread x span entries",

@@ -24,6 +24,7 @@ pub mod native_symbols;
 pub mod perf_map;
 pub mod perf_map_reader;
 pub mod sample;
+pub mod source_map;
 pub mod symbolized;
 pub mod symbolizer;
 
@@ -31,7 +32,7 @@ pub use aggregate::Aggregate;
 pub use builder::ProfileBuilder;
 pub use decode::{Decoder, StackLosses};
 pub use filter::Filter;
-pub use frame::{Frame, FrameKind, SourcePos};
+pub use frame::{Frame, FrameKind, Generated, SourcePos};
 pub use native_symbols::NativeSymbols;
 pub use sample::{Measure, Sample, SampleKind};
 pub use symbolized::{Entry, Profile};

@@ -59,6 +59,9 @@ pub struct Profile {
     pub mappings: Vec<Mapping>,
     /// Things the user should know (e.g. the perf map is missing).
     pub notes: Vec<String>,
+    /// Notes that hold for the process's life, in the first profile they apply to only
+    /// (an agent shows them once per process; `notes` repeats them in every profile).
+    pub process_notes: Vec<String>,
     /// Samples not kept because the profile already held its maximum of distinct entries.
     pub dropped_samples: u64,
     /// Off-CPU time was traced (an off-CPU profile exists even when empty).

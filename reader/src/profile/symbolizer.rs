@@ -16,12 +16,23 @@ use super::frame::Frame;
 use super::jitdump::{self, JitDumpFile};
 use super::native_symbols::{NativeSymbols, ObjectId};
 use super::perf_map_reader::{PerfMapReader, PerfMapStatus};
+use super::source_map::SourceMaps;
 use crate::discovery::maps::{read_maps, Mapping};
 use crate::error::{Error, Result};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Processes found running V8 whose JS frames could not be named (no jitdump, no perf map),
+/// each counted once, over every symbolizer of this program: the agent's status line shows it.
+static PROCESSES_WITH_UNNAMED_JS: AtomicU64 = AtomicU64::new(0);
+
+/// How many processes (over this program's life) had JS frames nothing could name.
+pub fn processes_with_unnamed_js() -> u64 {
+    PROCESSES_WITH_UNNAMED_JS.load(Ordering::Relaxed)
+}
 
 /// Maps older than this are read again at the next naming (libraries loaded, code unmapped).
 pub const MAPS_MAX_AGE: Duration = Duration::from_secs(10);
@@ -45,6 +56,13 @@ pub struct Symbolizer {
     frame_ids: HashMap<Frame, usize>,
     /// Reads of the process's maps so far.
     pub maps_reads: u64,
+    /// Source maps of the process's scripts: JS frames named by their original source.
+    source_maps: SourceMaps,
+    /// Distinct addresses named in baseline (Sparkplug) code: their frames carry the function's line.
+    baseline_addresses: u64,
+    /// The once-per-process notes already given ([`Symbolizer::process_notes_once`]).
+    unnamed_js_noted: Cell<bool>,
+    baseline_noted: Cell<bool>,
 }
 
 impl Symbolizer {
@@ -76,6 +94,10 @@ impl Symbolizer {
             frames: Vec::new(),
             frame_ids: HashMap::new(),
             maps_reads: 1,
+            source_maps: SourceMaps::default(),
+            baseline_addresses: 0,
+            unnamed_js_noted: Cell::new(false),
+            baseline_noted: Cell::new(false),
         };
         s.reload_jit_names();
         Ok(s)
@@ -117,6 +139,45 @@ impl Symbolizer {
             }
         }
         notes
+    }
+
+    /// Sentences about this process that hold for its life, each given once
+    /// (the agent shows them once per process, not once per window): its JS
+    /// frames stay unnamed (counted in [`processes_with_unnamed_js`]), or
+    /// some ran in baseline code and carry their function's line only.
+    pub fn process_notes_once(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.runs_v8() && !self.unnamed_js_noted.get() {
+            if let Some(note) = self.perf_map_note() {
+                self.unnamed_js_noted.set(true);
+                PROCESSES_WITH_UNNAMED_JS.fetch_add(1, Ordering::Relaxed);
+                notes.push(note);
+            }
+        }
+        if !self.baseline_noted.get() {
+            if let Some(note) = self.baseline_note() {
+                self.baseline_noted.set(true);
+                notes.push(note);
+            }
+        }
+        notes
+    }
+
+    /// Sentences about source maps that could not be used.
+    pub fn source_map_notes(&self) -> Vec<String> {
+        self.source_maps.all_notes()
+    }
+
+    /// A sentence when some JS frames ran in baseline (Sparkplug) code, whose lines V8 does not give.
+    pub fn baseline_note(&self) -> Option<String> {
+        (self.baseline_addresses > 0).then(|| {
+            format!(
+                "process {}: JS frames in V8's baseline (Sparkplug) code show their function's line, not the sampled line: \
+                 V8's jitdump keys that tier's positions by bytecode offset, not by instruction \
+                 ({} addresses; optimized code has exact lines, see docs/source-lines.md)",
+                self.pid, self.baseline_addresses
+            )
+        })
     }
 
     /// A sentence for the user when JS frames cannot be named, else None.
@@ -248,7 +309,11 @@ impl Symbolizer {
         for (&addr, name) in addrs.iter().zip(names) {
             let frame = match name {
                 Some((name, object)) => Frame::native(&name, Some(&object)),
-                None => self.js_or_unknown(addr),
+                None => {
+                    let mut frame = self.js_or_unknown(addr);
+                    self.source_maps.apply(self.pid, &mut frame);
+                    frame
+                }
             };
             let i = self.intern(frame);
             self.named.insert((Space::User, addr), i);
@@ -259,8 +324,11 @@ impl Symbolizer {
         self.maps.iter().any(|m| m.contains(addr) && !m.is_file_backed())
     }
 
-    fn js_or_unknown(&self, addr: u64) -> Frame {
+    fn js_or_unknown(&mut self, addr: u64) -> Frame {
         if let Some((f, pos)) = self.jitdump.as_ref().and_then(|j| j.dump.lookup(addr)) {
+            if jitdump::positions_of_tier(f.tier) == jitdump::TierPositions::Bytecode {
+                self.baseline_addresses += 1;
+            }
             return Frame { pos, ..Frame::js(&f.name, f.script.as_deref(), f.line, f.column) };
         }
         if let Some(f) = self.perf_map.map().and_then(|m| m.lookup(addr)) {
