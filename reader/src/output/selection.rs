@@ -37,7 +37,15 @@ mod tests {
 
     fn profile() -> Profile {
         let mut p = Profile::default();
-        let burn = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/a.js".into()), line: Some(3), column: None, pos: None });
+        let burn = p.intern(Frame {
+            kind: FrameKind::Js,
+            name: "burn".into(),
+            file: Some("/a.js".into()),
+            line: Some(3),
+            column: None,
+            pos: None,
+            generated: None,
+        });
         let e = |trace: u8, span: u8, count| Entry {
             kind: SampleKind::Cpu,
             stack: vec![StackFrame { addr: 1, frame: burn, kernel: false }],
