@@ -11,6 +11,7 @@
 const { threadWriter } = require('./thread-writer');
 const { ThreadContextManager, successor, attach: delegateAttach } = require('./context-manager');
 const { announceSchema } = require('./process-context');
+const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
 const { startAllocationSampling } = require('./allocations');
 
@@ -65,6 +66,7 @@ class FrameContextManager extends ThreadContextManager {
     this._enabled = true;
     announceSchema('nodejs', this._frames.layout);
     this._commitProcessContext();
+    followProviderResource();
     startAllocationSampling(this._allocations);
     return this;
   }
