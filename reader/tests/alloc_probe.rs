@@ -117,7 +117,7 @@ fn the_uprobe_reads_the_allocating_threads_record_on_every_node() {
     for (label, bin, _) in node_binaries() {
         let w = workload(&bin);
         let pid = w.pid as u32;
-        let opts = SamplerOptions { hz: 1, user_stacks: true, kernel_stacks: false, off_cpu: false };
+        let opts = SamplerOptions { hz: 1, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc: true };
         let mut sampler = Sampler::start(opts).unwrap_or_else(|e| panic!("starting the sampler: {e}"));
         sampler.enable_run_time_stats().expect("BPF run-time stats");
         sampler.track(pid, Some(access_of(w.pid))).unwrap();

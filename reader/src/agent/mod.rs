@@ -258,6 +258,12 @@ impl Agent {
         }
         let identity = Identity { service_name: service_name_of(&resource), resource };
         self.pipeline.track(key, &d, identity)?;
+        for line in self.pipeline.take_alloc_reports() {
+            self.notes.push(format!("allocations: {}", printable(&line)));
+        }
+        if self.opts.sampler.alloc && self.pipeline.alloc_probed(key.pid) {
+            what += "; allocations probed";
+        }
         self.registry.set(key, State::Tracked);
         self.stats.new += 1;
         self.notes.push(format!("tracking process {} ({}): {}", key.pid, printable(&service), printable(&what)));

@@ -43,6 +43,9 @@ pub struct SamplerOptions {
     pub kernel_stacks: bool,
     /// Also trace sched_switch: off-CPU intervals of tracked threads.
     pub off_cpu: bool,
+    /// Allocation samples: the pipeline attaches the allocation uprobe to each tracked
+    /// process's `node` (V8's sampling heap profiler must run in it: the package's `allocations`).
+    pub alloc: bool,
 }
 
 impl SamplerOptions {
@@ -314,6 +317,9 @@ fn open_and_load(storage: &'static mut MaybeUninit<OpenObject>, opts: SamplerOpt
         open.progs.off_cpu_switch.set_autoload(false);
     } else {
         open.maps.switched_out.set_max_entries(OFF_CPU_THREADS).map_err(sizing)?;
+    }
+    if !opts.alloc {
+        open.progs.alloc_sample.set_autoload(false);
     }
     open.load().map_err(|e| {
         // Privileges were checked before: EACCES with them is the verifier refusing the program.
