@@ -51,7 +51,22 @@ impl<L> ProbeAttachments<L> {
         if self.object_of.contains_key(&pid) {
             return Added::AlreadyTracked;
         }
-        let site = match self.sites.site(pid) {
+        let site = self.sites.site(pid);
+        self.add_site(pid, site, attach)
+    }
+
+    /// [`add`](Self::add) with the site found elsewhere (the agent's discovery thread reads the
+    /// target, so that the sampling thread never does).
+    pub fn add_site<E: std::fmt::Display>(
+        &mut self,
+        pid: u32,
+        site: Result<ProbeSite, ProbeSiteError>,
+        attach: impl FnOnce(&ProbeSite) -> Result<L, E>,
+    ) -> Added {
+        if self.object_of.contains_key(&pid) {
+            return Added::AlreadyTracked;
+        }
+        let site = match site {
             Ok(site) => site,
             Err(e) => return Added::Unavailable { report: self.report_once(refusal_key(&e), e.to_string()) },
         };

@@ -135,6 +135,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     if let Some(tid) = tid {
         pipeline.keep_only_thread(pid as u32, tid);
     }
+    pipeline.probe_allocations(pid as u32, None);
     for line in pipeline.take_alloc_reports() {
         eprintln!("thread-ctx: --alloc: {line}; the CPU profile goes on");
     }

@@ -15,7 +15,7 @@
 pub mod watchdog;
 mod worker;
 
-use crate::alloc_probe::{published_interval, Added, ProbeAttachments};
+use crate::alloc_probe::{published_interval, Added, ProbeAttachments, ProbeSite, ProbeSiteError};
 use crate::discovery::host_scan::ProcessKey;
 use crate::discovery::Discovery;
 use crate::profile::aggregate::Aggregate;
@@ -249,10 +249,6 @@ impl Pipeline {
         let mut decoder = Decoder::new(discovery.key_map(), &self.opts);
         if self.opts.alloc {
             decoder.set_alloc_interval(discovery.context().and_then(published_interval));
-            let sampler = &self.sampler;
-            if let Added::Unavailable { report: Some(line) } = self.alloc_probes.add(pid, |site| sampler.attach_alloc_probe(site)) {
-                self.alloc_reports.push(line);
-            }
         }
         let process = TrackedProcess {
             key,
@@ -266,6 +262,24 @@ impl Pipeline {
         };
         self.processes.insert(pid, process);
         Ok(())
+    }
+
+    /// Attaches the allocation uprobe for tracked process `pid` (with allocations on), at `site`
+    /// when the caller found it, else found here (which reads the target's maps and its
+    /// `node`). A `node` without the symbol goes into [`Pipeline::take_alloc_reports`], once.
+    pub fn probe_allocations(&mut self, pid: u32, site: Option<Result<ProbeSite, ProbeSiteError>>) {
+        if !self.opts.alloc || !self.processes.contains_key(&pid) {
+            return;
+        }
+        let sampler = &self.sampler;
+        let attach = |site: &ProbeSite| sampler.attach_alloc_probe(site);
+        let added = match site {
+            Some(site) => self.alloc_probes.add_site(pid, site, attach),
+            None => self.alloc_probes.add(pid, attach),
+        };
+        if let Added::Unavailable { report: Some(line) } = added {
+            self.alloc_reports.push(line);
+        }
     }
 
     /// Keeps only the samples of thread `tid` of process `pid` from now on (`record TID`).

@@ -5,7 +5,10 @@
 
 mod alloc_attach;
 
-use super::ctx_state::{Counters, CtxState, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_SAMPLES};
+use super::ctx_state::{
+    Counters, CtxState, COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_OFF_CPU_DROPPED,
+    COUNTER_OFF_CPU_SAMPLES,
+};
 use super::error::SamplerError;
 use super::event::{Event, EVENT_SIZE};
 use super::perf_event::{online_cpus, open_cpu_clock};
@@ -224,7 +227,7 @@ impl Sampler {
         Ok(std::mem::take(&mut r.undecodable))
     }
 
-    /// Sums the per-CPU counters of both programs.
+    /// Sums the per-CPU counters of the programs.
     pub fn counters(&self) -> Result<Counters, SamplerError> {
         let map = &self.skel.maps.counters;
         let mut c = Counters::default();
@@ -238,6 +241,8 @@ impl Sampler {
                 COUNTER_CPU_DROPPED => c.dropped = sum,
                 COUNTER_OFF_CPU_DROPPED => c.off_cpu_dropped = sum,
                 COUNTER_OFF_CPU_SAMPLES => c.off_cpu_sent = sum,
+                COUNTER_ALLOC_VALID | COUNTER_ALLOC_OTHER => c.alloc_sent += sum,
+                COUNTER_ALLOC_DROPPED => c.alloc_dropped = sum,
                 i if (i as usize) < CtxState::ALL.len() => c.per_state[i as usize] = sum,
                 _ => {}
             }

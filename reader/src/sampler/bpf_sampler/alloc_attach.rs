@@ -5,15 +5,10 @@
 
 use super::{bpf_error, stats_of, ProgramStats, Sampler};
 use crate::alloc_probe::ProbeSite;
-use crate::sampler::ctx_state::CtxState;
+use crate::sampler::ctx_state::{COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID};
 use crate::sampler::error::SamplerError;
 use libbpf_rs::{Link, MapCore, MapFlags};
 use std::os::fd::{AsFd, AsRawFd};
-
-/// `counters` indices of the allocation program (`enum counter_index` in bpf/sampler_abi.h).
-const COUNTER_ALLOC_VALID: u32 = CtxState::ALL.len() as u32 + 3;
-const COUNTER_ALLOC_OTHER: u32 = COUNTER_ALLOC_VALID + 1;
-const COUNTER_ALLOC_DROPPED: u32 = COUNTER_ALLOC_VALID + 2;
 
 /// Allocation samples the BPF program counted itself, independent of delivery.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
