@@ -1,4 +1,4 @@
-//! Every exit code of `thread-ctx`, in one place (the README and `--help` list
+//! Every exit code of `thread-ctx`, in one place (docs/cli.md and `--help` list
 //! the same table), and the errors that carry them: a handler returns
 //! [`Failure`] for what it can name (a usage error, a missing symbol), and
 //! [`code_of`] classifies what comes up from the library (permission denied,
@@ -28,7 +28,7 @@ pub const EXIT_NO_PERMISSION: u8 = 5;
 /// The target does not exist (or exited before it could be read).
 pub const EXIT_TARGET_GONE: u8 = 6;
 
-/// The table `--help` prints after the commands (the README has the same).
+/// The table `--help` prints after the commands (docs/cli.md has the same).
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success
