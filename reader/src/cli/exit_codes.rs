@@ -35,7 +35,7 @@ Exit codes:
   1  validate: a record is malformed
   2  usage error (bad flag or value; a selection that matches nothing)
   3  the reader failed (eBPF did not load, an output could not be written, ...)
-  4  the target has no otel_thread_ctx_v1 (otel-thread-ctx is not loaded in it)
+  4  the target has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no writer is loaded in it)
   5  no permission to read the target or to load eBPF (run as root)
   6  the target process does not exist (or exited before it could be read)";
 
@@ -164,7 +164,7 @@ pub fn no_symbol(d: &Discovery) -> anyhow::Error {
                  (`register()`, or `new ThreadContextManager()` passed to the SDK); its addon defines the symbol"
             .into(),
     };
-    Failure { code: EXIT_NO_SYMBOL, message: format!("{who} has no otel_thread_ctx_v1 (no mapped ELF object defines it): {hint}") }.into()
+    Failure { code: EXIT_NO_SYMBOL, message: format!("{who} has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no mapped ELF object defines either): {hint}") }.into()
 }
 
 /// An error text of EACCES or EPERM, as `io::Error` prints them.
