@@ -7,6 +7,7 @@
 //! [`printable`] makes a target's strings safe for a terminal.
 
 pub mod alloc_summary;
+pub mod file_error;
 pub mod flame;
 pub mod otlp_read;
 pub mod pprof;
