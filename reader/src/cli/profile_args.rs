@@ -45,7 +45,8 @@ pub struct ProfileFiles {
     pub flamegraph: Option<PathBuf>,
     /// Write folded stacks (`root;...;leaf VALUE`, one line per stack), as flamegraph.pl and inferno read
     /// them. VALUE is a count of CPU samples; with --off-cpu, every line's is microseconds (a CPU sample
-    /// counts as its sampling period) and off-CPU stacks end in `[off-CPU: blocked]` or `[off-CPU: preempted]`.
+    /// counts as its sampling period) and off-CPU stacks end in `[off-CPU: blocked]` or `[off-CPU: preempted]`;
+    /// with --alloc, only allocation samples, and VALUE is the bytes they stand for.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
     #[command(flatten)]
