@@ -163,8 +163,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         key_map: key_map.clone(),
         tid,
         monotonic_to_unix_ns: monotonic_to_unix_ns(),
-        // Its own symbolizer: the pipeline's names samples in batches, a line needs its frames now.
         alloc_interval: alloc_interval.unwrap_or(DEFAULT_INTERVAL),
+        // Its own symbolizer: the pipeline's names samples in batches, a line needs its frames now.
         frames: if args.frames { Some(Symbolizer::new(pid).context("--frames: symbolizing")?) } else { None },
         write_error: None,
     };

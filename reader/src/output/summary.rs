@@ -4,6 +4,7 @@
 //! samples without a span and why, the off-CPU time per group when traced
 //! (blocked apart from preempted, and added up in the total row), and (given them) each group's top frames. Memory stays bounded however long
 //! the recording: past [`MAX_GROUPS`] groups, new ones are counted together.
+//! With allocations traced, the allocation table ([`AllocTable`]) follows.
 //! Samples come one by one from the sampler ([`Summary::add`]) or aggregated
 //! from a profile ([`Summary::add_entry`]: a profile a Collector received).
 
