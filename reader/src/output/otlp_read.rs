@@ -227,7 +227,8 @@ mod tests {
     use opentelemetry_proto::tonic::profiles::v1development::ProfilesData;
 
     /// The window the OTLP writer's tests send, plus a JS frame sampled at a line of its own
-    /// (V8's jitdump). (OTLP has no function start column: that frame has none.)
+    /// (V8's jitdump; OTLP has no function start column: that frame has none), and three
+    /// allocation samples (two sibling profiles, merged back into one entry).
     fn sent() -> Profile {
         let mut p = crate::otlp::encode::tests::profile();
         let sampled =
@@ -235,6 +236,10 @@ mod tests {
         let mut e = p.entries[0].clone();
         e.stack.insert(0, StackFrame { addr: 0x7f00_0000_0200, frame: sampled, kernel: false });
         p.push_entry(e);
+        p.alloc_traced = true;
+        let at = |t: u64, bytes: u64| Observation { time_ns: t, weight: bytes };
+        let times = vec![at(11, 600_000), at(12, 700_000), at(13, 500_000)];
+        p.push_entry(Entry { kind: SampleKind::Alloc, count: 3, weight: 1_800_000, times, ..p.entries[0].clone() });
         p
     }
 
@@ -257,7 +262,7 @@ mod tests {
         assert_eq!((got.service_name(), got.windows, got.cpu_samples()), (Some("shop"), 1, 4));
         assert_eq!(got.build_ids(), vec![("/usr/bin/node", "abcd")]);
         let g = &got.profile;
-        assert!(g.off_cpu_traced && g.cpu_period_ns == 10_000_000 && g.runs_v8 && g.times_complete);
+        assert!(g.off_cpu_traced && g.alloc_traced && g.cpu_period_ns == 10_000_000 && g.runs_v8 && g.times_complete);
         assert_eq!(g.thread_name(42), Some("node"));
         let frames = |pr: &Profile, e: &Entry| e.stack.iter().map(|f| pr.frame(f).clone()).collect::<Vec<_>>();
         assert_eq!(g.entries.len(), p.entries.len());
