@@ -304,3 +304,32 @@ export interface NodejsSchemaInfo {
 }
 
 export function nodejsSchemaInfo(): NodejsSchemaInfo;
+/** Which JIT naming the process was started with (its command line and NODE_OPTIONS). */
+export interface JitNamesStatus {
+  /** --perf-basic-prof(-only-functions): V8 writes /tmp/perf-PID.map (functions). */
+  perfMap: boolean;
+  /** --perf-prof: V8 writes jit-PID.dump into the working directory (functions and lines). */
+  jitdump: boolean;
+  /** --interpreted-frames-native-stack, at startup or set by enableJitNames(). */
+  interpretedFrames: boolean;
+  perfMapPath: string | null;
+  jitdumpPath: string | null;
+}
+
+export interface JitNamesOptions {
+  /** One process warning when no perf map or jitdump is written (default true). */
+  warn?: boolean;
+  /** Turn on --interpreted-frames-native-stack for code compiled from now on, when a perf map or jitdump is written (default true). */
+  interpretedFrames?: boolean;
+  /** Delete /tmp/perf-PID.map when the process exits (default false; V8 leaves it behind). */
+  removePerfMapOnExit?: boolean;
+}
+
+/**
+ * Does what a running process can so that profilers outside it name its JS frames: V8's perf map
+ * and jitdump can only be turned on at startup (node flags or NODE_OPTIONS), so this warns once
+ * when neither is written; with one, interpreted frames of code compiled afterwards are named too.
+ * `false` does nothing (for an option passed through). Throws TypeError for bad options only.
+ */
+export function enableJitNames(options?: boolean | JitNamesOptions): JitNamesStatus & { problems: string[] };
+export function jitNamesStatus(): JitNamesStatus;

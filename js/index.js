@@ -16,6 +16,10 @@ exports.publishProcessContext = processContext.publishProcessContext;
 exports.processContextInfo = processContext.processContextInfo;
 exports.registerAttributeKeys = (keys) => processContext.registerAttributeKeys(keys);
 exports.attributeKeyMap = processContext.attributeKeyMap;
+// JS frames an outside profiler can name (js/jit-names.js): what a running process can turn on.
+const jitNames = require('./jit-names');
+exports.enableJitNames = jitNames.enableJitNames;
+exports.jitNamesStatus = jitNames.jitNamesStatus;
 
 // The context manager layer (js/context-manager.js, register.js, trace-active.js,
 // set-attribute.js) needs @opentelemetry/api, an optional peer dependency: it is loaded on first

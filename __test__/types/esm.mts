@@ -1,7 +1,8 @@
 // The package as an ES module imports it: by name and as a namespace (see exercise.ts).
 import {
-  ThreadContextManager, attributeKeyMap, clearSpanContext, droppedAttributeCount, getFrameSpanContext, getSpanContext,
-  layout, nodejsSchemaInfo, processContextInfo, publishProcessContext, recordView, register, registerAttributeKeys,
+  ThreadContextManager, attributeKeyMap, clearSpanContext, droppedAttributeCount, enableJitNames, getFrameSpanContext,
+  getSpanContext, jitNamesStatus, layout, nodejsSchemaInfo, processContextInfo, publishProcessContext, recordView, register,
+  registerAttributeKeys,
   setAttribute, setSpanContext, threadInfo, traceActive,
 } from 'otel-thread-ctx';
 import * as threadCtx from 'otel-thread-ctx';
@@ -9,8 +10,9 @@ import { exercise } from './exercise.js';
 import type { Api } from './exercise.js';
 
 const named: Api = {
-  ThreadContextManager, attributeKeyMap, clearSpanContext, droppedAttributeCount, getFrameSpanContext, getSpanContext,
-  layout, nodejsSchemaInfo, processContextInfo, publishProcessContext, recordView, register, registerAttributeKeys,
+  ThreadContextManager, attributeKeyMap, clearSpanContext, droppedAttributeCount, enableJitNames, getFrameSpanContext,
+  getSpanContext, jitNamesStatus, layout, nodejsSchemaInfo, processContextInfo, publishProcessContext, recordView, register,
+  registerAttributeKeys,
   setAttribute, setSpanContext, threadInfo, traceActive,
 };
 for (const [name, value] of Object.entries(named)) {

@@ -144,12 +144,25 @@ async function nodejsSchemaApi(api: Api): Promise<void> {
   context.disable();
 }
 
+function jitNamesApi(api: typeof ThreadCtx): void {
+  const status: ThreadCtx.JitNamesStatus = api.jitNamesStatus();
+  check(typeof status.perfMap === 'boolean' && typeof status.jitdump === 'boolean', 'jitNamesStatus() flags');
+  check((status.perfMapPath === null) === !status.perfMap && (status.jitdumpPath === null) === !status.jitdump, 'jitNamesStatus() paths with their flags');
+  const unchanged = api.enableJitNames(false);
+  check(Array.isArray(unchanged.problems) && unchanged.problems.length === 0 && !unchanged.interpretedFrames, 'enableJitNames(false) sets nothing');
+  // @ts-expect-error options are a boolean or an object
+  refuses('TypeError', () => api.enableJitNames(5), 'enableJitNames(number)');
+  // @ts-expect-error warn is a boolean
+  refuses('TypeError', () => api.enableJitNames({ warn: 'yes' }), 'enableJitNames({ warn: string })');
+}
+
 /** The package's exports, as `require()` returns them. */
 export type Api = typeof ThreadCtx;
 
 export async function exercise(api: Api): Promise<void> {
   recordApi(api);
   processContextApi(api);
+  jitNamesApi(api);
   await managerApi(api);
   await nodejsSchemaApi(api);
 }

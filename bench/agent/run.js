@@ -6,16 +6,21 @@
 // test Collector when it is built (target/otelcol), else writes pprof files to a temporary
 // directory.
 //   node bench/agent/run.js [--seconds 120] [--services 1,5,20] [--hz 19,49,99]
+//                           [--bins PATH,PATH --rounds N]
 // One configuration at a time; on a shared machine, other work competes with the services (not
-// with the measurement of the agent's own CPU time).
+// with the measurement of the agent's own CPU time). With --bins, every configuration runs each
+// agent binary once per round, alternated (bench/lib/rounds.js), and a last table gives each
+// binary's medians with their range over the rounds: two builds compared side by side.
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const net = require('node:net');
 
+const { alternate } = require('../lib/rounds');
+const { spread } = require('../lib/stats');
+
 const root = path.resolve(__dirname, '../..');
-const bin = path.join(root, 'target/release/thread-ctx');
 const collectorBin = path.join(root, 'target/otelcol/otelcol-thread-ctx');
 
 function option(name, fallback) {
@@ -25,9 +30,12 @@ function option(name, fallback) {
 const SECONDS = Number(option('seconds', '120'));
 const SERVICES = option('services', '1,5,20').split(',').map(Number);
 const RATES = option('hz', '19,49,99').split(',').map(Number);
+const BINS = option('bins', path.join(root, 'target/release/thread-ctx')).split(',');
+const ROUNDS = Number(option('rounds', '1'));
 if (!(SECONDS >= 10)) throw new RangeError(`--seconds: expected at least 10, got ${SECONDS}`);
 if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
-if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
+for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
+if (!(ROUNDS >= 1)) throw new RangeError(`--rounds: expected at least 1, got ${ROUNDS}`);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const clk = Number(execFileSync('getconf', ['CLK_TCK']).toString());
@@ -80,7 +88,7 @@ function bpfStats(id) {
   return p ? { runTimeNs: p.run_time_ns || 0, runs: p.run_cnt || 0 } : null;
 }
 
-async function measure(services, hz, endpoint) {
+async function measure(services, hz, endpoint, bin) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-agent-'));
   const children = [];
   for (let i = 0; i < services; i++) {
@@ -122,14 +130,18 @@ async function measure(services, hz, endpoint) {
   const span = windows.reduce((a, l) => a + num(l, /\((\d+) with a span\)/), 0);
   const windowSecs = windows.reduce((a, l) => a + num(l, /window ([\d.]+)s/), 0);
   const last = stderr.split('\n').filter((l) => l.includes('stopped;')).pop() || '';
-  const exportedOtlp = num(last, /exported \d+ requests \((\d+) samples\)/);
+  const exportedOtlp = num(last, /exported \d+ requests \((\d+) OTLP Sample messages/);
   const dropped = windows.reduce((a, l) => a + num(l, /(\d+) ring buffer full/), 0);
   const runs = bpf0 && bpf1 ? bpf1.runs - bpf0.runs : 0;
   const runNs = bpf0 && bpf1 ? bpf1.runTimeNs - bpf0.runTimeNs : 0;
   return {
+    bin,
     services,
     hz,
     cpuPct: (100 * (cpu1 - cpu0)) / wall,
+    // Agent CPU per sample the kernel delivered in the measured span.
+    usPerSample: samples ? ((cpu1 - cpu0) * 1e6) / ((samples * wall) / windowSecs) : NaN,
+    load: os.loadavg()[0],
     rss,
     samplesPerSec: samples / windowSecs,
     spanPct: samples ? (100 * span) / samples : 0,
@@ -162,9 +174,13 @@ async function measure(services, hz, endpoint) {
   try {
     for (const services of SERVICES) {
       for (const hz of RATES) {
-        const r = await measure(services, hz, endpoint);
-        rows.push(r);
-        process.stderr.write(`done: ${services} services at ${hz} Hz\n`);
+        const samples = await alternate({
+          rounds: ROUNDS,
+          modes: BINS,
+          measure: (bin) => measure(services, hz, endpoint, bin),
+          onSample: (r) => process.stderr.write(`done: ${services} services at ${hz} Hz, ${r.bin}, round ${r.round}: ${r.cpuPct.toFixed(2)} % of a core, ${r.usPerSample.toFixed(0)} µs per sample\n`),
+        });
+        rows.push(...samples);
       }
     }
   } finally {
@@ -173,15 +189,30 @@ async function measure(services, hz, endpoint) {
   }
   const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
   console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}`);
-  console.log('| services | Hz | agent CPU (% of a core) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  console.log('| binary | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | load (1 min) |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} |`);
+    console.log(`| ${path.relative(root, r.bin)} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${f(r.load, 1)} |`);
+  }
+  if (BINS.length > 1 || ROUNDS > 1) {
+    console.log('\n| binary | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | peak RSS (MiB), median |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const services of SERVICES) {
+      for (const hz of RATES) {
+        for (const bin of BINS) {
+          const mine = rows.filter((r) => r.bin === bin && r.services === services && r.hz === hz);
+          const us = spread(mine.map((r) => r.usPerSample));
+          const pct = spread(mine.map((r) => r.cpuPct));
+          const rss = spread(mine.map((r) => r.rss));
+          console.log(`| ${path.relative(root, bin)} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(rss.median)} |`);
+        }
+      }
+    }
   }
   // What each tracked process adds to the agent's memory: the peak RSS slope between the fewest
   // and the most services at the same rate (the fixed part, sampler and exporter, cancels out).
   for (const hz of RATES) {
-    const at = rows.filter((r) => r.hz === hz).sort((a, b) => a.services - b.services);
+    const at = rows.filter((r) => r.hz === hz && r.bin === BINS[0] && r.round === 1).sort((a, b) => a.services - b.services);
     const [lo, hi] = [at[0], at[at.length - 1]];
     if (at.length > 1 && hi.services > lo.services) {
       console.log(`peak RSS per added service at ${hz} Hz: ${f((hi.rss - lo.rss) / (hi.services - lo.services), 2)} MiB (${lo.services} → ${hi.services} services)`);

@@ -159,6 +159,40 @@ static __always_inline void fill_event(struct sample_event *e, const struct targ
 	e->state = read_record(e, t, fsbase);
 }
 
+/* Sends the event as its head, then only the stack frames and attrs-data it
+ * holds (EVENT_HEAD_SIZE + user + kernel + attrs bytes, in that order): a
+ * sample of a 20-frame stack is ~250 bytes in the ring, not the 2 KB struct,
+ * so the ring's memory (cold, it cycles through megabytes) is touched for what
+ * is sent only. Non-zero when the ring buffer is full. */
+static __always_inline long send_event(struct sample_event *e)
+{
+	/* 64-bit and clamped where used: the verifier must see each length bounded by its array. */
+	__s64 user_bytes = e->user_stack_bytes, kernel_bytes = e->kernel_stack_bytes;
+	__u64 user = user_bytes > 0 ? (__u64)user_bytes : 0;
+	__u64 kernel = kernel_bytes > 0 ? (__u64)kernel_bytes : 0;
+	__u64 attrs = e->state == CTX_VALID ? e->header.attrs_size : 0;
+	if (user > sizeof(e->user_stack))
+		user = sizeof(e->user_stack);
+	if (kernel > sizeof(e->kernel_stack))
+		kernel = sizeof(e->kernel_stack);
+	if (attrs > sizeof(e->attrs))
+		attrs = sizeof(e->attrs);
+	barrier_var(user);
+	barrier_var(kernel);
+	barrier_var(attrs);
+	struct bpf_dynptr rec;
+	if (bpf_ringbuf_reserve_dynptr(&events, EVENT_HEAD_SIZE + user + kernel + attrs, 0, &rec)) {
+		bpf_ringbuf_discard_dynptr(&rec, 0);
+		return -1;
+	}
+	bpf_dynptr_write(&rec, 0, e, EVENT_HEAD_SIZE, 0);
+	bpf_dynptr_write(&rec, EVENT_HEAD_SIZE, e->user_stack, user, 0);
+	bpf_dynptr_write(&rec, EVENT_HEAD_SIZE + user, e->kernel_stack, kernel, 0);
+	bpf_dynptr_write(&rec, EVENT_HEAD_SIZE + user + kernel, e->attrs, attrs, 0);
+	bpf_ringbuf_submit_dynptr(&rec, wakeup_flag());
+	return 0;
+}
+
 /* The current thread's stacks, copied into the event, as configured.
  * Copying (bpf_get_stack) rather than interning them in a stack map keeps
  * every stack: a stack map loses those that hash to a taken bucket, more

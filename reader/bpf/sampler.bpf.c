@@ -30,6 +30,20 @@
 
 typedef _Bool bool;
 
+/* Where each program builds its event: too large for the 512-byte BPF stack,
+ * and a slot per program so that neither can overwrite the other's. */
+enum scratch_slot {
+	SCRATCH_OFF_CPU = 0,
+	SCRATCH_CPU = 1,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sample_event);
+	__uint(max_entries, 2);
+} scratch SEC(".maps");
+
 SEC("perf_event")
 int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 {
@@ -38,15 +52,16 @@ int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 	if (!t)
 		return 0;
 
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(COUNTER_CPU_DROPPED);
+	__u32 slot = SCRATCH_CPU;
+	struct sample_event *e = bpf_map_lookup_elem(&scratch, &slot);
+	if (!e)
 		return 0;
-	}
 	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_CPU_SAMPLE);
-	count(e->state);
 	capture_stacks(e, ctx);
-	bpf_ringbuf_submit(e, wakeup_flag());
+	if (send_event(e))
+		count(COUNTER_CPU_DROPPED);
+	else
+		count(e->state);
 	return 0;
 }
 
@@ -60,14 +75,6 @@ struct {
 	__uint(max_entries, 4096);
 } switched_out SEC(".maps");
 
-/* An event is too large for the 512-byte BPF stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sample_event);
-	__uint(max_entries, 1);
-} scratch SEC(".maps");
-
 SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -75,8 +82,8 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
 	struct target *t = bpf_map_lookup_elem(&targets, &prev_tgid);
 	if (t) {
-		__u32 zero = 0;
-		struct sample_event *e = bpf_map_lookup_elem(&scratch, &zero);
+		__u32 slot = SCRATCH_OFF_CPU;
+		struct sample_event *e = bpf_map_lookup_elem(&scratch, &slot);
 		if (e) {
 			fill_event(e, t, prev, EVENT_OFF_CPU);
 			e->flags = preempt ? EVENT_FLAG_PREEMPTED : 0;
@@ -91,7 +98,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		struct sample_event *e = bpf_map_lookup_elem(&switched_out, &tid);
 		if (e) {
 			e->duration_ns = bpf_ktime_get_ns() - e->time_ns;
-			if (bpf_ringbuf_output(&events, e, sizeof(*e), wakeup_flag()))
+			if (send_event(e))
 				count(COUNTER_OFF_CPU_DROPPED);
 			else
 				count(COUNTER_OFF_CPU_SAMPLES);

@@ -122,7 +122,12 @@ struct sample_event {
 	__u64 kernel_stack[KERNEL_STACK_DEPTH];
 };
 
+/* A record in the ring buffer is the event up to its attrs, then the stack
+ * frames and attrs-data it holds (see send_event). */
+#define EVENT_HEAD_SIZE 76
+
 _Static_assert(sizeof(struct ctx_header) == CTX_HEADER_SIZE, "ctx_header layout");
+_Static_assert(__builtin_offsetof(struct sample_event, attrs) == EVENT_HEAD_SIZE, "event head layout");
 _Static_assert(sizeof(struct target) == 80, "target layout");
 _Static_assert(sizeof(struct sample_event) == 48 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH),
 	       "sample_event layout");

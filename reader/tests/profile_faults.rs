@@ -1,7 +1,8 @@
 //! Faults of `thread-ctx record`'s profile outputs degrade gracefully and are
 //! reported: bad flags are refused before anything is loaded, naming the flag;
 //! a Node target without a V8 perf map is warned about at the start (JS frames
-//! stay unnamed, the rest works); a target that exits mid-recording still gets
+//! stay unnamed, the rest works), and the agent says so once per process, not
+//! once per window; a target that exits mid-recording still gets
 //! its profile written; a perf map an earlier process with the same pid left
 //! behind is not used.
 
@@ -89,6 +90,31 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
         "burnAlpha",
         "JIT frames unnamed and native ones named",
         |text| text.contains("[anon:jit]") && text.contains("uv_run"),
+    );
+}
+
+/// The agent writes pprof files window after window: a process whose JS frames it cannot name
+/// is said once (in its first window with samples), not once per window, and not never.
+#[test]
+fn the_agent_says_once_per_process_that_its_js_frames_stay_unnamed() {
+    if !ebpf_or_skip("the_agent_says_once_per_process_that_its_js_frames_stay_unnamed") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let dir = scratch("agent-unnamed-js");
+    let w = workload_with("cpu", false);
+    spans(&w, 2, STARTUP);
+    let pid = w.pid.to_string();
+    let r = thread_ctx(&["agent", "--pid", &pid, "--hz", "99", "--interval", "1s", "--duration", "4s", "--pprof-dir", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "agent failed: {}", r.stderr);
+    let windows = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".pb.gz")).count();
+    assert!(windows >= 2, "expected pprof files of 2+ windows to show the note is not repeated, got {windows}:\n{}", r.stderr);
+    let notes: Vec<&str> = r.stderr.lines().filter(|l| l.contains("no V8 jitdump or perf map")).collect();
+    assert_eq!(notes.len(), 1, "one note for the process over {windows} windows:\n{}", r.stderr);
+    assert!(
+        notes[0].starts_with("thread-ctx agent: ") && notes[0].contains(&format!("process {pid}")) && notes[0].contains("--perf-prof"),
+        "{}",
+        notes[0]
     );
 }
 

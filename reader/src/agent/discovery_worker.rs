@@ -6,12 +6,13 @@
 //! at a time, so the loop can tell a stuck read from a slow scan.
 
 use super::registry::{Registry, State};
-use super::watchdog::Heartbeat;
 use crate::discovery::host_scan::{HostScanner, ProcessKey};
 use crate::discovery::maps::read_maps;
-use crate::discovery::process_context::read_process_context;
+use crate::discovery::process_context::{read_process_context, ContextHeader, HEADER_SIZE};
+use crate::discovery::remote_memory::RemoteMemory;
+use crate::discovery::resource::resource_of;
 use crate::discovery::{discover, Discovery};
-use crate::output::otlp::resource_of;
+use crate::pipeline::watchdog::Heartbeat;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
@@ -42,7 +43,7 @@ pub struct DiscoveryConfig {
 /// Runs one discovery worker until it is retired or the loop hangs up.
 pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Found>) {
     beat.bind_current_thread();
-    let mut worker = Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), published_at: HashMap::new() };
+    let mut worker = Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new() };
     let mut next = Instant::now();
     loop {
         while Instant::now() < next {
@@ -64,16 +65,27 @@ struct Worker {
     beat: Heartbeat,
     to_loop: Sender<Found>,
     scanner: HostScanner,
-    /// The process context version last reported per tracked pid.
-    published_at: HashMap<u32, u64>,
+    /// Per tracked pid: where its process context's header is and the version last reported
+    /// (a rescan reads those 32 bytes, not the whole maps), or when its maps were last read
+    /// for one it had not published yet.
+    contexts: HashMap<u32, Context>,
 }
+
+#[derive(Clone, Copy)]
+enum Context {
+    At { address: u64, published_at_ns: u64 },
+    None { looked: Instant },
+}
+
+/// A tracked process without a process context is looked at again this often.
+const CONTEXT_RECHECK: Duration = Duration::from_secs(30);
 
 impl Worker {
     /// One scan; false when this worker should stop.
     fn scan(&mut self) -> bool {
         for key in self.registry.with(State::Tracked) {
             if !key.alive() {
-                self.published_at.remove(&key.pid);
+                self.contexts.remove(&key.pid);
                 if !self.send(Found::Exited { key }) {
                     return false;
                 }
@@ -115,9 +127,11 @@ impl Worker {
     fn discover(&mut self, key: ProcessKey) -> Found {
         match discover(key.pid as i32) {
             Ok(d) => {
-                if let Some(pc) = d.context() {
-                    self.published_at.insert(key.pid, pc.published_at_ns);
-                }
+                let context = match d.context() {
+                    Some(pc) => Context::At { address: pc.address, published_at_ns: pc.published_at_ns },
+                    None => Context::None { looked: Instant::now() },
+                };
+                self.contexts.insert(key.pid, context);
                 let resource = resource_of(&d, &self.config.host_name);
                 Found::Track { key, discovery: Box::new(d), resource }
             }
@@ -128,12 +142,30 @@ impl Worker {
     /// The process's context, when it was published again since last reported.
     fn context_update(&mut self, key: ProcessKey) -> Option<Found> {
         let _busy = self.beat.busy(key, "reading its process context");
+        match self.contexts.get(&key.pid) {
+            Some(Context::At { address, published_at_ns }) => {
+                let mut header = [0u8; HEADER_SIZE];
+                let unchanged = RemoteMemory::new(key.pid as i32)
+                    .read(*address, &mut header, "OTEL_CTX header")
+                    .ok()
+                    .and_then(|_| ContextHeader::parse(&header).ok())
+                    .is_some_and(|h| h.published_at_ns == *published_at_ns);
+                if unchanged {
+                    return None;
+                }
+            }
+            Some(Context::None { looked }) if looked.elapsed() < CONTEXT_RECHECK => return None,
+            _ => {}
+        }
         let maps = read_maps(key.pid as i32).ok()?;
-        let pc = read_process_context(key.pid as i32, &maps).ok()??;
-        if self.published_at.get(&key.pid) == Some(&pc.published_at_ns) {
+        let Some(pc) = read_process_context(key.pid as i32, &maps).ok()? else {
+            self.contexts.insert(key.pid, Context::None { looked: Instant::now() });
+            return None;
+        };
+        if matches!(self.contexts.get(&key.pid), Some(Context::At { published_at_ns, .. }) if *published_at_ns == pc.published_at_ns) {
             return None;
         }
-        self.published_at.insert(key.pid, pc.published_at_ns);
+        self.contexts.insert(key.pid, Context::At { address: pc.address, published_at_ns: pc.published_at_ns });
         let key_map = pc.attribute_key_map.clone();
         let d = Discovery { pid: key.pid as i32, writers: Vec::new(), skipped_objects: Vec::new(), process_context: Some(Ok(pc)) };
         Some(Found::Updated { key, key_map, resource: resource_of(&d, &self.config.host_name) })

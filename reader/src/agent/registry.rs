@@ -41,11 +41,6 @@ impl Registry {
         self.lock().contains_key(&pid)
     }
 
-    /// This very process (not a later one with its pid) is stuck.
-    pub fn is_stuck(&self, key: ProcessKey) -> bool {
-        self.lock().get(&key.pid) == Some(&(key, State::Stuck))
-    }
-
     pub fn with(&self, state: State) -> Vec<ProcessKey> {
         self.lock().values().filter(|(_, s)| *s == state).map(|(k, _)| *k).collect()
     }

@@ -7,14 +7,15 @@
 use crate::duration::parse_duration;
 use crate::exit_codes::EXIT_USAGE;
 use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use thread_ctx::agent::{Agent, AgentOptions, Window, WindowStats};
-use thread_ctx::otlp::{ConfigError, Exporter, ExporterConfig, ExporterStats, Overrides};
-use thread_ctx::output::otlp::{export_request, ProcessWindow};
-use thread_ctx::output::pprof;
+use thread_ctx::agent::{Agent, AgentOptions};
+use thread_ctx::otlp::{ConfigError, Exporter, ExporterConfig, OtlpSink, Overrides};
+use thread_ctx::output::pprof_dir::PprofDir;
+use thread_ctx::output::sink::{SinkError, Sinks, WindowSink};
+use thread_ctx::pipeline::Window;
 use thread_ctx::sampler::SamplerOptions;
 
 /// How long the last window may take to reach the endpoint after SIGTERM.
@@ -114,32 +115,58 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let end = args.duration.map(|d| Instant::now() + d);
     let stop = || STOP.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
     let mut last_error = None;
-    let pprof_dir = args.pprof_dir.as_deref();
-    let mut on_window = |w: Window| write_outputs(&w, exporter.as_ref(), pprof_dir);
+    // The exporter's counters are read through this handle; the sink owns the exporter.
+    let mut otlp = exporter.map(|exporter| OtlpSink { exporter });
+    let mut files_sink = args.pprof_dir.clone().map(|dir| PprofDir { dir });
+    let mut notes = ProcessNotes;
     loop {
         let until = end.map_or(agent.window_end(), |e| e.min(agent.window_end()));
-        agent.run_until(until, &stop, &mut on_window)?;
+        agent.run_until(until, &stop, &mut sinks(&mut notes, &mut otlp, &mut files_sink))?;
         let stats = agent.end_window()?;
         for note in agent.take_notes() {
             eprintln!("thread-ctx agent: {note}");
         }
-        status_line(&stats, exporter.as_ref().map(Exporter::stats), &mut last_error);
+        let export = otlp.as_ref().map(|o| o.exporter.stats());
+        eprintln!("{}", stats.status_line(export.as_ref(), &mut last_error));
         if stop() || agent.all_given_exited() {
             break;
         }
     }
     // The last window: symbolized and handed over, then sent.
-    let unfinished = agent.finish(SHUTDOWN_GRACE, &mut on_window);
+    let unfinished = agent.finish(SHUTDOWN_GRACE, &mut sinks(&mut notes, &mut otlp, &mut files_sink));
     if unfinished > 0 {
         eprintln!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
     }
-    if let Some(e) = exporter {
-        let stats = e.shutdown(SHUTDOWN_GRACE);
-        eprintln!("thread-ctx agent: stopped; {}", export_text(&stats));
+    if let Some(o) = otlp {
+        let stats = o.exporter.shutdown(SHUTDOWN_GRACE);
+        eprintln!("thread-ctx agent: stopped; {stats}");
     } else {
         eprintln!("thread-ctx agent: stopped");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sinks every window goes to: the once-per-process notes on stderr, OTLP and/or pprof files.
+fn sinks<'a>(notes: &'a mut ProcessNotes, otlp: &'a mut Option<OtlpSink>, files: &'a mut Option<PprofDir>) -> Sinks<'a> {
+    Sinks(
+        std::iter::once(notes as &mut dyn WindowSink)
+            .chain(otlp.as_mut().map(|s| s as &mut dyn WindowSink))
+            .chain(files.as_mut().map(|s| s as &mut dyn WindowSink))
+            .collect(),
+    )
+}
+
+/// Notes that hold for a process's life (e.g. JS frames nothing can name), printed once per
+/// process: they come with the first window they apply to.
+struct ProcessNotes;
+
+impl WindowSink for ProcessNotes {
+    fn write(&mut self, w: &Window) -> Result<(), SinkError> {
+        for note in w.processes.iter().flat_map(|p| &p.profile.process_notes) {
+            eprintln!("thread-ctx agent: {note}");
+        }
+        Ok(())
+    }
 }
 
 /// The exporter, None when only pprof files were asked for; Err: a message naming the bad setting.
@@ -160,80 +187,4 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
         e.to_string().replacen("override", flag, 1)
     })?;
     Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
-}
-
-/// Hands a finished window to the exporter and writes its pprof files.
-fn write_outputs(w: &Window, exporter: Option<&Exporter>, pprof_dir: Option<&Path>) {
-    if let Some(e) = exporter.filter(|_| !w.processes.is_empty()) {
-        let windows: Vec<ProcessWindow> = w
-            .processes
-            .iter()
-            .map(|p| ProcessWindow { resource: p.resource.clone(), profile: &p.profile, start_unix_ns: w.start_unix_ns, duration_ns: w.duration_ns })
-            .collect();
-        e.export(export_request(&windows));
-    }
-    let Some(dir) = pprof_dir else { return };
-    for p in &w.processes {
-        let name = format!("{}-{}-{}.pb.gz", file_safe(&p.service_name), p.pid, w.start_unix_ns / 1_000_000_000);
-        let meta = pprof::Meta {
-            service_name: Some(p.service_name.clone()),
-            start_unix_ns: w.start_unix_ns as i64,
-            duration_ns: w.duration_ns as i64,
-            comments: vec![format!("thread-ctx agent, pid {}", p.pid)],
-        };
-        if let Err(e) = pprof::write_file(&dir.join(&name), &p.profile, &meta) {
-            eprintln!("thread-ctx agent: --pprof-dir: {e:#}");
-        }
-    }
-}
-
-fn file_safe(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
-}
-
-fn status_line(s: &WindowStats, export: Option<ExporterStats>, last_error: &mut Option<String>) {
-    let mut line = format!(
-        "thread-ctx agent: window {:.1}s: {} processes ({} new, {} exited, {} skipped{}), {} CPU samples ({} with a span)",
-        s.duration_ns as f64 / 1e9,
-        s.processes,
-        s.new,
-        s.exited,
-        s.skipped,
-        if s.stuck > 0 { format!(", {} stuck", s.stuck) } else { String::new() },
-        s.cpu_samples,
-        s.with_span
-    );
-    if s.off_cpu_intervals > 0 {
-        line += &format!(", {} off-CPU intervals", s.off_cpu_intervals);
-    }
-    line += &format!("; dropped: {} ring buffer full, {} over the distinct-stack cap", s.dropped_ring_full, s.dropped_entry_cap);
-    if s.dropped_behind > 0 {
-        line += &format!(", {} with symbolization behind", s.dropped_behind);
-    }
-    if let Some(stats) = &export {
-        line += &format!("; {}", export_text(stats));
-        if stats.last_error != *last_error {
-            if let Some(e) = &stats.last_error {
-                line += &format!("; export error: {e}");
-            }
-            last_error.clone_from(&stats.last_error);
-        }
-    }
-    eprintln!("{line}");
-}
-
-fn export_text(s: &ExporterStats) -> String {
-    let d = s.dropped();
-    format!(
-        "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} queued, {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}",
-        s.sent.requests,
-        s.sent.samples,
-        s.queued.requests + s.in_flight.requests,
-        s.retries,
-        d.requests,
-        s.dropped_queue_full.requests,
-        s.dropped_retries_exhausted.requests,
-        s.dropped_shutdown.requests,
-        s.failed.requests
-    )
 }

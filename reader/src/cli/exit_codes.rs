@@ -5,8 +5,10 @@
 //! process gone) by its cause. Anything else is a reader failure.
 
 use anyhow::Result;
+use thread_ctx::agent::AgentError;
 use thread_ctx::discovery::{discover, Discovery};
 use thread_ctx::error::Error as LibError;
+use thread_ctx::pipeline::PipelineError;
 use thread_ctx::sampler::SamplerError;
 
 /// Success (`validate`: every record is well formed). Handlers say `ExitCode::SUCCESS`.
@@ -63,7 +65,7 @@ pub fn code_of(e: &anyhow::Error) -> u8 {
         if let Some(f) = cause.downcast_ref::<Failure>() {
             return f.code;
         }
-        if let Some(SamplerError::NeedsPrivilege { .. }) = cause.downcast_ref::<SamplerError>() {
+        if let Some(SamplerError::NeedsPrivilege { .. }) = sampler_error(cause) {
             return EXIT_NO_PERMISSION;
         }
         // Only what reads the target says "permission" or "gone": a file we fail to write is a reader failure.
@@ -80,6 +82,21 @@ pub fn code_of(e: &anyhow::Error) -> u8 {
         }
     }
     EXIT_READER_FAILED
+}
+
+/// The sampler's error behind `cause`, also when the pipeline or the agent carries it.
+fn sampler_error<'a>(cause: &'a (dyn std::error::Error + 'static)) -> Option<&'a SamplerError> {
+    if let Some(s) = cause.downcast_ref::<SamplerError>() {
+        return Some(s);
+    }
+    let pipeline = cause.downcast_ref::<PipelineError>().or(match cause.downcast_ref::<AgentError>() {
+        Some(AgentError::Pipeline(p)) => Some(p),
+        _ => None,
+    });
+    match pipeline {
+        Some(PipelineError::Sampler(s)) => Some(s),
+        _ => None,
+    }
 }
 
 /// What to add to a permission error about process `pid`: who may read it.
@@ -153,6 +170,8 @@ mod tests {
         assert_eq!(code_of(&anyhow::anyhow!("something else")), EXIT_READER_FAILED);
         let bpf = anyhow::Error::from(SamplerError::NeedsPrivilege { what: "loading".into() });
         assert_eq!(code_of(&bpf.context("starting the sampler")), EXIT_NO_PERMISSION);
+        let through_pipeline = anyhow::Error::from(PipelineError::Sampler(SamplerError::NeedsPrivilege { what: "loading".into() }));
+        assert_eq!(code_of(&through_pipeline.context("starting the eBPF sampler")), EXIT_NO_PERMISSION);
     }
 
     #[test]

@@ -17,10 +17,11 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use thread_ctx::discovery::host_scan::ProcessKey;
 use thread_ctx::output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx::output::{pprof, top};
-use thread_ctx::pipeline::{process_alive, Pipeline};
-use thread_ctx::profile::aggregate::monotonic_to_unix_ns;
+use thread_ctx::pipeline::{process_alive, Identity, Pipeline, Symbolize};
+use thread_ctx::profile::symbolized::monotonic_to_unix_ns;
 use thread_ctx::profile::{Frame, Symbolizer};
 use thread_ctx::sampler::{Event, SamplerOptions};
 
@@ -109,7 +110,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let key_map = d.key_map().map(<[String]>::to_vec);
     let service_name = d.service_name().map(str::to_string);
     let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(key_map.as_deref()));
-    let mut pipeline = Pipeline::start(opts).context("starting the eBPF sampler")?;
+    let key = ProcessKey::of(pid as u32).ok_or_else(|| anyhow::anyhow!("process {pid} exited before it could be sampled"))?;
+    let mut pipeline =
+        Pipeline::start(opts, if plan.symbolize { Symbolize::Inline } else { Symbolize::Never }).context("starting the eBPF sampler")?;
     if args.bpf_stats {
         pipeline.sampler_mut().enable_run_time_stats()?;
     }
@@ -117,14 +120,12 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     // this thread was switched out between the two would carry a time before the profile's start.
     let started_unix = std::time::SystemTime::now();
     let started = Instant::now();
-    pipeline.track(d).with_context(|| format!("sampling process {pid}"))?;
-    let builder = pipeline.get_mut(pid as u32).and_then(|t| t.builder.as_mut());
-    if let (Some(b), Some(tid)) = (builder, tid) {
-        b.keep_only_thread(tid);
+    let identity = Identity { service_name: service_name.clone().unwrap_or_default(), ..Default::default() };
+    pipeline.track(key, &d, identity).with_context(|| format!("sampling process {pid}"))?;
+    if let Some(tid) = tid {
+        pipeline.keep_only_thread(pid as u32, tid);
     }
-    if !plan.symbolize {
-        // Without stacks there is nothing to name: keep no symbolizer's caches.
-    } else if let Some(sym) = pipeline.get(pid as u32).and_then(|t| t.builder.as_ref()).map(|b| b.symbolizer()) {
+    if let Some(sym) = pipeline.get(pid as u32).and_then(|t| t.symbolizer()) {
         // Warn now, not after the recording, when a Node target's JS frames will stay unnamed.
         if sym.runs_v8() {
             if let Some(note) = sym.perf_map_note() {
@@ -185,7 +186,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         service_name: service_name.as_deref(),
         top: args.top,
     };
-    let profile = if plan.symbolize { pipeline.take_profile(pid as u32) } else { None };
+    pipeline.end_window(started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64), (seconds * 1e9) as u64);
+    let profile = pipeline.take_windows().into_iter().flat_map(|w| w.processes).map(|p| p.profile).next();
     let mut outputs = Ok(());
     if let Some(p) = &profile {
         let meta = pprof::Meta {
@@ -282,6 +284,10 @@ fn frame_json(f: &Frame) -> serde_json::Value {
         "line": f.source_line(),
         "column": f.pos.map_or(f.column, |p| p.column),
         "function_line": f.line,
+        // Source-mapped: where V8 ran it (file and lines above are the original source's).
+        "generated": f.generated.as_ref().map(|g| json!({
+            "file": g.file, "line": g.pos.map_or(g.line, |p| Some(p.line)), "column": g.pos.map_or(g.column, |p| p.column), "function_line": g.line,
+        })),
     })
 }
 

@@ -13,6 +13,7 @@ pub mod maps;
 pub mod process_context;
 pub mod process_context_proto;
 pub mod remote_memory;
+pub mod resource;
 pub mod tls_access;
 pub mod tls_model;
 pub mod v8_version;

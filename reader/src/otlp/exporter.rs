@@ -18,9 +18,10 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfil
 use tokio::sync::{watch, Notify};
 
 use super::config::ExporterConfig;
+use super::outcome::{Delivered, SendError};
 use super::retry::RetryPolicy;
 use super::stats::{Count, ExporterStats};
-use super::transport::{Delivered, SendError, Transport};
+use super::transport::Transport;
 
 /// Sends OTLP profiles requests in the background. See the module documentation.
 pub struct Exporter {

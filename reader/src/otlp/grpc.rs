@@ -12,7 +12,7 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::config::{Compression, ExporterConfig};
-use super::transport::{Delivered, SendError, NOT_SERVED_HINT};
+use super::outcome::{Delivered, SendError, NOT_SERVED_HINT};
 use super::USER_AGENT;
 
 /// Largest answer accepted: an export response is a few bytes.

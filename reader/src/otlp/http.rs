@@ -11,7 +11,7 @@ use reqwest::{Client, StatusCode};
 use url::Url;
 
 use super::config::{Compression, ExporterConfig};
-use super::transport::{Delivered, SendError, NOT_SERVED_HINT};
+use super::outcome::{Delivered, SendError, NOT_SERVED_HINT};
 use super::USER_AGENT;
 
 const PROTOBUF: &str = "application/x-protobuf";

@@ -25,17 +25,21 @@
 //! ```
 
 mod config;
+pub mod encode;
 mod exporter;
 mod grpc;
 mod http;
+mod outcome;
 pub mod received;
 mod retry;
+mod sink;
 mod stats;
 mod transport;
 
 pub use config::{Compression, ConfigError, ExporterConfig, Overrides, Protocol, DEFAULT_QUEUE_CAPACITY, HTTP_PROFILES_PATH};
 pub use exporter::{Exporter, StartError};
 pub use retry::RetryPolicy;
+pub use sink::OtlpSink;
 pub use stats::{Count, ExporterStats};
 
 /// The OTLP messages, for building requests.

@@ -61,3 +61,23 @@ impl ExporterStats {
         total
     }
 }
+
+impl std::fmt::Display for ExporterStats {
+    /// The exporter's part of the agent's status line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = self.dropped();
+        write!(
+            f,
+            "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} queued, {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}",
+            self.sent.requests,
+            self.sent.samples,
+            self.queued.requests + self.in_flight.requests,
+            self.retries,
+            d.requests,
+            self.dropped_queue_full.requests,
+            self.dropped_retries_exhausted.requests,
+            self.dropped_shutdown.requests,
+            self.failed.requests
+        )
+    }
+}

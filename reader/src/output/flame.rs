@@ -52,7 +52,7 @@ pub fn folded(p: &Profile, filter: &Filter) -> Vec<String> {
     for e in p.entries.iter().filter(|e| filter.matches(e)) {
         let v = match unit {
             Unit::Samples => e.count,
-            Unit::Micros => e.weight_ns,
+            Unit::Micros => e.weight,
         };
         *sums.entry(stack_line(p, e)).or_default() += v;
     }
@@ -97,17 +97,25 @@ pub fn write_svg(path: &Path, p: &Profile, filter: &Filter, subtitle: &str) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::aggregate::StackFrame;
+    use crate::profile::symbolized::StackFrame;
     use crate::profile::{Frame, FrameKind, SampleKind};
 
     fn profile(off_cpu: bool) -> Profile {
         let mut p = Profile::default();
         (p.off_cpu_traced, p.cpu_period_ns) = (off_cpu, 10_000_000);
-        let main = p.intern(Frame { kind: FrameKind::Native, name: "main".into(), file: None, line: None, column: None, pos: None });
-        let burn = p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/a.js".into()), line: Some(3), column: None, pos: None });
+        let main = p.intern(Frame { kind: FrameKind::Native, name: "main".into(), file: None, line: None, column: None, pos: None, generated: None });
+        let burn = p.intern(Frame {
+            kind: FrameKind::Js,
+            name: "burn".into(),
+            file: Some("/a.js".into()),
+            line: Some(3),
+            column: None,
+            pos: None,
+            generated: None,
+        });
         p.thread_names.insert(7, "node".into());
         let stack = vec![StackFrame { addr: 2, frame: burn, kernel: false }, StackFrame { addr: 1, frame: main, kernel: false }];
-        let e = |kind, trace: u8, count, weight_ns| Entry {
+        let e = |kind, trace: u8, count, weight| Entry {
             kind,
             stack: stack.clone(),
             tid: 7,
@@ -115,7 +123,7 @@ mod tests {
             span_id: Some([trace; 8]),
             attrs: vec![],
             count,
-            weight_ns,
+            weight,
             times: vec![],
         };
         p.push_entry(e(SampleKind::Cpu, 1, 3, 30_000_000));

@@ -9,14 +9,14 @@
 //! the other sample attributes the record's attributes; frames get their kind from
 //! `profile.frame.type`, mappings their build id from `process.executable.build_id.gnu`.
 
-use super::otlp::{BUILD_ID_GNU, FRAME_TYPE, OFF_CPU_STATE, THREAD_ID, THREAD_NAME};
 use crate::discovery::maps::Mapping;
+use crate::otlp::encode::{BUILD_ID_GNU, FRAME_TYPE, OFF_CPU_STATE, THREAD_ID, THREAD_NAME};
 use crate::otlp::received::{ResolvedFrame, ResolvedMapping, ResolvedSample};
-use crate::profile::aggregate::{Observation, StackFrame};
+use crate::profile::symbolized::{Observation, StackFrame};
 use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-const KERNEL_MAPPING: &str = "[kernel.kallsyms]";
+use crate::profile::symbolized::KERNEL_MAPPING;
 /// The device that mappings rebuilt from OTLP are filed under (the profile keys build ids by
 /// device and inode; OTLP has neither).
 const OTLP_DEVICE: &str = "otlp";
@@ -119,22 +119,22 @@ impl Builder {
         };
         let values: Vec<u64> = s.values.iter().map(|v| (*v).max(0) as u64).collect();
         // CPU values count samples (one period each); off-CPU values are nanoseconds.
-        let (count, weight_ns) = match kind {
+        let (count, weight) = match kind {
             SampleKind::Cpu => (values.iter().sum::<u64>(), values.iter().sum::<u64>() * period),
             _ => (values.len() as u64, values.iter().sum()),
         };
-        let weight = |v: u64| if kind == SampleKind::Cpu { v * period } else { v };
+        let weight_of = |v: u64| if kind == SampleKind::Cpu { v * period } else { v };
         let ts = &s.timestamps_unix_nano;
         let times: Vec<Observation> = if !ts.is_empty() && ts.len() == values.len() {
-            ts.iter().zip(&values).map(|(&t, &v)| Observation { time_ns: t, weight_ns: weight(v) }).collect()
+            ts.iter().zip(&values).map(|(&t, &v)| Observation { time_ns: t, weight: weight_of(v) }).collect()
         } else if kind == SampleKind::Cpu && values.len() == 1 && ts.len() as u64 == values[0] {
             // One count with a timestamp per sample it counts.
-            ts.iter().map(|&t| Observation { time_ns: t, weight_ns: period }).collect()
+            ts.iter().map(|&t| Observation { time_ns: t, weight: period }).collect()
         } else {
             self.times_complete = false;
             Vec::new()
         };
-        self.profile.push_entry(Entry { kind, stack, tid, trace_id, span_id, attrs, count, weight_ns, times });
+        self.profile.push_entry(Entry { kind, stack, tid, trace_id, span_id, attrs, count, weight, times });
     }
 
     fn stack_frame(&mut self, f: &ResolvedFrame) -> StackFrame {
@@ -162,6 +162,7 @@ impl Builder {
             line: start,
             column: if pos.is_none() && kind == FrameKind::Js { positive(f.column) } else { None },
             pos,
+            generated: None,
         };
         if let Some(m) = f.mapping.as_ref().filter(|m| m.filename.starts_with('/')) {
             self.mapping(m);
@@ -209,14 +210,14 @@ impl Builder {
 mod tests {
     use super::*;
     use crate::discovery::process_context_proto::{string_value, KeyValue, Resource};
+    use crate::otlp::encode::{export_request, ProcessWindow};
     use crate::otlp::received::resolve;
-    use crate::output::otlp::{export_request, ProcessWindow};
     use opentelemetry_proto::tonic::profiles::v1development::ProfilesData;
 
     /// The window the OTLP writer's tests send, plus a JS frame sampled at a line of its own
     /// (V8's jitdump). (OTLP has no function start column: that frame has none.)
     fn sent() -> Profile {
-        let mut p = crate::output::otlp::tests::profile();
+        let mut p = crate::otlp::encode::tests::profile();
         let sampled =
             p.intern(Frame { pos: Some(SourcePos { line: 5, column: Some(2) }), ..Frame::js("twoLoops", Some("/app/b.js"), Some(3), None) });
         let mut e = p.entries[0].clone();
@@ -234,8 +235,8 @@ mod tests {
     fn what_the_agent_sends_comes_back_as_the_same_profile() {
         let p = sent();
         let req = export_request(&[
-            ProcessWindow { resource: resource("42"), profile: &p, start_unix_ns: 1_000, duration_ns: 10 },
-            ProcessWindow { resource: resource("43"), profile: &p, start_unix_ns: 1_000, duration_ns: 10 },
+            ProcessWindow { resource: &resource("42"), profile: &p, start_unix_ns: 1_000, duration_ns: 10 },
+            ProcessWindow { resource: &resource("43"), profile: &p, start_unix_ns: 1_000, duration_ns: 10 },
         ]);
         let data = ProfilesData { resource_profiles: req.resource_profiles, dictionary: req.dictionary };
         let back = processes(&resolve(&data).unwrap());
@@ -255,7 +256,7 @@ mod tests {
                 .iter()
                 .find(|b| b.kind == orig.kind && frames(g, b) == frames(&p, orig))
                 .unwrap_or_else(|| panic!("{orig:?} did not come back"));
-            assert_eq!((back.count, back.weight_ns, back.tid), (orig.count, orig.weight_ns, orig.tid));
+            assert_eq!((back.count, back.weight, back.tid), (orig.count, orig.weight, orig.tid));
             assert_eq!((back.trace_id, back.span_id, &back.attrs), (orig.trace_id, orig.span_id, &orig.attrs));
             let times: Vec<u64> = orig.times.iter().map(|o| p.unix_ns(o.time_ns)).collect();
             assert_eq!(back.times.iter().map(|o| o.time_ns).collect::<Vec<_>>(), times, "wall-clock times");

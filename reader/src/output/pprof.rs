@@ -7,7 +7,7 @@
 //! off-CPU time was traced. Also reads such a file back (`thread-ctx flamegraph`).
 
 use crate::ids::{hex, parse_hex};
-use crate::profile::aggregate::StackFrame;
+use crate::profile::symbolized::StackFrame;
 use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
 use anyhow::{bail, Context, Result};
 use flate2::read::GzDecoder;
@@ -29,9 +29,7 @@ pub const LABEL_SERVICE_NAME: &str = "service.name";
 pub const LABEL_OFF_CPU: &str = "off_cpu";
 /// Every label key that is not a record attribute.
 const OWN_LABELS: [&str; 6] = [LABEL_TRACE_ID, LABEL_SPAN_ID, LABEL_THREAD_ID, LABEL_THREAD_NAME, LABEL_SERVICE_NAME, LABEL_OFF_CPU];
-/// The mapping that kernel locations point into.
-const KERNEL_MAPPING: &str = "[kernel.kallsyms]";
-const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+use crate::profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// What the profile says about its recording.
 #[derive(Debug, Clone, Default)]
@@ -126,7 +124,8 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
                     out.function.push(pb::Function {
                         id: next_fn,
                         name,
-                        system_name: name,
+                        // A source-mapped frame keeps its generated script and line here.
+                        system_name: st.id(&f.system_name()),
                         filename: f.file.as_deref().map(|s| st.id(s)).unwrap_or(0),
                         start_line: f.line.unwrap_or(0) as i64,
                     });
@@ -150,9 +149,9 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
             ids.push(id);
         }
         let value = match (e.kind.is_off_cpu(), p.off_cpu_traced) {
-            (false, false) => vec![e.count as i64, e.weight_ns as i64],
-            (false, true) => vec![e.count as i64, e.weight_ns as i64, 0, 0],
-            (true, _) => vec![0, 0, e.count as i64, e.weight_ns as i64],
+            (false, false) => vec![e.count as i64, e.weight as i64],
+            (false, true) => vec![e.count as i64, e.weight as i64, 0, 0],
+            (true, _) => vec![0, 0, e.count as i64, e.weight as i64],
         };
         let mut label = Vec::new();
         let mut str_label = |k: &str, v: &str| label.push(pb::Label { key: st.id(k), str: st.id(v), ..Default::default() });
@@ -203,7 +202,7 @@ fn breakdown(p: &Profile, e: &Entry, start_unix_ns: i64) -> Vec<pb::Breakdown> {
     if !e.kind.is_off_cpu() {
         return vec![pb::Breakdown { ticks, ..Default::default() }];
     }
-    let durations = e.times.iter().map(|o| o.weight_ns as i64).collect();
+    let durations = e.times.iter().map(|o| o.weight as i64).collect();
     vec![
         pb::Breakdown::default(),
         pb::Breakdown::default(),
@@ -276,7 +275,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         // A JS location whose line differs from its function's start was sampled at that line.
         let at = loc.line.first().filter(|l| kind == FrameKind::Js && l.line > 0 && Some(l.line as u32) != line);
         let pos = at.map(|l| SourcePos { line: l.line as u32, column: (l.column > 0).then_some(l.column as u32) });
-        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos });
+        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos, generated: None });
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {
@@ -291,7 +290,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
             span_id: None,
             attrs: vec![],
             count: v(count_i),
-            weight_ns: v(cpu_i),
+            weight: v(cpu_i),
             times: vec![],
         };
         let mut thread_name = None;
@@ -311,7 +310,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
             profile.thread_names.insert(e.tid, name);
         }
         if let (true, Some((n, t))) = (e.kind.is_off_cpu(), off_i) {
-            (e.count, e.weight_ns) = (v(n), v(t));
+            (e.count, e.weight) = (v(n), v(t));
         }
         e.attrs.sort();
         profile.push_entry(e);
@@ -325,7 +324,7 @@ mod tests {
     use crate::discovery::maps::Mapping;
 
     fn frame(kind: FrameKind, name: &str, file: Option<&str>, line: Option<u32>) -> Frame {
-        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None, pos: None }
+        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None, pos: None, generated: None }
     }
 
     #[test]
@@ -355,7 +354,7 @@ mod tests {
         ];
         let stack: Vec<StackFrame> =
             frames.iter().map(|(f, addr, kernel)| StackFrame { addr: *addr, frame: p.intern(f.clone()), kernel: *kernel }).collect();
-        let entry = |kind, count, weight_ns| Entry {
+        let entry = |kind, count, weight| Entry {
             kind,
             stack: stack.clone(),
             tid: 42,
@@ -363,7 +362,7 @@ mod tests {
             span_id: Some([0xcd; 8]),
             attrs: vec![("http.route".into(), "/users/:id".into())],
             count,
-            weight_ns,
+            weight,
             times: vec![],
         };
         p.push_entry(entry(SampleKind::Cpu, 3, 30_000_000));
@@ -374,7 +373,7 @@ mod tests {
         assert_eq!(back.thread_name(42), Some("node"));
         assert_eq!(back.entries.len(), 2);
         for (orig, got) in p.entries.iter().zip(&back.entries) {
-            assert_eq!((got.kind, got.count, got.weight_ns, got.tid), (orig.kind, orig.count, orig.weight_ns, orig.tid));
+            assert_eq!((got.kind, got.count, got.weight, got.tid), (orig.kind, orig.count, orig.weight, orig.tid));
             assert_eq!(
                 (got.trace_id, got.span_id, &got.attrs),
                 (orig.trace_id, orig.span_id, &orig.attrs),

@@ -205,7 +205,7 @@ impl Summary {
         }
         let Some(group) = self.by.group_of_entry(e) else {
             if off_cpu {
-                self.off_cpu_no_context_ns += e.weight_ns;
+                self.off_cpu_no_context_ns += e.weight;
             } else {
                 self.no_context_unexplained += e.count;
             }
@@ -213,7 +213,7 @@ impl Summary {
         };
         let by_span = matches!(self.by, GroupBy::Span);
         let ids = e.trace_id.map(|trace| (trace, e.span_id.unwrap_or([0; 8])));
-        let row = if off_cpu { self.count_in(group, ids, 0, e.weight_ns) } else { self.count_in(group, ids, e.count, 0) };
+        let row = if off_cpu { self.count_in(group, ids, 0, e.weight) } else { self.count_in(group, ids, e.count, 0) };
         if by_span && row.attr_pairs != e.attrs {
             row.attr_pairs.clone_from(&e.attrs);
         }
@@ -532,7 +532,7 @@ mod tests {
             span_id: trace.map(|t| [t; 8]),
             attrs: route.map(|r| vec![("http.route".to_string(), r.to_string())]).unwrap_or_default(),
             count,
-            weight_ns: 0,
+            weight: 0,
             times: vec![],
         };
         for (trace, route, count) in
@@ -566,7 +566,7 @@ mod tests {
             span_id: Some([2; 8]),
             attrs: vec![("http.route".into(), "/x".into())],
             count: 1,
-            weight_ns: 0,
+            weight: 0,
             times: vec![],
         };
         for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into()), GroupBy::Attr("missing".into())] {

@@ -8,17 +8,19 @@ use crate::profile::FrameKind;
 use crate::profile::{Entry, Profile};
 use std::collections::HashMap;
 
-fn top_frame(p: &Profile, e: &Entry) -> Option<String> {
+fn top_frame(p: &Profile, e: &Entry, files: &HashMap<&str, &str>) -> Option<String> {
     let f = e.stack.iter().map(|f| p.frame(f)).find(|f| f.kind == FrameKind::Js).or_else(|| e.stack.first().map(|f| p.frame(f)))?;
-    Some(f.short_name())
+    Some(f.short_name_in(f.file.as_deref().map(|file| files.get(file).copied().unwrap_or(file))))
 }
 
 /// For every group with CPU samples: its `n` top frames as "name (file:line) 91%, ...".
 pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
     let mut per_group: HashMap<Group, HashMap<String, u64>> = HashMap::new();
+    // JS files by the shortest path suffix that tells them apart (two index.js are not one).
+    let files = crate::profile::frame::unique_suffixes(p.frames.iter().filter(|f| f.kind == FrameKind::Js).filter_map(|f| f.file.as_deref()));
     for e in p.entries.iter().filter(|e| !e.kind.is_off_cpu()) {
         let Some(group) = by.group_of_entry(e) else { continue };
-        let name = top_frame(p, e).unwrap_or_else(|| "(no stack)".into());
+        let name = top_frame(p, e, &files).unwrap_or_else(|| "(no stack)".into());
         *per_group.entry(group).or_default().entry(name).or_default() += e.count;
     }
     per_group
@@ -40,7 +42,7 @@ pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::aggregate::StackFrame;
+    use crate::profile::symbolized::StackFrame;
     use crate::profile::{Frame, SampleKind, SourcePos};
 
     #[test]
@@ -58,7 +60,7 @@ mod tests {
             span_id: Some([2; 8]),
             attrs: vec![("http.route".into(), route.into())],
             count,
-            weight_ns: 0,
+            weight: 0,
             times: vec![],
         };
         p.push_entry(e(vec![sf(sin), sf(burn)], 3, "/a"));

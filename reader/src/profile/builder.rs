@@ -1,210 +1,163 @@
-//! Builds one process's profile from the sampler's events as they arrive:
-//! decodes the record's attributes with the process's key map, names
-//! threads, and symbolizes in batches while the target (and the JIT code its
-//! perf map describes) is still alive. A recording is one profile; the agent
-//! takes one per window ([`ProfileBuilder::take`]) and keeps the symbolizer.
+//! The symbolize stage of one process: names the addresses and threads its
+//! [`Aggregate`] hands over while the process runs, and turns each window's
+//! aggregate into a [`Profile`] (frames, mappings with build ids, thread
+//! names, notes). It reads the target (maps, perf map, jitdump, objects,
+//! thread names), so the agent runs it on its symbolization worker.
 
-use super::aggregate::Profile;
-use super::sample::{Sample, SampleKind};
+use super::aggregate::{Aggregate, Space, Unnamed};
+use super::frame::Frame;
+use super::symbolized::{monotonic_to_unix_ns, Entry, Profile, StackFrame};
 use super::symbolizer::Symbolizer;
-use crate::ctx_record::decode_attrs;
-use crate::sampler::{Event, EventKind};
-use std::time::{Duration, Instant};
+use crate::discovery::build_id::build_id;
+use crate::sampler::SamplerOptions;
+use std::collections::HashMap;
 
-const BATCH_SAMPLES: usize = 1024;
-const BATCH_INTERVAL: Duration = Duration::from_millis(250);
-/// Threads whose names are kept (a process churning threads would grow the table forever).
+/// Thread names kept per process; past this the table starts over (counted).
 const MAX_THREAD_NAMES: usize = 10_000;
-
-/// Samples whose stack the kernel could not take (bpf_get_stack failed).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct StackLosses {
-    pub user: u64,
-    pub kernel: u64,
-}
-
-impl std::ops::AddAssign for StackLosses {
-    fn add_assign(&mut self, other: StackLosses) {
-        self.user += other.user;
-        self.kernel += other.kernel;
-    }
-}
-
-/// What a profile records about its sampling.
-#[derive(Debug, Clone, Copy)]
-pub struct ProfileSettings {
-    pub hz: u32,
-    pub user_stacks: bool,
-    pub kernel_stacks: bool,
-    pub off_cpu: bool,
-}
-
-impl ProfileSettings {
-    /// Nanoseconds one CPU sample stands for.
-    pub fn cpu_period_ns(&self) -> u64 {
-        1_000_000_000 / self.hz.max(1) as u64
-    }
-}
 
 pub struct ProfileBuilder {
     symbolizer: Symbolizer,
-    profile: Profile,
-    pending: Vec<Sample>,
-    last_flush: Instant,
-    key_map: Option<Vec<String>>,
-    settings: ProfileSettings,
-    /// Only this thread's samples are kept (`record TID`).
-    only_tid: Option<u32>,
-    pub losses: StackLosses,
+    thread_names: HashMap<u32, String>,
+    cpu_period_ns: u64,
+    off_cpu: bool,
+    /// Thread names dropped to keep the table bounded.
+    pub thread_names_evicted: u64,
+}
+
+fn is_tracing_frame(name: &str) -> bool {
+    ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"].iter().any(|p| name.starts_with(p))
 }
 
 impl ProfileBuilder {
-    pub fn new(symbolizer: Symbolizer, key_map: Option<&[String]>, settings: ProfileSettings) -> ProfileBuilder {
-        let profile = Self::empty(symbolizer.pid(), settings);
+    pub fn new(symbolizer: Symbolizer, opts: &SamplerOptions) -> ProfileBuilder {
         ProfileBuilder {
             symbolizer,
-            profile,
-            pending: Vec::with_capacity(BATCH_SAMPLES),
-            last_flush: Instant::now(),
-            key_map: key_map.map(<[String]>::to_vec),
-            settings,
-            only_tid: None,
-            losses: StackLosses::default(),
+            thread_names: HashMap::new(),
+            cpu_period_ns: opts.cpu_period_ns(),
+            off_cpu: opts.off_cpu,
+            thread_names_evicted: 0,
         }
-    }
-
-    /// Keeps only the samples of thread `tid` from now on.
-    pub fn keep_only_thread(&mut self, tid: u32) {
-        self.only_tid = Some(tid);
-    }
-
-    fn empty(pid: i32, settings: ProfileSettings) -> Profile {
-        let mut profile = Profile::new(pid);
-        profile.cpu_period_ns = settings.cpu_period_ns();
-        profile.off_cpu_traced = settings.off_cpu;
-        profile
     }
 
     pub fn symbolizer(&self) -> &Symbolizer {
         &self.symbolizer
     }
 
-    /// A newer key map (the process registered attribute keys since).
-    pub fn set_key_map(&mut self, key_map: Option<&[String]>) {
-        self.key_map = key_map.map(<[String]>::to_vec);
-    }
-
-    /// Samples aggregated so far (pending ones included).
-    pub fn len(&self) -> u64 {
-        self.profile.total_count() + self.profile.dropped_samples + self.pending.len() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn add(&mut self, e: &Event) {
-        if self.only_tid.is_some_and(|t| t != e.tid) {
-            return;
-        }
-        let sample = sample_of(e, self.key_map.as_deref(), self.settings, &mut self.losses);
-        self.add_sample(sample);
-    }
-
-    /// Adds a sample decoded elsewhere (the agent decodes on its sampling thread and symbolizes on another).
-    pub fn add_sample(&mut self, sample: Sample) {
-        self.name_thread(sample.tid);
-        self.pending.push(sample);
-        if self.pending.len() >= BATCH_SAMPLES || self.last_flush.elapsed() >= BATCH_INTERVAL {
-            self.flush();
-        }
-    }
-
-    /// Symbolizes what is pending once it has waited a batch interval: called
-    /// without new events too, so a process that exits has had its samples named.
-    pub fn flush_if_due(&mut self) {
-        if !self.pending.is_empty() && self.last_flush.elapsed() >= BATCH_INTERVAL {
-            self.flush();
-        }
-    }
-
-    /// Symbolizes and aggregates what is pending.
-    pub fn flush(&mut self) {
-        if !self.pending.is_empty() {
-            self.profile.add(&self.pending, &mut self.symbolizer);
-            self.pending.clear();
-        }
-        self.last_flush = Instant::now();
-    }
-
-    /// The profile so far, finished, and a fresh one for what comes next
-    /// (thread names and the symbolizer's caches carry over).
-    pub fn take(&mut self) -> Profile {
-        self.flush();
-        let mut next = Self::empty(self.profile.pid, self.settings);
-        next.thread_names = self.profile.thread_names.clone();
-        let mut done = std::mem::replace(&mut self.profile, next);
-        self.finish_profile(&mut done);
-        self.losses = StackLosses::default();
-        done
-    }
-
-    pub fn finish(mut self) -> Profile {
-        self.take()
-    }
-
-    fn finish_profile(&self, p: &mut Profile) {
-        p.finish(&self.symbolizer);
-        for (what, n) in [("user", self.losses.user), ("kernel", self.losses.kernel)] {
-            if n > 0 {
-                p.notes
-                    .push(format!("{n} samples have no {what} stack (the kernel could not take it); they count under their thread with no frames"));
-            }
+    /// Names what the aggregate saw first since the last call.
+    pub fn name(&mut self, unnamed: &Unnamed) {
+        self.symbolizer.name(&unnamed.user, &unnamed.kernel);
+        for &tid in &unnamed.tids {
+            self.name_thread(tid);
         }
     }
 
     fn name_thread(&mut self, tid: u32) {
-        let names = &mut self.profile.thread_names;
-        if names.contains_key(&tid) || names.len() >= MAX_THREAD_NAMES {
+        if self.thread_names.contains_key(&tid) {
             return;
         }
-        let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.profile.pid))
+        if self.thread_names.len() >= MAX_THREAD_NAMES {
+            self.thread_names_evicted += self.thread_names.len() as u64;
+            self.thread_names.clear();
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.symbolizer.pid()))
             .map(|s| s.trim_end().to_string())
             .unwrap_or_else(|_| format!("thread-{tid}"));
-        names.insert(tid, comm);
+        self.thread_names.insert(tid, comm);
     }
-}
 
-/// One event as a [`Sample`]: the record's attributes decoded with the
-/// process's key map, stacks as captured (those the kernel could not take
-/// are counted in `losses`), weighed by the sampling period or the off-CPU time.
-pub fn sample_of(e: &Event, key_map: Option<&[String]>, settings: ProfileSettings, losses: &mut StackLosses) -> Sample {
-    let user_stack = if settings.user_stacks { stack(&e.user_stack, &mut losses.user, false) } else { Vec::new() };
-    let kernel_stack = if settings.kernel_stacks { stack(&e.kernel_stack, &mut losses.kernel, true) } else { Vec::new() };
-    let (trace_id, span_id, flags, attrs) = match e.span() {
-        Some((t, s, f)) => {
-            let (t, s) = Sample::ids_from_record(t, s);
-            let (decoded, _) = decode_attrs(&e.attrs, key_map);
-            (t, s, f, Sample::attrs_from_record(&decoded))
+    /// The window's profile: every entry of `aggregate` with its stack named.
+    pub fn finish(&mut self, mut aggregate: Aggregate) -> Profile {
+        let unnamed = aggregate.take_unnamed();
+        self.name(&unnamed);
+        let mut p = Profile::new(self.symbolizer.pid());
+        p.cpu_period_ns = self.cpu_period_ns;
+        p.off_cpu_traced = self.off_cpu;
+        p.times_complete = aggregate.times_complete();
+        p.dropped_samples = aggregate.dropped_samples;
+        // The stack of each aggregate stack id, as profile frames (one per distinct stack).
+        let mut stacks: HashMap<u32, Vec<StackFrame>> = HashMap::new();
+        let mut frame_of: HashMap<usize, usize> = HashMap::new();
+        for raw in aggregate.entries() {
+            let stack = stacks
+                .entry(raw.key.stack)
+                .or_insert_with(|| {
+                    let (kernel, user) = aggregate.stack(raw.key.stack);
+                    let mut out = Vec::with_capacity(kernel.len() + user.len());
+                    let mut skipping = true;
+                    for (space, frames) in [(Space::Kernel, kernel), (Space::User, user)] {
+                        for (depth, &addr) in frames.iter().enumerate() {
+                            let i = self.symbolizer.frame_index(space, super::aggregate::lookup_addr(addr, depth));
+                            // A tracepoint's kernel stack starts in the tracing program itself: not the thread's code.
+                            if space == Space::Kernel && skipping && is_tracing_frame(&self.symbolizer.frame(i).name) {
+                                continue;
+                            }
+                            skipping = false;
+                            let next = frame_of.len();
+                            let frame = *frame_of.entry(i).or_insert(next);
+                            out.push(StackFrame { addr, frame, kernel: space == Space::Kernel });
+                        }
+                    }
+                    out
+                })
+                .clone();
+            let k = &raw.key;
+            p.push_distinct(Entry {
+                kind: k.kind,
+                stack,
+                tid: k.tid,
+                trace_id: k.trace_id,
+                span_id: k.span_id,
+                attrs: k.attrs.to_vec(),
+                count: raw.count,
+                weight: raw.weight,
+                times: raw.times.clone(),
+            });
         }
-        None => (None, None, 0, Vec::new()),
-    };
-    let (kind, weight_ns) = match (e.kind, e.preempted) {
-        (EventKind::Cpu, _) => (SampleKind::Cpu, settings.cpu_period_ns()),
-        (EventKind::OffCpu, false) => (SampleKind::Blocked, e.duration_ns),
-        (EventKind::OffCpu, true) => (SampleKind::Preempted, e.duration_ns),
-    };
-    Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, weight_ns }
-}
+        let named = self.symbolizer.take_frames();
+        let mut frames: Vec<Option<Frame>> = vec![None; frame_of.len()];
+        for (window_index, profile_index) in frame_of {
+            frames[profile_index] = Some(named[window_index].clone());
+        }
+        for f in frames.into_iter().flatten() {
+            p.intern(f);
+        }
+        let tids: std::collections::HashSet<u32> = p.entries.iter().map(|e| e.tid).collect();
+        p.thread_names = tids.iter().filter_map(|t| self.thread_names.get(t).map(|n| (*t, n.clone()))).collect();
+        self.finish_profile(&mut p, aggregate.losses);
+        p
+    }
 
-fn stack(stack: &Result<Vec<u64>, i32>, lost: &mut u64, kernel: bool) -> Vec<u64> {
-    match stack {
-        Ok(s) => s.clone(),
-        // A kernel stack of a sample taken in user mode is empty (-EFAULT): not a loss.
-        Err(e) if kernel && -e == libc::EFAULT => Vec::new(),
-        Err(_) => {
-            *lost += 1;
-            Vec::new()
+    fn finish_profile(&self, p: &mut Profile, losses: super::decode::StackLosses) {
+        let sym = &self.symbolizer;
+        p.mappings = sym.mappings().iter().filter(|m| m.is_file_backed() && m.perms.contains('x')).cloned().collect();
+        for m in &p.mappings {
+            if let Some(id) = build_id(p.pid, m) {
+                p.build_ids.insert((m.dev.clone(), m.inode), id);
+            }
+        }
+        p.monotonic_to_unix_ns = monotonic_to_unix_ns();
+        p.runs_v8 = sym.runs_v8();
+        if p.runs_v8 {
+            p.notes.extend(sym.perf_map_note());
+            p.notes.extend(sym.jitdump_notes());
+        }
+        p.notes.extend(sym.baseline_note());
+        p.notes.extend(sym.source_map_notes());
+        if !p.entries.is_empty() {
+            p.process_notes = sym.process_notes_once();
+        }
+        if p.dropped_samples > 0 {
+            p.notes.push(format!(
+                "{} samples were left out of the profile: it already held {} distinct stack x thread x span entries",
+                p.dropped_samples,
+                super::aggregate::MAX_ENTRIES
+            ));
+        }
+        for (what, n) in [("user", losses.user), ("kernel", losses.kernel)] {
+            if n > 0 {
+                p.notes
+                    .push(format!("{n} samples have no {what} stack (the kernel could not take it); they count under their thread with no frames"));
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `--trace`, `--span`, `--attr key=value`: which entries a flame graph keeps.
 
-use super::aggregate::Entry;
+use super::symbolized::Entry;
 use crate::ids::{hex, parse_hex};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,7 +67,7 @@ mod tests {
             span_id: Some([span; 8]),
             attrs: vec![("http.route".into(), route.into())],
             count: 1,
-            weight_ns: 1,
+            weight: 1,
             times: vec![],
         }
     }

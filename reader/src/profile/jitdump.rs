@@ -13,6 +13,24 @@
 //! (bytes in, tables out) is the whole parser, for tests and fuzzing;
 //! [`JitDumpFile`] feeds it the file's new bytes as V8 appends them.
 //!
+//! What the debug entries are worth depends on the tier that made the code
+//! (the marker in its name, see [`positions_of_tier`]), measured on Node 20,
+//! 22, 24 and 26 (docs/source-lines.md):
+//! - optimized code (Maglev `+`, TurboFan `*`): entries are keyed by machine
+//!   code offset, as the format says: exact;
+//! - baseline code (Sparkplug `^`): V8 writes the bytecode's table, keyed by
+//!   *bytecode* offset (0x0-0x4d for 0x29c bytes of code), so every sample past
+//!   the first few bytes would land on the last entry, the function's `return`.
+//!   Nothing V8 writes maps that code to bytecode, so such code keeps its
+//!   function's line only;
+//! - interpreted code (`~`, the per-function trampolines of
+//!   `--interpreted-frames-native-stack`): no entries; the function's line.
+//!
+//! Optimized code also carries the positions of the functions inlined into
+//! it, named by the inlined function's script and line: an entry whose script
+//! is not the function's, or whose line comes before the function's start, is
+//! another function's, and falls back to the function's line.
+//!
 //! Two quirks of V8's writer are handled here:
 //! - debug entry addresses are biased by 0x40 (the ELF header `perf inject`
 //!   puts before the code), see [`V8_DEBUG_ADDR_BIAS`];
@@ -47,6 +65,13 @@ const HEADER_BYTES: usize = 40;
 const RECORD_HEADER_BYTES: usize = 16;
 const MAGIC_LE: u32 = 0x4A69_5444; // "JiTD" as a little-endian u32 ("DTiJ" in the file)
 
+/// The largest record type (`JIT_CODE_*`) perf defines; a larger one is not a record header.
+const MAX_RECORD_TYPE: u32 = 8;
+/// How far past a record's declared end its successor is looked for (see [`JitDump::resync`]).
+const MAX_RESYNC_BYTES: usize = 64 << 10;
+/// Consecutive records are written within this of each other (timestamps are CLOCK_MONOTONIC ns).
+const MAX_TIMESTAMP_STEP_NS: u64 = 24 * 3600 * 1_000_000_000;
+
 const JIT_CODE_LOAD: u32 = 0;
 const JIT_CODE_MOVE: u32 = 1;
 const JIT_CODE_DEBUG_INFO: u32 = 2;
@@ -69,20 +94,58 @@ pub struct JitCode {
     lines: Vec<LineEntry>,
 }
 
+/// How far the debug entries of a tier's code can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierPositions {
+    /// Keyed by machine-code offset (Maglev, TurboFan, and code without a tier marker).
+    MachineCode,
+    /// Keyed by bytecode offset (Sparkplug): not a position of the sampled instruction.
+    Bytecode,
+    /// Interpreted: V8 writes none.
+    None,
+}
+
+/// What V8's tier marker (`JsFunction::tier`) says about its code's debug entries.
+pub fn positions_of_tier(tier: Option<char>) -> TierPositions {
+    match tier {
+        Some('^') => TierPositions::Bytecode,
+        Some('~') => TierPositions::None,
+        _ => TierPositions::MachineCode,
+    }
+}
+
+/// A debug record's entries and the script each names (an index into `scripts`;
+/// None when the name is not trustworthy), waiting for the code load they describe.
+#[derive(Debug, Clone, Default)]
+struct DebugRecord {
+    code_addr: u64,
+    lines: Vec<LineEntry>,
+    script_of: Vec<Option<u32>>,
+    scripts: Vec<String>,
+}
+
 /// What the dump says about the code of one process.
 #[derive(Debug, Default, Clone)]
 pub struct JitDump {
     by_start: BTreeMap<u64, JitCode>,
     header_seen: bool,
     /// The last debug record, waiting for the code load it describes.
-    pending_debug: Option<(u64, Vec<LineEntry>)>,
+    pending_debug: Option<DebugRecord>,
     line_entries: usize,
     /// Records read (of any type).
     pub records: u64,
     /// Code loads whose line table was left out (a cap was reached, or the debug record made no sense).
     pub lines_dropped: u64,
+    /// Code loads of baseline (Sparkplug) code whose bytecode-keyed entries were left out.
+    pub baseline_tables_dropped: u64,
+    /// Entries of optimized code left out as an inlined function's position.
+    pub inlined_entries_dropped: u64,
     /// Why reading stopped for good (a malformed header or record), if it did.
     pub stopped: Option<String>,
+    /// Times a record's declared size did not lead to the next record and reading resynchronized.
+    pub resyncs: u64,
+    /// The last record's timestamp (headers far from it are not V8's).
+    last_timestamp: Option<u64>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -136,11 +199,22 @@ impl JitDump {
             at = size as usize;
         }
         while let (Some(kind), Some(size)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) {
-            if (size as usize) < RECORD_HEADER_BYTES || size > MAX_RECORD_BYTES {
-                self.stopped = Some(format!("record of type {kind} at byte {at} of the new data declares {size} bytes"));
+            if !self.plausible_header(bytes, at) {
+                match self.resync(bytes, at) {
+                    Some(Ok(next)) => {
+                        // The record before declared fewer bytes than V8 wrote: its debug entries are not trusted.
+                        self.pending_debug = None;
+                        self.resyncs += 1;
+                        at = next;
+                        continue;
+                    }
+                    Some(Err(())) => self.stopped = Some(format!("record of type {kind} at byte {at} of the new data declares {size} bytes")),
+                    None => {} // not enough bytes yet to find the next record
+                }
                 break;
             }
             let Some(body) = bytes.get(at + RECORD_HEADER_BYTES..at + size as usize) else { break };
+            self.last_timestamp = u64_at(bytes, at + 8);
             self.record(kind, body);
             self.records += 1;
             at += size as usize;
@@ -148,12 +222,45 @@ impl JitDump {
         at
     }
 
+    /// A record header at `at` that can be V8's: a known type, a size within bounds, and a
+    /// timestamp within a day of the last record's.
+    fn plausible_header(&self, bytes: &[u8], at: usize) -> bool {
+        let (Some(kind), Some(size)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) else { return false };
+        let time_fits = match (self.last_timestamp, u64_at(bytes, at + 8)) {
+            (Some(last), Some(t)) => t.abs_diff(last) <= MAX_TIMESTAMP_STEP_NS,
+            _ => true,
+        };
+        kind <= MAX_RECORD_TYPE && (RECORD_HEADER_BYTES as u32..=MAX_RECORD_BYTES).contains(&size) && time_fits
+    }
+
+    /// V8 14 (Node 26) can declare a debug record a few bytes shorter than it writes (cross-script
+    /// inlining: 3,272 declared, 3,275 written), so the next header is not where the size says.
+    /// The next plausible header within [`MAX_RESYNC_BYTES`] whose own successor is plausible
+    /// too is where reading goes on. None: not enough bytes yet;
+    /// Err: nothing there.
+    fn resync(&self, bytes: &[u8], at: usize) -> Option<Result<usize, ()>> {
+        let window_end = at.saturating_add(MAX_RESYNC_BYTES);
+        for q in at + 1..window_end.min(bytes.len()) {
+            if !self.plausible_header(bytes, q) {
+                continue;
+            }
+            let next = q + u32_at(bytes, q + 4)? as usize;
+            if next + RECORD_HEADER_BYTES > bytes.len() {
+                return None; // a candidate whose successor is not written yet: wait for it
+            }
+            if self.plausible_header(bytes, next) {
+                return Some(Ok(q));
+            }
+        }
+        (bytes.len() >= window_end).then_some(Err(()))
+    }
+
     fn record(&mut self, kind: u32, body: &[u8]) {
         match kind {
             JIT_CODE_DEBUG_INFO => {
                 let Some(code_addr) = u64_at(body, 0) else { return };
                 match parse_debug_entries(body, code_addr) {
-                    Some(lines) => self.pending_debug = Some((code_addr, lines)),
+                    Some(record) => self.pending_debug = Some(record),
                     None => {
                         self.pending_debug = None;
                         self.lines_dropped += 1;
@@ -174,7 +281,7 @@ impl JitDump {
         let func = parse_v8_name(&String::from_utf8_lossy(&name_bytes[..name_end]));
         let Some(end) = code_addr.checked_add(code_size.max(1)) else { return };
         let mut lines = match self.pending_debug.take() {
-            Some((addr, lines)) if addr == code_addr => lines,
+            Some(record) if record.code_addr == code_addr => self.own_positions(&func, record),
             _ => Vec::new(),
         };
         if self.line_entries + lines.len() > MAX_LINE_ENTRIES {
@@ -187,6 +294,30 @@ impl JitDump {
     }
 
     /// pid u32, tid u32, vma u64, old_code_addr u64, new_code_addr u64, code_size u64, code_index u64.
+    /// The entries of `record` that are positions in `func` itself (see the module's notes).
+    fn own_positions(&mut self, func: &JsFunction, mut record: DebugRecord) -> Vec<LineEntry> {
+        match positions_of_tier(func.tier) {
+            TierPositions::MachineCode => {}
+            TierPositions::Bytecode => {
+                self.baseline_tables_dropped += u64::from(!record.lines.is_empty());
+                return Vec::new();
+            }
+            TierPositions::None => return Vec::new(),
+        }
+        for (entry, script) in record.lines.iter_mut().zip(&record.script_of) {
+            let other_script = match (script, &func.script) {
+                (Some(i), Some(own)) => record.scripts.get(*i as usize).is_some_and(|s| s != own),
+                _ => false,
+            };
+            let before_start = func.line.is_some_and(|start| entry.line > 0 && entry.line < start);
+            if other_script || before_start {
+                entry.line = 0; // looked up as "no position": the function's line
+                self.inlined_entries_dropped += 1;
+            }
+        }
+        record.lines
+    }
+
     fn code_move(&mut self, body: &[u8]) {
         let (Some(old), Some(new), Some(size)) = (u64_at(body, 16), u64_at(body, 24), u64_at(body, 32)) else { return };
         let Some(mut code) = self.by_start.remove(&old) else { return };
@@ -231,7 +362,7 @@ impl JitDump {
 
 /// code_addr u64, nr_entry u64, then per entry: addr u64, line i32, column i32,
 /// script name\0 (`\xff\0`: the previous entry's). None when the record does not hold together.
-fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<Vec<LineEntry>> {
+fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<DebugRecord> {
     const FIXED: usize = 16;
     let count = u64_at(body, 8)?;
     // Every entry takes at least its fixed part and a NUL: a count the bytes cannot hold is a lie.
@@ -239,6 +370,8 @@ fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<Vec<LineEntry>> {
         return None;
     }
     let mut out = Vec::with_capacity(count as usize);
+    let (mut script_of, mut scripts) = (Vec::with_capacity(count as usize), Vec::new());
+    let mut current: Option<u32> = None;
     let mut at = 16;
     for i in 0..count {
         let addr = u64_at(body, at)?;
@@ -246,13 +379,30 @@ fn parse_debug_entries(body: &[u8], code_addr: u64) -> Option<Vec<LineEntry>> {
         at += FIXED;
         let offset = addr.checked_sub(code_addr)?.checked_sub(V8_DEBUG_ADDR_BIAS)?;
         let name_end = if i + 1 < count { name_end_before_next(body, at, addr)? } else { name_end_at_tail(body, at)? };
+        let name = &body[at..name_end];
+        if name != b"\xff" {
+            current = trusted_script_name(name).map(|n| {
+                if scripts.last() != Some(&n) {
+                    scripts.push(n);
+                }
+                (scripts.len() - 1) as u32
+            });
+        }
+        script_of.push(current);
         at = name_end + 1;
         // Lines and columns are V8's 0-based values plus one: a negative one means "none".
         let (line, column) = (if (line as i32) > 0 { line } else { 0 }, if (column as i32) > 0 { column } else { 0 });
         out.push(LineEntry { offset: u32::try_from(offset).ok()?, line, column });
     }
     // Entries rise with the instructions; anything else is not a table to trust.
-    out.windows(2).all(|w| w[0].offset <= w[1].offset).then_some(out)
+    out.windows(2).all(|w| w[0].offset <= w[1].offset).then_some(DebugRecord { code_addr, lines: out, script_of, scripts })
+}
+
+/// A script name as V8 writes it when it writes the name (a path or URL), else None (heap bytes).
+fn trusted_script_name(bytes: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let plausible = !s.is_empty() && s.len() <= MAX_NAME_BYTES && !s.chars().any(char::is_control) && (s.contains('/') || s.contains(':'));
+    plausible.then(|| s.to_string())
 }
 
 /// The NUL ending the name that starts at `at`: the first one after which the
@@ -321,7 +471,8 @@ impl JitDumpFile {
         self.offset += used as u64;
         // An incomplete record at the end: wait until the file holds all of it.
         let rest = &buf[used..];
-        self.awaiting = match (self.dump.header_seen, u32_at(rest, 4)) {
+        // (A header that is not V8's, being resynchronized past, waits for no size of its own.)
+        self.awaiting = match (self.dump.header_seen && self.dump.plausible_header(rest, 0), u32_at(rest, 4)) {
             (true, Some(size)) => (size as u64).saturating_sub(1),
             _ => 0,
         };
@@ -364,7 +515,8 @@ mod tests {
         fn record(&mut self, kind: u32, body: &[u8]) {
             self.0.extend(kind.to_le_bytes());
             self.0.extend(((RECORD_HEADER_BYTES + body.len()) as u32).to_le_bytes());
-            self.0.extend(0u64.to_le_bytes());
+            // CLOCK_MONOTONIC ns, rising as V8's do.
+            self.0.extend((5_000_000_000_000u64 + self.0.len() as u64).to_le_bytes());
             self.0.extend(body);
         }
 
@@ -432,10 +584,63 @@ mod tests {
         let garbage: &[u8] = b"\xf7\x94\x02\x00\x00\x00\x00\x00\xea+\x1b?\x9bn";
         let mut w = Writer::new();
         w.debug(0x7f00_0000_1000, &[(0, 2, 11, garbage), (0x2, 4, 5, garbage), (0x30, 6, 23, garbage)]);
-        w.load(0x7f00_0000_1000, 0x60, "JS:^work /app/hot.js:1:14");
+        w.load(0x7f00_0000_1000, 0x60, "JS:*work /app/hot.js:1:14");
         let d = JitDump::parse(&w.0);
         let at = |a| d.lookup(a).and_then(|(_, p)| p);
         assert_eq!((at(0x7f00_0000_1001), at(0x7f00_0000_1010), at(0x7f00_0000_1031)), (pos(2, 11), pos(4, 5), pos(6, 23)));
+    }
+
+    #[test]
+    fn baseline_code_keeps_its_function_line_and_interpreted_code_has_none() {
+        // As Node 20-26 write Sparkplug code: the bytecode's entries (offsets 0x0-0x4d) for 0x29c bytes.
+        let mut w = Writer::new();
+        w.debug(0x1000, &[(0, 2, 11, b"/app/two.js"), (0x6, 3, 16, b"\xff"), (0x27, 4, 16, b"\xff"), (0x48, 5, 3, b"\xff")]);
+        w.load(0x1000, 0x29c, "JS:^twoLoops /app/two.js:1:18");
+        w.debug(0x2000, &[(0, 2, 11, b"/app/two.js")]);
+        w.load(0x2000, 0x378, "JS:~twoLoops /app/two.js:1:18");
+        let d = JitDump::parse(&w.0);
+        for addr in [0x1000, 0x1030, 0x1200, 0x2000, 0x2100] {
+            let (f, p) = d.lookup(addr).unwrap();
+            assert_eq!((f.name.as_str(), f.line, p), ("twoLoops", Some(1), None), "{addr:#x}: the function's line, never the table's");
+        }
+        assert_eq!(d.baseline_tables_dropped, 1);
+        assert_eq!(positions_of_tier(Some('+')), TierPositions::MachineCode);
+    }
+
+    #[test]
+    fn positions_of_inlined_functions_fall_back_to_the_function_line() {
+        let mut w = Writer::new();
+        w.debug(
+            0x1000,
+            &[
+                (0, 5, 15, b"/app/inl.js"),
+                (0x10, 7, 31, b"\xff"),
+                (0x20, 2, 18, b"/app/helper.js"), // mix() of another script, inlined
+                (0x30, 8, 16, b"/app/inl.js"),
+                (0x40, 3, 13, b"\x10\n\x01"), // step() defined above outer(), name unreadable
+            ],
+        );
+        w.load(0x1000, 0x80, "JS:*outer /app/inl.js:5:15");
+        let d = JitDump::parse(&w.0);
+        let at = |a| d.lookup(a).and_then(|(_, p)| p);
+        assert_eq!((at(0x1000), at(0x1010), at(0x1030)), (pos(5, 15), pos(7, 31), pos(8, 16)));
+        assert_eq!((at(0x1020), at(0x1040)), (None, None), "another function's lines are not outer's");
+        assert_eq!(d.inlined_entries_dropped, 2);
+    }
+
+    #[test]
+    fn a_record_declared_shorter_than_written_is_skipped_and_reading_goes_on() {
+        // As Node 26 wrote it: a debug record of cross-script inlining 3 bytes longer than declared.
+        let mut w = Writer::new();
+        w.debug(0x1000, &[(0, 1, 14, b"node:internal/modules/cjs/loader"), (0x10, 4, 5, b"node:path")]);
+        let declared_at = w.0.len() + 4;
+        w.0.extend(b"r\0\0"); // the bytes V8 wrote past the declared size
+        w.load(0x1000, 0x20, "JS:*work /app/hot.js:1:14");
+        w.load(0x3000, 0x20, "JS:*next /app/hot.js:9:1");
+        let d = JitDump::parse(&w.0);
+        assert_eq!((d.stopped.as_deref(), d.resyncs), (None, 1), "declared size at byte {declared_at}");
+        assert_eq!(d.lookup(0x1001).map(|(f, p)| (f.name.as_str(), p)), Some(("work", None)), "named, its suspect lines left out");
+        assert_eq!(d.lookup(0x3001).unwrap().0.name, "next");
     }
 
     #[test]
@@ -491,15 +696,18 @@ mod tests {
         lie.load(0x3000, 0x10, "JS:*next /a.js:9:1");
         let d = JitDump::parse(&lie.0);
         assert_eq!((d.lines_dropped, d.lookup(0x3001).map(|(f, p)| (f.name.clone(), p))), (1, Some(("next".into(), None))));
-        // A record smaller than its own header, and one larger than the cap: reading stops there.
+        // A record smaller than its own header, and one larger than the cap, with nothing like a
+        // record after them: reading waits for more bytes, then stops there.
         for size in [3u32, MAX_RECORD_BYTES + 1] {
             let mut bad = good.clone();
             bad.extend(JIT_CODE_LOAD.to_le_bytes());
             bad.extend(size.to_le_bytes());
             bad.extend([0u8; 64]);
             let d = JitDump::parse(&bad);
+            assert_eq!((d.stopped.as_deref(), d.lookup(0x1000).unwrap().0.name.as_str()), (None, "ok"), "what came before stays");
+            bad.extend(vec![0u8; MAX_RESYNC_BYTES]);
+            let d = JitDump::parse(&bad);
             assert!(d.stopped.as_deref().is_some_and(|s| s.contains(&format!("declares {size} bytes"))), "{:?}", d.stopped);
-            assert_eq!(d.lookup(0x1000).unwrap().0.name, "ok", "what came before stays");
         }
         assert!(JitDump::parse(b"JiTD\x01\0\0\0").stopped.unwrap().contains("not a little-endian jitdump"));
         // Every prefix and every single-byte corruption of a real-looking dump parses without panicking.

@@ -1,29 +1,39 @@
-//! Aggregation: samples that carry the span context the sampler read with
-//! each stack, symbolized and merged into profiles the outputs render.
+//! The profile stages every sample goes through, in order:
 //!
-//! Flow: [`ProfileBuilder`] turns the sampler's events of one process into
-//! [`Sample`]s (stacks as raw addresses, leaf first); [`Symbolizer`] names each
-//! address for that pid (native frames from the mapped objects' ELF symbols,
-//! parsed once per object for all processes by [`NativeSymbols`]; JS frames
-//! from V8's jitdump or `/tmp/perf-PID.map`; kernel frames from kallsyms);
-//! [`Profile::add`] symbolizes and aggregates them, batch by batch while
-//! recording, into one entry per (kind × stack × thread × span × attrs),
-//! bounded in distinct entries. A [`Filter`] selects entries for an output.
+//! 1. [`decode`]: a sampler event of a tracked process becomes a [`Sample`]
+//!    (ids, attributes named through the key map, kind and weight, stacks);
+//! 2. [`aggregate`]: samples merge by kind x raw stack x thread x span x
+//!    attributes, and each address and thread is handed out for naming once
+//!    per window;
+//! 3. [`builder`]: the [`Symbolizer`] names those addresses (native frames
+//!    from the mapped objects' ELF symbols, parsed once per object for all
+//!    processes by [`NativeSymbols`]; JS frames from V8's jitdump or perf map;
+//!    kernel frames from kallsyms), and each window's aggregate becomes a
+//!    [`Profile`] ([`symbolized`]): what every output renders.
+//!
+//! Stages 1 and 2 never read the target; stage 3 does. A [`Filter`] selects
+//! entries for an output.
 
 pub mod aggregate;
 pub mod builder;
+pub mod decode;
 pub mod filter;
 pub mod frame;
 pub mod jitdump;
 pub mod native_symbols;
 pub mod perf_map;
+pub mod perf_map_reader;
 pub mod sample;
+pub mod source_map;
+pub mod symbolized;
 pub mod symbolizer;
 
-pub use aggregate::{Entry, Profile};
-pub use builder::{ProfileBuilder, ProfileSettings};
+pub use aggregate::Aggregate;
+pub use builder::ProfileBuilder;
+pub use decode::{Decoder, StackLosses};
 pub use filter::Filter;
-pub use frame::{Frame, FrameKind, SourcePos};
+pub use frame::{Frame, FrameKind, Generated, SourcePos};
 pub use native_symbols::NativeSymbols;
-pub use sample::{Sample, SampleKind};
+pub use sample::{Measure, Sample, SampleKind};
+pub use symbolized::{Entry, Profile};
 pub use symbolizer::Symbolizer;

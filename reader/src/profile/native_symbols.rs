@@ -68,6 +68,8 @@ pub struct NativeSymbols {
     objects: HashMap<FileIdentity, Object>,
     names: HashMap<(ObjectId, u64), Option<String>>,
     next_id: u64,
+    /// Names dropped from the cache (it starts over past its bound).
+    pub names_evicted: u64,
 }
 
 impl Default for NativeSymbols {
@@ -78,7 +80,7 @@ impl Default for NativeSymbols {
 
 impl NativeSymbols {
     pub fn new() -> NativeSymbols {
-        NativeSymbols { blaze: Blaze::new(), objects: HashMap::new(), names: HashMap::new(), next_id: 0 }
+        NativeSymbols { blaze: Blaze::new(), objects: HashMap::new(), names: HashMap::new(), next_id: 0, names_evicted: 0 }
     }
 
     /// Objects held open now.
@@ -120,6 +122,7 @@ impl NativeSymbols {
     /// ELF symbol names at `offsets` (file offsets) of object `id`, None where there is none.
     pub fn names(&mut self, id: ObjectId, offsets: &[u64]) -> Vec<Option<String>> {
         if self.names.len() > MAX_CACHED_NAMES {
+            self.names_evicted += self.names.len() as u64;
             self.names.clear();
         }
         let missing: Vec<u64> = {

@@ -81,18 +81,23 @@ impl PerfMap {
     /// that do not parse are counted, never fatal.
     pub fn parse(text: &[u8]) -> Self {
         let mut map = PerfMap::default();
+        map.extend(text);
+        map
+    }
+
+    /// Adds the lines V8 appended since the text already parsed (whole lines only).
+    pub fn extend(&mut self, text: &[u8]) {
         for line in text.split(|&b| b == b'\n').filter(|l| !l.trim_ascii().is_empty()) {
             if line.len() > MAX_LINE_BYTES {
-                map.bad_lines += 1;
+                self.bad_lines += 1;
                 continue;
             }
             match parse_line(&String::from_utf8_lossy(line)) {
-                Some(_) if map.by_start.len() >= MAX_FUNCTIONS => map.dropped_lines += 1,
-                Some((start, size, func)) => map.insert(start, start.saturating_add(size.max(1)), func),
-                None => map.bad_lines += 1,
+                Some(_) if self.by_start.len() >= MAX_FUNCTIONS => self.dropped_lines += 1,
+                Some((start, size, func)) => self.insert(start, start.saturating_add(size.max(1)), func),
+                None => self.bad_lines += 1,
             }
         }
-        map
     }
 
     fn insert(&mut self, start: u64, end: u64, func: JsFunction) {

@@ -1,10 +1,12 @@
-//! One sample as the profile outputs take it: when, which thread, the span
-//! context that thread had published, its stacks as raw addresses and how
-//! much time it stands for.
+//! One sample as the profile stages take it: when, which thread, the span
+//! context that thread had published, its stacks as raw addresses and what it
+//! weighs. Every kind of sample (CPU, off-CPU, and any kind added later) is
+//! one [`SampleKind`] and travels the same path: decode, aggregate,
+//! symbolize, then an output renders it by its [`Measure`].
 
-use crate::ctx_record::Attr;
+use std::sync::Arc;
 
-/// What a sample's weight measures.
+/// What a sample is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SampleKind {
     /// A CPU sample: the thread was running this stack.
@@ -17,7 +19,15 @@ pub enum SampleKind {
 
 impl SampleKind {
     pub fn is_off_cpu(self) -> bool {
-        self != SampleKind::Cpu
+        self.measure() == Measure::OffCpu
+    }
+
+    /// The profile this kind of sample is counted in.
+    pub fn measure(self) -> Measure {
+        match self {
+            SampleKind::Cpu => Measure::Cpu,
+            SampleKind::Blocked | SampleKind::Preempted => Measure::OffCpu,
+        }
     }
 
     /// Value of the `off_cpu` pprof label and the flame graph's marker frame.
@@ -30,6 +40,57 @@ impl SampleKind {
     }
 }
 
+/// What a profile's values measure. Each has a count (how many samples) and a
+/// weight (what they stand for); an allocation measure would weigh bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Measure {
+    Cpu,
+    OffCpu,
+}
+
+/// An OTLP/pprof sample type: (type, unit).
+pub type ValueType = (&'static str, &'static str);
+
+impl Measure {
+    pub const ALL: [Measure; 2] = [Measure::Cpu, Measure::OffCpu];
+
+    /// How many samples (or intervals) were taken.
+    pub fn count_type(self) -> ValueType {
+        match self {
+            Measure::Cpu => ("samples", "count"),
+            Measure::OffCpu => ("off_cpu_switches", "count"),
+        }
+    }
+
+    /// What they weigh: the time they stand for.
+    pub fn weight_type(self) -> ValueType {
+        match self {
+            Measure::Cpu => ("cpu", "nanoseconds"),
+            Measure::OffCpu => ("off_cpu", "nanoseconds"),
+        }
+    }
+
+    /// The values an OTLP profile of this measure carries, one `Profile` each (the proto
+    /// allows one sample type per profile): CPU samples count (the period gives the time),
+    /// off-CPU intervals weigh their time.
+    pub fn otlp_values(self) -> &'static [Value] {
+        match self {
+            Measure::Cpu => &[Value::Count],
+            Measure::OffCpu => &[Value::Weight],
+        }
+    }
+}
+
+/// Which of a measure's two values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    Count,
+    Weight,
+}
+
+/// A record's attributes, decoded once per distinct attrs-data and shared by every sample that carries them.
+pub type Attrs = Arc<[(String, String)]>;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
     pub kind: SampleKind,
@@ -40,15 +101,15 @@ pub struct Sample {
     pub trace_id: Option<[u8; 16]>,
     pub span_id: Option<[u8; 8]>,
     pub flags: u8,
-    /// Record attributes with key names from the process context key map.
-    pub attrs: Vec<(String, String)>,
+    /// Record attributes with key names from the process context key map, sorted by key.
+    pub attrs: Attrs,
     /// User stack, leaf first (frame 0 is the sampled instruction, the rest are return addresses).
     pub user_stack: Vec<u64>,
     /// Kernel stack, leaf first; empty unless kernel stacks were captured.
     pub kernel_stack: Vec<u64>,
-    /// Time this sample stands for: the sampling period for CPU samples,
-    /// the blocked time for off-CPU samples.
-    pub weight_ns: u64,
+    /// What this sample stands for, in its measure's weight unit: the sampling period for CPU
+    /// samples, the time switched out for off-CPU ones (ns).
+    pub weight: u64,
 }
 
 impl Sample {
@@ -58,12 +119,6 @@ impl Sample {
         let span = (span_id != [0; 8]).then_some(span_id);
         (trace, span)
     }
-
-    /// Record attrs decoded by [`crate::ctx_record::decode_attrs`] as (key, value)
-    /// pairs; a key index missing from the key map is named `attr.N`.
-    pub fn attrs_from_record(attrs: &[Attr]) -> Vec<(String, String)> {
-        attrs.iter().map(|a| (a.key.clone().unwrap_or_else(|| format!("attr.{}", a.key_index)), a.value.clone())).collect()
-    }
 }
 
 #[cfg(test)]
@@ -71,14 +126,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn zero_ids_mean_none_and_unknown_keys_get_an_index_name() {
+    fn zero_ids_mean_none() {
         assert_eq!(Sample::ids_from_record([0; 16], [0; 8]), (None, None));
         assert_eq!(Sample::ids_from_record([1; 16], [2; 8]), (Some([1; 16]), Some([2; 8])));
-        let attrs =
-            [Attr { key_index: 0, key: Some("http.route".into()), value: "/users/:id".into() }, Attr { key_index: 7, key: None, value: "x".into() }];
-        assert_eq!(
-            Sample::attrs_from_record(&attrs),
-            vec![("http.route".to_string(), "/users/:id".to_string()), ("attr.7".to_string(), "x".to_string())]
-        );
+    }
+
+    #[test]
+    fn kinds_map_to_their_measure() {
+        assert_eq!(SampleKind::Cpu.measure(), Measure::Cpu);
+        assert!(SampleKind::Blocked.is_off_cpu() && SampleKind::Preempted.is_off_cpu() && !SampleKind::Cpu.is_off_cpu());
+        assert_eq!(Measure::OffCpu.weight_type(), ("off_cpu", "nanoseconds"));
     }
 }

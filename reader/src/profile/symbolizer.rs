@@ -1,54 +1,43 @@
 //! Names the addresses of one process's stacks: native frames from the ELF
 //! symbols of the mapped objects (through [`NativeSymbols`], which symbolizers
-//! of many processes share: each object is opened and parsed once), JS frames
-//! from V8's jitdump (`--perf-prof`: down to the line) or else its perf map
-//! (`--perf-basic-prof*`: the function), kernel frames from kallsyms. Every
-//! lookup address is cached.
+//! of many processes share: each object is opened and parsed once, and each
+//! (object, file offset) named once), JS frames from V8's jitdump
+//! (`--perf-prof`: down to the line) or else its perf map
+//! (`--perf-basic-prof*`: the function), kernel frames from kallsyms.
+//!
+//! Names are given per window: an address is named once per window (JIT code
+//! moves, so a name is not kept past the window it was found in), and the
+//! window's frames are handed to its profile ([`Symbolizer::take_frames`]).
+//! The process's maps are read again only when an address falls outside
+//! every known mapping, or once they are [`MAPS_MAX_AGE`] old.
 
+use super::aggregate::{lookup_addr, Space};
 use super::frame::Frame;
 use super::jitdump::{self, JitDumpFile};
 use super::native_symbols::{NativeSymbols, ObjectId};
-use super::perf_map::{self, PerfMap};
+use super::perf_map_reader::{PerfMapReader, PerfMapStatus};
+use super::source_map::SourceMaps;
 use crate::discovery::maps::{read_maps, Mapping};
-use anyhow::{bail, Context, Result};
-use std::cell::RefCell;
+use crate::error::{Error, Result};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-/// Named addresses kept (~100 bytes each).
-const MAX_CACHED_ADDRESSES: usize = 500_000;
+/// Processes found running V8 whose JS frames could not be named (no jitdump, no perf map),
+/// each counted once, over every symbolizer of this program: the agent's status line shows it.
+static PROCESSES_WITH_UNNAMED_JS: AtomicU64 = AtomicU64::new(0);
 
-/// A perf map last written this long before its process started is another process's: pids are
-/// reused and V8 never deletes its map. The margin covers the start time's clock tick and a clock
-/// step; a pid reused within it, by a process that writes no map of its own, goes unnoticed.
-const STALE_PERF_MAP_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// What became of the V8 perf map.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PerfMapStatus {
-    Loaded {
-        path: PathBuf,
-        functions: usize,
-    },
-    Missing {
-        path: PathBuf,
-    },
-    /// Last written before the process started: left by an earlier process with the same pid.
-    Stale {
-        path: PathBuf,
-    },
-    Unreadable {
-        path: PathBuf,
-        error: String,
-    },
+/// How many processes (over this program's life) had JS frames nothing could name.
+pub fn processes_with_unnamed_js() -> u64 {
+    PROCESSES_WITH_UNNAMED_JS.load(Ordering::Relaxed)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Space {
-    User,
-    Kernel,
-}
+/// Maps older than this are read again at the next naming (libraries loaded, code unmapped).
+pub const MAPS_MAX_AGE: Duration = Duration::from_secs(10);
+/// The process's maps are read at most this often when addresses fall outside them.
+const MAPS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 pub struct Symbolizer {
     pid: i32,
@@ -56,28 +45,24 @@ pub struct Symbolizer {
     /// The object of each file mapping looked at, by (start, inode).
     objects: HashMap<(u64, u64), Option<ObjectId>>,
     maps: Vec<Mapping>,
-    perf_map_path: PathBuf,
-    perf_map: Option<PerfMap>,
-    perf_map_len: Option<u64>,
-    perf_map_error: Option<String>,
-    /// The file at `perf_map_path` predates the process (see [`STALE_PERF_MAP_MARGIN`]).
-    perf_map_stale: bool,
-    /// When the process started, on the wall clock (None if it could not be read: no file is stale then).
-    started_at: Option<std::time::SystemTime>,
+    maps_read: Instant,
+    perf_map: PerfMapReader,
     /// V8's jitdump, once the process maps one.
     jitdump: Option<JitDumpFile>,
     jitdump_error: Option<String>,
-    cache: HashMap<(Space, u64), Frame>,
-}
-
-/// Non-leaf frames are return addresses, one past the call: look up the
-/// byte before so a call ending a function names the caller, not its neighbour.
-fn lookup_addr(addr: u64, depth: usize) -> u64 {
-    if depth == 0 {
-        addr
-    } else {
-        addr.saturating_sub(1)
-    }
+    /// This window's names: (space, lookup address) -> index in `frames`.
+    named: HashMap<(Space, u64), usize>,
+    frames: Vec<Frame>,
+    frame_ids: HashMap<Frame, usize>,
+    /// Reads of the process's maps so far.
+    pub maps_reads: u64,
+    /// Source maps of the process's scripts: JS frames named by their original source.
+    source_maps: SourceMaps,
+    /// Distinct addresses named in baseline (Sparkplug) code: their frames carry the function's line.
+    baseline_addresses: u64,
+    /// The once-per-process notes already given ([`Symbolizer::process_notes_once`]).
+    unnamed_js_noted: Cell<bool>,
+    baseline_noted: Cell<bool>,
 }
 
 impl Symbolizer {
@@ -89,23 +74,30 @@ impl Symbolizer {
     /// A symbolizer whose native symbols are shared with other processes' symbolizers.
     pub fn sharing(pid: i32, natives: Rc<RefCell<NativeSymbols>>) -> Result<Self> {
         if pid <= 0 {
-            bail!("pid {pid}: expected a positive process id");
+            return Err(Error::Process {
+                pid,
+                path: format!("/proc/{pid}"),
+                cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, "expected a positive process id"),
+            });
         }
-        let maps = read_maps(pid).with_context(|| format!("symbolizing process {pid}"))?;
+        let maps = read_maps(pid)?;
         let mut s = Symbolizer {
             pid,
             natives,
             objects: HashMap::new(),
             maps,
-            perf_map_path: perf_map::path_for(pid),
-            perf_map: None,
-            perf_map_len: None,
-            perf_map_error: None,
-            perf_map_stale: false,
-            started_at: crate::discovery::host_scan::started_at(pid as u32),
+            maps_read: Instant::now(),
+            perf_map: PerfMapReader::new(pid, crate::discovery::host_scan::started_at(pid as u32)),
             jitdump: None,
             jitdump_error: None,
-            cache: HashMap::new(),
+            named: HashMap::new(),
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            maps_reads: 1,
+            source_maps: SourceMaps::default(),
+            baseline_addresses: 0,
+            unnamed_js_noted: Cell::new(false),
+            baseline_noted: Cell::new(false),
         };
         s.reload_jit_names();
         Ok(s)
@@ -115,19 +107,18 @@ impl Symbolizer {
         self.pid
     }
 
-    /// The process's mappings as last read (pprof writes them out).
+    /// The process's mappings as last read (profiles list the executable ones).
     pub fn mappings(&self) -> &[Mapping] {
         &self.maps
     }
 
     pub fn perf_map_status(&self) -> PerfMapStatus {
-        let path = self.perf_map_path.clone();
-        match (&self.perf_map, &self.perf_map_error) {
-            (Some(m), _) => PerfMapStatus::Loaded { path, functions: m.len() },
-            (None, Some(e)) => PerfMapStatus::Unreadable { path, error: e.clone() },
-            (None, None) if self.perf_map_stale => PerfMapStatus::Stale { path },
-            (None, None) => PerfMapStatus::Missing { path },
-        }
+        self.perf_map.status()
+    }
+
+    /// JS functions dropped from the perf map to keep it bounded.
+    pub fn js_names_evicted(&self) -> u64 {
+        self.perf_map.evicted
     }
 
     /// The process runs V8 (node, or an embedder linking libnode): its JS
@@ -139,11 +130,6 @@ impl Symbolizer {
         })
     }
 
-    /// The jitdump being read (`node --perf-prof`), and how many code objects it names.
-    pub fn jitdump_status(&self) -> Option<(&std::path::Path, usize)> {
-        self.jitdump.as_ref().map(|j| (j.path(), j.dump.len()))
-    }
-
     /// Sentences for the user about the jitdump: why it stopped being read, or could not be.
     pub fn jitdump_notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.jitdump_error.iter().map(|e| format!("V8 jitdump of process {}: {e}", self.pid)).collect();
@@ -153,6 +139,45 @@ impl Symbolizer {
             }
         }
         notes
+    }
+
+    /// Sentences about this process that hold for its life, each given once
+    /// (the agent shows them once per process, not once per window): its JS
+    /// frames stay unnamed (counted in [`processes_with_unnamed_js`]), or
+    /// some ran in baseline code and carry their function's line only.
+    pub fn process_notes_once(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.runs_v8() && !self.unnamed_js_noted.get() {
+            if let Some(note) = self.perf_map_note() {
+                self.unnamed_js_noted.set(true);
+                PROCESSES_WITH_UNNAMED_JS.fetch_add(1, Ordering::Relaxed);
+                notes.push(note);
+            }
+        }
+        if !self.baseline_noted.get() {
+            if let Some(note) = self.baseline_note() {
+                self.baseline_noted.set(true);
+                notes.push(note);
+            }
+        }
+        notes
+    }
+
+    /// Sentences about source maps that could not be used.
+    pub fn source_map_notes(&self) -> Vec<String> {
+        self.source_maps.all_notes()
+    }
+
+    /// A sentence when some JS frames ran in baseline (Sparkplug) code, whose lines V8 does not give.
+    pub fn baseline_note(&self) -> Option<String> {
+        (self.baseline_addresses > 0).then(|| {
+            format!(
+                "process {}: JS frames in V8's baseline (Sparkplug) code show their function's line, not the sampled line: \
+                 V8's jitdump keys that tier's positions by bytecode offset, not by instruction \
+                 ({} addresses; optimized code has exact lines, see docs/source-lines.md)",
+                self.pid, self.baseline_addresses
+            )
+        })
     }
 
     /// A sentence for the user when JS frames cannot be named, else None.
@@ -189,94 +214,109 @@ impl Symbolizer {
         if let Some(j) = self.jitdump.as_mut() {
             self.jitdump_error = j.refresh().err().map(|e| format!("{}: {e}", j.path().display()));
         }
-        self.reload_perf_map_if_grown();
+        self.perf_map.refresh();
     }
 
-    /// Re-reads the perf map when it grew (V8 appends as it compiles).
-    fn reload_perf_map_if_grown(&mut self) {
-        // Not followed: a symlink planted as the map is refused by the open below, and reported.
-        let len = match std::fs::symlink_metadata(&self.perf_map_path) {
-            Ok(m) => {
-                // Checked at every look: V8 truncates a stale map when it opens its own.
-                let written = m.modified().ok();
-                self.perf_map_stale = matches!((written, self.started_at), (Some(w), Some(s)) if w + STALE_PERF_MAP_MARGIN < s);
-                if self.perf_map_stale {
-                    return;
-                }
-                m.len()
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                self.perf_map_error = Some(e.to_string());
-                return;
-            }
-        };
-        if self.perf_map_len == Some(len) {
-            return;
+    /// Names every lookup address (see [`lookup_addr`]) not named yet in this window: one
+    /// blazesym call per object for the native ones, and one look at what V8 appended.
+    pub fn name(&mut self, user: &[u64], kernel: &[u64]) {
+        let user: Vec<u64> = self.unnamed(Space::User, user);
+        let kernel: Vec<u64> = self.unnamed(Space::Kernel, kernel);
+        if !user.is_empty() {
+            self.name_user(&user);
         }
-        match PerfMap::from_target_file(self.pid, &self.perf_map_path) {
-            Ok(m) => {
-                self.perf_map = Some(m);
-                self.perf_map_len = Some(len);
-                self.perf_map_error = None;
+        if !kernel.is_empty() {
+            let frames = self.natives.borrow_mut().kernel_frames(&kernel);
+            for (addr, frame) in kernel.into_iter().zip(frames) {
+                let i = self.intern(frame);
+                self.named.insert((Space::Kernel, addr), i);
             }
-            Err(e) => self.perf_map_error = Some(e.to_string()),
         }
+    }
+
+    fn unnamed(&self, space: Space, addrs: &[u64]) -> Vec<u64> {
+        let mut v: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(space, *a))).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The index in this window's frames of a lookup address, naming it now if it was not yet.
+    pub fn frame_index(&mut self, space: Space, lookup: u64) -> usize {
+        if let Some(&i) = self.named.get(&(space, lookup)) {
+            return i;
+        }
+        match space {
+            Space::User => self.name(&[lookup], &[]),
+            Space::Kernel => self.name(&[], &[lookup]),
+        }
+        self.named[&(space, lookup)]
+    }
+
+    pub fn frame(&self, index: usize) -> &Frame {
+        &self.frames[index]
+    }
+
+    /// This window's frames (indexed as [`Symbolizer::frame_index`] said); the next window names anew.
+    pub fn take_frames(&mut self) -> Vec<Frame> {
+        self.named.clear();
+        self.frame_ids.clear();
+        std::mem::take(&mut self.frames)
     }
 
     /// Names a user stack (leaf first).
     pub fn user_frames(&mut self, stack: &[u64]) -> Vec<Frame> {
-        self.prefetch_user(stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect());
-        stack.iter().enumerate().map(|(d, a)| self.cache[&(Space::User, lookup_addr(*a, d))].clone()).collect()
+        self.stack_frames(Space::User, stack)
     }
 
     /// Names a kernel stack (leaf first).
     pub fn kernel_frames(&mut self, stack: &[u64]) -> Vec<Frame> {
-        self.prefetch_kernel(stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect());
-        stack.iter().enumerate().map(|(d, a)| self.cache[&(Space::Kernel, lookup_addr(*a, d))].clone()).collect()
+        self.stack_frames(Space::Kernel, stack)
     }
 
-    /// Resolves, in one blazesym call per object, every stack address not yet
-    /// cached: call once with all samples before naming them one by one.
-    pub fn prefetch(&mut self, user_stacks: &[&[u64]], kernel_stacks: &[&[u64]]) {
-        // A long-running agent names addresses forever (JIT code moves): start over past the bound.
-        if self.cache.len() > MAX_CACHED_ADDRESSES {
-            self.cache.clear();
+    fn stack_frames(&mut self, space: Space, stack: &[u64]) -> Vec<Frame> {
+        let lookups: Vec<u64> = stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect();
+        match space {
+            Space::User => self.name(&lookups, &[]),
+            Space::Kernel => self.name(&[], &lookups),
         }
-        let lookups = |stacks: &[&[u64]]| -> Vec<u64> { stacks.iter().flat_map(|s| s.iter().enumerate().map(|(d, a)| lookup_addr(*a, d))).collect() };
-        self.prefetch_user(lookups(user_stacks));
-        self.prefetch_kernel(lookups(kernel_stacks));
+        lookups.iter().map(|a| self.frames[self.named[&(space, *a)]].clone()).collect()
     }
 
-    fn uncached(&self, space: Space, mut addrs: Vec<u64>) -> Vec<u64> {
-        addrs.retain(|a| !self.cache.contains_key(&(space, *a)));
-        addrs.sort_unstable();
-        addrs.dedup();
-        addrs
+    fn intern(&mut self, f: Frame) -> usize {
+        if let Some(&i) = self.frame_ids.get(&f) {
+            return i;
+        }
+        self.frames.push(f.clone());
+        self.frame_ids.insert(f, self.frames.len() - 1);
+        self.frames.len() - 1
     }
 
-    fn prefetch_user(&mut self, addrs: Vec<u64>) {
-        let addrs = self.uncached(Space::User, addrs);
-        if addrs.is_empty() {
-            return;
+    fn name_user(&mut self, addrs: &[u64]) {
+        let outside = addrs.iter().any(|&a| !self.maps.iter().any(|m| m.contains(a)));
+        let age = self.maps_read.elapsed();
+        if (outside && age >= MAPS_MIN_INTERVAL) || age >= MAPS_MAX_AGE {
+            if let Ok(m) = read_maps(self.pid) {
+                self.maps = m; // libraries dlopen'ed, code mapped since the last look
+                self.maps_read = Instant::now();
+                self.maps_reads += 1;
+            }
         }
-        if let Ok(m) = read_maps(self.pid) {
-            self.maps = m; // libraries dlopen'ed since the last look
+        if addrs.iter().any(|&a| self.in_anonymous_code(a)) {
+            self.reload_jit_names();
         }
-        let names = self.native_names(&addrs);
-        let mut reloaded = false;
-        for (addr, name) in addrs.into_iter().zip(names) {
+        let names = self.native_names(addrs);
+        for (&addr, name) in addrs.iter().zip(names) {
             let frame = match name {
                 Some((name, object)) => Frame::native(&name, Some(&object)),
                 None => {
-                    if !reloaded && self.in_anonymous_code(addr) {
-                        self.reload_jit_names();
-                        reloaded = true;
-                    }
-                    self.js_or_unknown(addr)
+                    let mut frame = self.js_or_unknown(addr);
+                    self.source_maps.apply(self.pid, &mut frame);
+                    frame
                 }
             };
-            self.cache.insert((Space::User, addr), frame);
+            let i = self.intern(frame);
+            self.named.insert((Space::User, addr), i);
         }
     }
 
@@ -284,11 +324,14 @@ impl Symbolizer {
         self.maps.iter().any(|m| m.contains(addr) && !m.is_file_backed())
     }
 
-    fn js_or_unknown(&self, addr: u64) -> Frame {
+    fn js_or_unknown(&mut self, addr: u64) -> Frame {
         if let Some((f, pos)) = self.jitdump.as_ref().and_then(|j| j.dump.lookup(addr)) {
+            if jitdump::positions_of_tier(f.tier) == jitdump::TierPositions::Bytecode {
+                self.baseline_addresses += 1;
+            }
             return Frame { pos, ..Frame::js(&f.name, f.script.as_deref(), f.line, f.column) };
         }
-        if let Some(f) = self.perf_map.as_ref().and_then(|m| m.lookup(addr)) {
+        if let Some(f) = self.perf_map.map().and_then(|m| m.lookup(addr)) {
             return Frame::js(&f.name, f.script.as_deref(), f.line, f.column);
         }
         match self.maps.iter().find(|m| m.contains(addr)) {
@@ -324,17 +367,6 @@ impl Symbolizer {
             }
         }
         names
-    }
-
-    fn prefetch_kernel(&mut self, addrs: Vec<u64>) {
-        let addrs = self.uncached(Space::Kernel, addrs);
-        if addrs.is_empty() {
-            return;
-        }
-        let frames = self.natives.borrow_mut().kernel_frames(&addrs);
-        for (addr, frame) in addrs.into_iter().zip(frames) {
-            self.cache.insert((Space::Kernel, addr), frame);
-        }
     }
 }
 

@@ -42,6 +42,13 @@ pub struct SamplerOptions {
     pub off_cpu: bool,
 }
 
+impl SamplerOptions {
+    /// Nanoseconds one CPU sample stands for.
+    pub fn cpu_period_ns(&self) -> u64 {
+        1_000_000_000 / self.hz.max(1) as u64
+    }
+}
+
 /// Run-time statistics of a BPF program (kernel.bpf_stats_enabled or `enable_run_time_stats`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProgramStats {
@@ -151,7 +158,7 @@ impl Sampler {
             let link =
                 sampler.skel.progs.sample_thread_ctx.attach_perf_event(fd.as_raw_fd()).map_err(|e| bpf_error("attaching", e.to_string(), None))?;
             sampler.links.push(link);
-            // The link closes it when detached: owning it here too closed it twice (and,
+            // The link closes it when detached: owning it here too would close it twice (and,
             // with other threads opening files, could close one of theirs).
             let _ = fd.into_raw_fd();
         }
@@ -306,7 +313,9 @@ fn open_and_load(storage: &'static mut MaybeUninit<OpenObject>, opts: SamplerOpt
         open.maps.switched_out.set_max_entries(OFF_CPU_THREADS).map_err(sizing)?;
     }
     open.load().map_err(|e| {
-        if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        // Privileges were checked before: EACCES with them is the verifier refusing the program.
+        let privileged = check_privileges().is_ok();
+        if e.kind() == libbpf_rs::ErrorKind::PermissionDenied && !privileged {
             SamplerError::NeedsPrivilege { what: format!("loading the BPF program: {e}") }
         } else {
             bpf_error("loading", e.to_string(), Some(take_libbpf_log()))

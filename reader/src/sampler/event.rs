@@ -8,9 +8,13 @@ use crate::ctx_record::{decode_attrs, Header, HEADER_SIZE};
 use crate::ids::hex;
 use serde_json::{json, Value};
 
-/// Size of `struct sample_event` (bpf/sampler_abi.h asserts the same layout).
+/// Size of `struct sample_event` (bpf/sampler_abi.h asserts the same layout): the largest record.
 pub const EVENT_SIZE: usize = 2088;
 const _: () = assert!(std::mem::size_of::<sample_event>() == EVENT_SIZE);
+/// Bytes of the event before its attrs: every ring-buffer record starts with them, followed by
+/// the user and kernel stack frames and the attrs-data it holds (`send_event` in bpf/ctx_reader.bpf.h).
+pub const EVENT_HEAD_SIZE: usize = 76;
+const _: () = assert!(std::mem::offset_of!(sample_event, attrs) == EVENT_HEAD_SIZE);
 
 const EVENT_CPU_SAMPLE: u8 = 0;
 const EVENT_OFF_CPU: u8 = 1;
@@ -63,11 +67,29 @@ fn stack(bytes: i32, buf: &[u64]) -> Result<Vec<u64>, i32> {
 impl Event {
     /// Decodes one ring-buffer record; Err says why it is not an event.
     pub fn decode(bytes: &[u8]) -> Result<Event, String> {
-        if bytes.len() != EVENT_SIZE {
-            return Err(format!("ring buffer event of {} bytes, expected {EVENT_SIZE}", bytes.len()));
+        if bytes.len() < EVENT_HEAD_SIZE || bytes.len() > EVENT_SIZE {
+            return Err(format!("ring buffer event of {} bytes, expected {EVENT_HEAD_SIZE} to {EVENT_SIZE}", bytes.len()));
         }
-        // SAFETY: the length is the struct's; sample_event is plain integers and arrays, valid for any bits.
-        let raw: sample_event = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+        let mut raw = sample_event::default();
+        // SAFETY: sample_event is plain integers and arrays, valid for any bits; the head is its first EVENT_HEAD_SIZE bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut raw as *mut sample_event).cast::<u8>(), EVENT_HEAD_SIZE) };
+        let len = |n: i32| n.max(0) as usize;
+        let (user, kernel) = (len(raw.user_stack_bytes), len(raw.kernel_stack_bytes));
+        let attrs = if raw.state == CtxState::Valid as u8 { raw.header.attrs_size as usize } else { 0 };
+        if user > 8 * raw.user_stack.len() || kernel > 8 * raw.kernel_stack.len() || attrs > raw.attrs.len() {
+            return Err(format!("event declares {user} + {kernel} stack bytes and {attrs} attrs bytes, more than it holds"));
+        }
+        if bytes.len() != EVENT_HEAD_SIZE + user + kernel + attrs {
+            return Err(format!("ring buffer event of {} bytes, its head declares {}", bytes.len(), EVENT_HEAD_SIZE + user + kernel + attrs));
+        }
+        let frames = |at: usize, n: usize, out: &mut [u64]| {
+            for (i, chunk) in bytes[at..at + n].chunks_exact(8).enumerate() {
+                out[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+            }
+        };
+        frames(EVENT_HEAD_SIZE, user, &mut raw.user_stack);
+        frames(EVENT_HEAD_SIZE + user, kernel, &mut raw.kernel_stack);
+        raw.attrs[..attrs].copy_from_slice(&bytes[EVENT_HEAD_SIZE + user + kernel..]);
         Self::from_raw(&raw)
     }
 
@@ -159,9 +181,19 @@ mod tests {
         e
     }
 
+    /// The record the BPF program sends for `e`: its head, then what it holds.
     fn bytes(e: &sample_event) -> Vec<u8> {
         // SAFETY: reading a plain-data struct's bytes.
-        unsafe { std::slice::from_raw_parts((e as *const sample_event).cast::<u8>(), EVENT_SIZE) }.to_vec()
+        let all = unsafe { std::slice::from_raw_parts((e as *const sample_event).cast::<u8>(), EVENT_SIZE) };
+        let mut out = all[..EVENT_HEAD_SIZE].to_vec();
+        let user = e.user_stack_bytes.max(0) as usize;
+        let kernel = e.kernel_stack_bytes.max(0) as usize;
+        out.extend(e.user_stack.iter().flat_map(|f| f.to_ne_bytes()).take(user));
+        out.extend(e.kernel_stack.iter().flat_map(|f| f.to_ne_bytes()).take(kernel));
+        if e.state == CtxState::Valid as u8 {
+            out.extend_from_slice(&e.attrs[..e.header.attrs_size as usize]);
+        }
+        out
     }
 
     #[test]
@@ -204,7 +236,10 @@ mod tests {
 
     #[test]
     fn bad_events_are_rejected_with_reason() {
-        assert!(Event::decode(&[0; 10]).unwrap_err().contains("expected 2088"));
+        assert!(Event::decode(&[0; 10]).unwrap_err().contains("expected 76 to 2088"));
+        let mut short = bytes(&raw(CtxState::Valid, 1, &[0, 2, b'/', b'a']));
+        short.pop();
+        assert!(Event::decode(&short).unwrap_err().contains("its head declares"), "a record shorter than its head says is refused");
         let mut e = raw(CtxState::Valid, 1, &[]);
         e.state = 42;
         assert!(Event::decode(&bytes(&e)).unwrap_err().contains("state 42"));

@@ -14,9 +14,8 @@
 //! name and `process.executable.build_id.gnu`.
 
 use crate::discovery::maps::Mapping as MapsLine;
-use crate::discovery::process_context_proto::{any_value, string_value, AnyValue, KeyValue, Resource};
-use crate::discovery::Discovery;
-use crate::profile::aggregate::StackFrame;
+use crate::discovery::process_context_proto::{any_value, string_value, AnyValue, Resource};
+use crate::profile::symbolized::StackFrame;
 use crate::profile::{Entry, FrameKind, Profile};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
@@ -29,61 +28,15 @@ pub const THREAD_ID: &str = "thread.id";
 pub const THREAD_NAME: &str = "thread.name";
 /// Off-CPU samples: `blocked` or `preempted`.
 pub const OFF_CPU_STATE: &str = "thread.off_cpu.state";
-const KERNEL_MAPPING: &str = "[kernel.kallsyms]";
-const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+use crate::profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// One process's profile over one window.
 pub struct ProcessWindow<'a> {
-    pub resource: Resource,
+    pub resource: &'a Resource,
     pub profile: &'a Profile,
     /// The window, wall clock.
     pub start_unix_ns: u64,
     pub duration_ns: u64,
-}
-
-/// The OTLP resource of a process: its process context's resource attributes,
-/// with `service.name` = `unknown_service:<comm>` when it has none, plus
-/// `process.pid`, `process.executable.name`/`.path` and `host.name`.
-pub fn resource_of(d: &Discovery, host_name: &str) -> Resource {
-    let pid = d.pid;
-    let mut attributes: Vec<KeyValue> = d.context().and_then(|pc| pc.decoded.resource.as_ref()).map(|r| r.attributes.clone()).unwrap_or_default();
-    let has = |attrs: &[KeyValue], k: &str| attrs.iter().any(|kv| kv.key == k);
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned());
-    if !has(&attributes, "service.name") {
-        attributes.push(kv("service.name", string_value(format!("unknown_service:{comm}"))));
-    }
-    let mut add = |k: &str, v: AnyValue| {
-        if !has(&attributes, k) {
-            attributes.push(kv(k, v));
-        }
-    };
-    add("process.pid", AnyValue { value: Some(any_value::Value::IntValue(pid as i64)) });
-    if !comm.is_empty() {
-        add("process.executable.name", string_value(comm.clone()));
-    }
-    if let Some(exe) = exe {
-        add("process.executable.path", string_value(exe));
-    }
-    if !host_name.is_empty() {
-        add("host.name", string_value(host_name));
-    }
-    Resource { attributes, ..Default::default() }
-}
-
-/// This host's name (gethostname), or "" when it cannot be read.
-pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer and its length are valid; gethostname NUL-terminates within it or fails.
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-fn kv(key: &str, value: AnyValue) -> KeyValue {
-    KeyValue { key: key.to_string(), value: Some(value), ..Default::default() }
 }
 
 /// The export request for one window of processes.
@@ -154,10 +107,10 @@ fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: 
     // One value (and timestamp) per event while the profile kept every event's time;
     // otherwise one aggregated value, for every sample of the profile alike.
     let (values, timestamps_unix_nano) = if p.times_complete && e.times.len() as u64 == e.count {
-        let values = e.times.iter().map(|o| if off_cpu { o.weight_ns as i64 } else { 1 }).collect();
+        let values = e.times.iter().map(|o| if off_cpu { o.weight as i64 } else { 1 }).collect();
         (values, e.times.iter().map(|o| p.unix_ns(o.time_ns)).collect())
     } else {
-        (vec![if off_cpu { e.weight_ns as i64 } else { e.count as i64 }], Vec::new())
+        (vec![if off_cpu { e.weight as i64 } else { e.count as i64 }], Vec::new())
     };
     otlp::Sample { stack_index, attribute_indices, link_index, values, timestamps_unix_nano }
 }
@@ -305,9 +258,10 @@ impl Dictionary {
             Some(&i) => i,
             None => {
                 let i = self.table.function_table.len() as i32;
+                let system_name = self.string(&f.system_name()); // a source-mapped frame's generated script and line
                 self.table.function_table.push(otlp::Function {
                     name_strindex: name,
-                    system_name_strindex: name,
+                    system_name_strindex: system_name,
                     filename_strindex: file,
                     start_line,
                 });
@@ -359,7 +313,12 @@ impl Dictionary {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::profile::aggregate::{Observation, StackFrame};
+    use crate::discovery::process_context_proto::KeyValue;
+
+    fn kv(key: &str, value: AnyValue) -> KeyValue {
+        KeyValue { key: key.to_string(), value: Some(value), ..Default::default() }
+    }
+    use crate::profile::symbolized::{Observation, StackFrame};
     use crate::profile::{Frame, SampleKind};
 
     /// A V8 process's window: JS, JIT and native frames (a mapping with a build id), a CPU entry
@@ -385,16 +344,24 @@ pub(crate) mod tests {
             line: None,
             column: None,
             pos: None,
+            generated: None,
         });
-        let js =
-            p.intern(Frame { kind: FrameKind::Js, name: "burn".into(), file: Some("/app/a.js".into()), line: Some(3), column: Some(9), pos: None });
+        let js = p.intern(Frame {
+            kind: FrameKind::Js,
+            name: "burn".into(),
+            file: Some("/app/a.js".into()),
+            line: Some(3),
+            column: Some(9),
+            pos: None,
+            generated: None,
+        });
         let jit = p.intern(Frame::unknown("[anon:jit]".into(), None));
         let stack = vec![
             StackFrame { addr: 0x7f00_0000_0000, frame: js, kernel: false },
             StackFrame { addr: 0x7f00_0000_0100, frame: jit, kernel: false },
             StackFrame { addr: 0x1100, frame: native, kernel: false },
         ];
-        let at = |t: u64, w: u64| Observation { time_ns: t, weight_ns: w };
+        let at = |t: u64, w: u64| Observation { time_ns: t, weight: w };
         p.push_entry(Entry {
             kind: SampleKind::Cpu,
             stack: stack.clone(),
@@ -403,7 +370,7 @@ pub(crate) mod tests {
             span_id: Some([0xcd; 8]),
             attrs: vec![("http.route".into(), "/users/:id".into())],
             count: 2,
-            weight_ns: 20_000_000,
+            weight: 20_000_000,
             times: vec![at(5, 10_000_000), at(7, 10_000_000)],
         });
         p.push_entry(Entry {
@@ -414,7 +381,7 @@ pub(crate) mod tests {
             span_id: None,
             attrs: vec![],
             count: 1,
-            weight_ns: 50_000_000,
+            weight: 50_000_000,
             times: vec![at(9, 50_000_000)],
         });
         p
@@ -424,7 +391,7 @@ pub(crate) mod tests {
     fn a_window_becomes_one_request_with_shared_tables() {
         let p = profile();
         let resource = Resource { attributes: vec![kv("service.name", string_value("shop"))], ..Default::default() };
-        let req = export_request(&[ProcessWindow { resource, profile: &p, start_unix_ns: 1_000_000_000_000, duration_ns: 10 }]);
+        let req = export_request(&[ProcessWindow { resource: &resource, profile: &p, start_unix_ns: 1_000_000_000_000, duration_ns: 10 }]);
         let d = req.dictionary.as_ref().unwrap();
         let s = |i: i32| d.string_table[i as usize].as_str();
         assert_eq!(
@@ -494,7 +461,7 @@ pub(crate) mod tests {
     fn without_every_time_samples_carry_one_aggregated_value() {
         let mut p = profile();
         p.times_complete = false;
-        let req = export_request(&[ProcessWindow { resource: Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0 }]);
+        let req = export_request(&[ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0 }]);
         let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
         assert_eq!((profiles[0].samples[0].values.as_slice(), profiles[0].samples[0].timestamps_unix_nano.len()), (&[2][..], 0));
         assert_eq!(profiles[1].samples[0].values, vec![50_000_000]);

@@ -125,6 +125,65 @@ impl Heartbeat {
     }
 }
 
+/// A worker thread the sampling loop watches, and how often it was replaced.
+pub struct Supervised {
+    pub beat: Heartbeat,
+    pub restarts: usize,
+    /// Given up on after too many stuck reads.
+    pub dead: bool,
+}
+
+/// Workers replaced after a stuck read, at most; each stuck one is a thread
+/// blocked in the kernel for as long as its target keeps it there.
+pub const MAX_WORKER_RESTARTS: usize = 16;
+
+impl Supervised {
+    pub fn new(beat: Heartbeat) -> Supervised {
+        Supervised { beat, restarts: 0, dead: false }
+    }
+
+    /// The process the worker is stuck on, if it is: the worker is retired then.
+    pub fn check(&mut self, limit: Duration) -> Option<Stuck> {
+        if self.dead {
+            return None;
+        }
+        let stuck = self.beat.stuck(limit)?;
+        self.beat.retire();
+        Some(stuck)
+    }
+
+    /// Starts a new worker with `spawn`, unless too many were replaced; Err says what is lost.
+    pub fn respawn(&mut self, thread: &str, without: &str, spawn: impl FnOnce() -> std::io::Result<Heartbeat>) -> Result<(), String> {
+        let outcome = if self.restarts >= MAX_WORKER_RESTARTS {
+            Err(format!("{thread}: {MAX_WORKER_RESTARTS} processes blocked it; no longer restarted ({without})"))
+        } else {
+            spawn().map_err(|e| format!("{thread}: cannot restart: {e} ({without})"))
+        };
+        match outcome {
+            Ok(beat) => {
+                self.beat = beat;
+                self.restarts += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.dead = true;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The note for a process skipped because a worker blocked on it.
+pub fn stuck_note(stuck: &Stuck, service: &str, thread: &str) -> String {
+    format!(
+        "process {}{service}: skipped: {thread} blocked for {:.0}s while {} (the target holds the read: a hung file system, \
+         a FIFO, memory it guards with userfaultfd); it is not read again",
+        stuck.key.pid,
+        stuck.for_.as_secs_f64(),
+        stuck.what
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

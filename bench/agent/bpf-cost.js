@@ -1,0 +1,63 @@
+'use strict';
+// The BPF program's own cost per CPU sample (`thread-ctx record --bpf-stats`), builds compared
+// side by side: each round records one busy Node service (bench/agent/service.js) for
+// --seconds with every binary of --bins, with user stacks and without, in alternated order
+// (bench/lib/rounds.js); the table gives each mode's median and range over the rounds.
+//   node bench/agent/bpf-cost.js --bins PATH[,PATH] [--rounds 5] [--seconds 15] [--hz 99]
+// "per sample" is the run time of every run divided by the target's samples: an upper bound (runs
+// on other processes' ticks, which only look the tgid up, are included). Needs a quiet machine:
+// everything a cold cache costs shows in these microseconds.
+const { spawn, spawnSync } = require('node:child_process');
+const os = require('node:os');
+const path = require('node:path');
+const { alternate } = require('../lib/rounds');
+const { spread } = require('../lib/stats');
+
+const root = path.resolve(__dirname, '../..');
+function option(name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : process.argv[at + 1];
+}
+const BINS = option('bins', path.join(root, 'target/release/thread-ctx')).split(',').map((b) => path.resolve(b));
+const ROUNDS = Number(option('rounds', '5'));
+const SECONDS = Number(option('seconds', '15'));
+const HZ = option('hz', '99');
+if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
+
+(async () => {
+  const service = spawn(process.execPath, ['--perf-basic-prof-only-functions', path.join(__dirname, 'service.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => service.stdout.once('data', r));
+  const modes = BINS.flatMap((bin) => [`${bin}|stacks`, `${bin}|no-stacks`]);
+  const loads = [];
+  try {
+    const samples = await alternate({
+      rounds: ROUNDS,
+      modes,
+      measure: async (mode) => {
+        const [bin, stacks] = mode.split('|');
+        const args = ['record', String(service.pid), '--hz', HZ, '--duration', `${SECONDS}s`, '--bpf-stats', ...(stacks === 'stacks' ? [] : ['--no-user-stacks'])];
+        const r = spawnSync(bin, args, { encoding: 'utf8' });
+        const perRun = Number((r.stderr.match(/ (\d+) ns per run/) || [])[1]);
+        const perSample = Number((r.stderr.match(/<= (\d+) ns per sample/) || [])[1]);
+        loads.push(os.loadavg()[0]);
+        return { perRun, perSample };
+      },
+      onSample: (s) => process.stderr.write(`round ${s.round}: ${path.relative(root, s.mode.split('|')[0])} ${s.mode.split('|')[1]}: ${s.perSample} ns per sample\n`),
+    });
+    console.log(`BPF run time per CPU sample, ${ROUNDS} rounds of ${SECONDS} s at ${HZ} Hz, ${os.cpus().length} CPUs, load ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`);
+    console.log('| binary | user stacks | ns per sample of the target (<=), median [min, max] | ns per run, median |');
+    console.log('|---|---|---|---|');
+    for (const mode of modes) {
+      const mine = samples.filter((s) => s.mode === mode);
+      const per = spread(mine.map((s) => s.perSample));
+      const run = spread(mine.map((s) => s.perRun));
+      const [bin, stacks] = mode.split('|');
+      console.log(`| ${path.relative(root, bin)} | ${stacks === 'stacks' ? 'yes' : 'no'} | ${per.median.toFixed(0)} [${per.min}, ${per.max}] | ${run.median.toFixed(0)} |`);
+    }
+  } finally {
+    service.kill('SIGKILL');
+  }
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
