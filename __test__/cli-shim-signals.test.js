@@ -2,9 +2,10 @@
 // The package's `thread-ctx` command (bin/thread-ctx.js, a Node shim around the binary) passes
 // SIGINT, SIGTERM and SIGHUP on to the binary and ends as the binary did: with its exit code, or
 // killed by the same signal. Under npx, `kill -TERM` of npx ends npm and its shell without passing
-// the signal on; the shim then stops the binary, so nothing is left running. The binary is the real
-// `thread-ctx agent` (eBPF: root; skipped visibly otherwise, a failure when REQUIRE_EBPF=1), told
-// to sample this test process only.
+// the signal on; the shim then stops the binary, so nothing is left running. A shim killed with
+// SIGKILL forwards nothing: the kernel sends the binary SIGTERM (PR_SET_PDEATHSIG). The binary is
+// the real `thread-ctx agent` (eBPF: root; skipped visibly otherwise, a failure when
+// REQUIRE_EBPF=1), told to sample this test process only.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -101,17 +102,23 @@ function tmpDir(t) {
   return dir;
 }
 
+/** The agent run by the shim (`node bin/thread-ctx.js agent`), sampling: the shim and the binary. */
+async function agentUnderShim(t) {
+  api.threadInfo(); // this process publishes: the agent's --pid target
+  const agent = startAgent(t, process.execPath, [SHIM, ...agentArgs(tmpDir(t))], { cwd: ROOT });
+  await agent.ready;
+  const [binary] = descendants(agent.proc.pid).filter((d) => d.comm === 'thread-ctx');
+  assert.ok(binary, `no thread-ctx process under the shim ${agent.proc.pid}`);
+  return { agent, binary };
+}
+
 // The binary stops gracefully on SIGINT and SIGTERM (exit 0: it sends its last window), and has no
 // handler for SIGHUP, which kills it: the shim must then die of SIGHUP too.
 for (const [signal, expected] of [['SIGTERM', { code: 0, signal: null }], ['SIGINT', { code: 0, signal: null }],
   ['SIGHUP', { code: null, signal: 'SIGHUP' }]]) {
   test(`${signal} to the shim reaches the binary, and the shim ends as the binary did`, { timeout: 120_000 }, async (t) => {
     if (!needsEbpf(t)) return;
-    api.threadInfo(); // this process publishes: the agent's --pid target
-    const agent = startAgent(t, process.execPath, [SHIM, ...agentArgs(tmpDir(t))], { cwd: ROOT });
-    await agent.ready;
-    const [binary] = descendants(agent.proc.pid).filter((d) => d.comm === 'thread-ctx');
-    assert.ok(binary, `no thread-ctx process under the shim ${agent.proc.pid}`);
+    const { agent, binary } = await agentUnderShim(t);
     process.kill(agent.proc.pid, signal);
     const ended = await agent.exited;
     assert.deepEqual(ended, expected, `the shim after ${signal}:\n${agent.stderr()}`);
@@ -121,12 +128,19 @@ for (const [signal, expected] of [['SIGTERM', { code: 0, signal: null }], ['SIGI
 
 test('a binary killed by a signal: the shim dies of the same signal', { timeout: 120_000 }, async (t) => {
   if (!needsEbpf(t)) return;
-  api.threadInfo();
-  const agent = startAgent(t, process.execPath, [SHIM, ...agentArgs(tmpDir(t))], { cwd: ROOT });
-  await agent.ready;
-  const [binary] = descendants(agent.proc.pid).filter((d) => d.comm === 'thread-ctx');
+  const { agent, binary } = await agentUnderShim(t);
   process.kill(binary.pid, 'SIGKILL');
   assert.deepEqual(await agent.exited, { code: null, signal: 'SIGKILL' });
+});
+
+test('SIGKILL of the shim, which forwards nothing: the binary gets SIGTERM from the kernel and ends', { timeout: 120_000 }, async (t) => {
+  if (!needsEbpf(t)) return;
+  const { agent, binary } = await agentUnderShim(t);
+  process.kill(agent.proc.pid, 'SIGKILL');
+  await agent.exited;
+  await until(`thread-ctx ${binary.pid} to end after its shim was killed`, () => !running(binary.pid));
+  // SIGTERM is the agent's stop request: it ends its window and says so (its stderr is still ours).
+  await until('the agent to say it stopped', () => agent.stderr().includes('thread-ctx agent: stopped'));
 });
 
 test('kill -TERM of `npx thread-ctx agent` leaves no shim or binary running', { timeout: 900_000 }, async (t) => {

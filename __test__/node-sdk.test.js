@@ -83,6 +83,9 @@ test('NodeSDK with only contextManager: new ThreadContextManager(options) publis
   const early = decodePayload(readProcessContext(child.pid).payload);
   assert.equal(early.attributes['threadlocal.schema_version'], 'tlsdesc_v1_dev');
   assert.deepEqual(early.attributes['threadlocal.attribute_key_map'], ['http.route']);
+  // The SDK's service name before the first span: a profiler names the service from the start.
+  const named = await readUntil(child.pid, (c) => c.resource['service.name'] === 'shop', "the SDK's service.name before any span");
+  assert.equal(named.resource['service.instance.id'], 'shop-1');
 
   child.send('checkout');
   const run = await child.next();
@@ -115,6 +118,7 @@ test('provider.register({ contextManager }) publishes the provider resource; reg
     say({});
   `, QUIET);
   await child.next();
+  await readUntil(child.pid, (c) => c.resource['service.name'] === 'api', 'service.name api before any span');
   child.send('users');
   const run = await child.next();
   assert.deepEqual(run.record, run.span);

@@ -46,7 +46,9 @@ function findBinary() {
 }
 
 const parent = process.ppid;
-const child = spawn(findBinary(), process.argv.slice(2), { stdio: 'inherit' });
+// THREAD_CTX_SHIM_PID: the binary asks for SIGTERM when this process dies (PR_SET_PDEATHSIG),
+// so a shim killed with SIGKILL, which forwards nothing, leaves no binary running.
+const child = spawn(findBinary(), process.argv.slice(2), { stdio: 'inherit', env: { ...process.env, THREAD_CTX_SHIM_PID: String(process.pid) } });
 
 // Ctrl-C reaches the whole process group, the binary included; these handlers keep the shim alive
 // until the binary has finished (agent and record send or write their last window) and pass on

@@ -12,6 +12,7 @@ const { entryForContext } = require('./span-entries');
 const { detectMechanism, trackAsyncCallbacks } = require('./hooks');
 const { bindEventEmitter } = require('./bind-emitter');
 const { prepareProcessContext, announceSchema } = require('./process-context');
+const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
 
 const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema'];
@@ -169,6 +170,7 @@ class ThreadContextManager {
     this._enabled = true;
     announceSchema('tls');
     this._commitProcessContext();
+    followProviderResource();
     return this;
   }
 

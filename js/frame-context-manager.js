@@ -11,6 +11,7 @@
 const { threadWriter } = require('./thread-writer');
 const { ThreadContextManager, successor, attach: delegateAttach } = require('./context-manager');
 const { announceSchema } = require('./process-context');
+const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
 
 class FrameContextManager extends ThreadContextManager {
@@ -64,6 +65,7 @@ class FrameContextManager extends ThreadContextManager {
     this._enabled = true;
     announceSchema('nodejs', this._frames.layout);
     this._commitProcessContext();
+    followProviderResource();
     return this;
   }
 

@@ -6,6 +6,14 @@
 // each new span's resource is compared by identity with the last one (once per span, when its
 // entry is built) and a new one is published.
 //
+// Before the first span: NodeSDK.start() enables the context manager before it builds its tracer
+// provider, and provider.register() may install either first; both in one synchronous call. So a
+// microtask after enable() looks at the global tracer provider and adopts its resource: a profiler
+// names the service from the start instead of unknown_service:node until the first request. The
+// SDK keeps that resource in a field (`resource` in SDK 1.x, `_resource` in 2.x), read only when
+// it looks like a Resource; a provider without one (the API's no-op, another SDK) is left alone and
+// the first span's resource is adopted as before.
+//
 // Precedence: a resource given explicitly (register({ resource }), publishProcessContext(...),
 // new ThreadContextManager({ resource })) is never replaced; the main thread's SDK resource wins
 // over a worker's; a resource this thread already moved on from (an SDK that was shut down and
@@ -22,6 +30,28 @@ let warned = false;
 function noteSpanResource(resource) {
   if (resource === current || resource === undefined) return;
   adopt(resource);
+}
+
+/** Adopts the global tracer provider's resource a microtask after enable(), unless a span came first. */
+function followProviderResource() {
+  queueMicrotask(() => {
+    if (current !== undefined) return;
+    const resource = providerResource();
+    if (resource !== undefined) adopt(resource);
+  });
+}
+
+function providerResource() {
+  try {
+    let provider = require('@opentelemetry/api').trace.getTracerProvider();
+    if (typeof provider.getDelegate === 'function') provider = provider.getDelegate();
+    const resource = provider.resource ?? provider._resource;
+    const looksLikeResource = resource !== null && typeof resource === 'object' &&
+      (typeof resource.getRawAttributes === 'function' || (resource.attributes !== null && typeof resource.attributes === 'object'));
+    return looksLikeResource ? resource : undefined;
+  } catch {
+    return undefined; // no @opentelemetry/api installed, or a provider whose getters throw
+  }
 }
 
 function adopt(resource) {
@@ -41,4 +71,4 @@ function adopt(resource) {
   }
 }
 
-module.exports = { noteSpanResource };
+module.exports = { followProviderResource, noteSpanResource };

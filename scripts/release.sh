@@ -8,6 +8,8 @@
 #   DIR/registry/otel-thread-ctx-V.tgz       the package for a registry: bundles nothing, names the
 #                                            platform package in optionalDependencies (publish the
 #                                            platform package first, then this one)
+#   DIR/thread-ctx-agent-V-linux-x64.tar.gz  the agent for a host (thread-ctx, its systemd unit and
+#                                            installer) and the agent image's build input
 #
 #   scripts/release.sh [--out DIR]      (DIR defaults to dist/)
 #
@@ -107,9 +109,19 @@ mkdir -p "$main/node_modules/$platform_name"
 tar -xzf "$platform_tgz" -C "$main/node_modules/$platform_name" --strip-components=1
 main_tgz="$(pack "$main" "$out")"
 
+# The agent for hosts without Node: the binary with its systemd unit, settings and installer
+# (deploy/systemd/), unpacking to thread-ctx-agent-V/; deploy/Dockerfile builds the agent image
+# from it.
+agent="$stage/thread-ctx-agent-$version"
+mkdir -p "$agent"
+cp "$plat/thread-ctx" deploy/systemd/thread-ctx-agent.service deploy/systemd/agent.env deploy/systemd/install.sh "$agent/"
+chmod 755 "$agent/install.sh"
+agent_tgz="$out/thread-ctx-agent-$version-linux-x64.tar.gz"
+tar -czf "$agent_tgz" -C "$stage" --owner=0 --group=0 --numeric-owner "thread-ctx-agent-$version"
+
 glibc="$(objdump -T "$plat/thread-ctx" "$plat/$name.$tuple.node" "$plat"/v8-addon/*.node | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
 echo "release: needs $glibc or newer (the build machine's glibc); Node-API 6 (Node >= 18.19)"
-for t in "$main_tgz" "$platform_tgz" "$registry_tgz"; do
+for t in "$main_tgz" "$platform_tgz" "$registry_tgz" "$agent_tgz"; do
   echo "release: $t ($(du -k "$t" | cut -f1) KiB)"
   tar -tzvf "$t" | awk '{ printf "  %10s  %s\n", $3, $6 }'
 done

@@ -54,7 +54,7 @@ function ok(cmd, args, cwd) {
 }
 
 let dist;
-/** Builds the release once per test file: { main, platform, registry, log }. */
+/** Builds the release once per test file: { main, platform, registry, agent, log }. */
 function release() {
   if (dist) return dist;
   const out = path.join(work, 'dist');
@@ -64,9 +64,9 @@ function release() {
   const tgz = (dir, name) => path.join(dir, `${name}-${pkg.version}.tgz`);
   dist = {
     main: tgz(out, pkg.name), platform: tgz(out, PLATFORM_PACKAGE), registry: tgz(path.join(out, 'registry'), pkg.name),
-    log: r.stdout,
+    agent: path.join(out, `thread-ctx-agent-${pkg.version}-linux-x64.tar.gz`), log: r.stdout,
   };
-  for (const f of Object.values(dist).slice(0, 3)) assert.ok(fs.existsSync(f), `release.sh did not write ${f}:\n${r.stdout}`);
+  for (const f of Object.values(dist).slice(0, 4)) assert.ok(fs.existsSync(f), `release.sh did not write ${f}:\n${r.stdout}`);
   return dist;
 }
 

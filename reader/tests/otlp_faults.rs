@@ -163,3 +163,33 @@ fn shutdown_sends_what_is_queued() {
         assert_eq!(tags(&received), ["a", "b", "c"], "{protocol}");
     }
 }
+
+/// Each protocol pointed at the other's receiver (gRPC at the OTLP/HTTP port, OTLP/HTTP at the
+/// gRPC port): the error says the endpoint answers in another protocol and names the usual ports
+/// and the flag, instead of an HTTP/2 framing error alone.
+#[test]
+fn each_protocol_sent_to_the_other_ones_port_gets_a_hint() {
+    let collector = Collector::running();
+    for (protocol, wrong_port, names) in [
+        ("grpc", collector.http_endpoint(), ["like a receiver of http/protobuf", "use the grpc port (4317), or --protocol http/protobuf"]),
+        ("http/protobuf", collector.grpc_endpoint(), ["like a receiver of grpc", "use the http/protobuf port (4318), or --protocol grpc"]),
+    ] {
+        let mut cfg = config(&wrong_port, protocol, "none");
+        cfg.retry = quick_retries(PATIENCE * 2);
+        let exporter = Exporter::start(cfg).unwrap();
+        exporter.export(example_request("wrong-port"));
+        // The server's answer races with the request's own writes: an attempt may end in a broken
+        // pipe instead, which says nothing about protocols; the retries that follow read the answer.
+        let seen = std::cell::RefCell::new(Vec::new());
+        let stats = wait_stats(&exporter, "an attempt that read the other protocol's answer", |s| {
+            let error = s.last_error.clone().unwrap_or_default();
+            if !seen.borrow().contains(&error) {
+                seen.borrow_mut().push(error.clone());
+            }
+            names.iter().all(|name| error.contains(name))
+        });
+        eprintln!("{protocol} to {wrong_port}: after {} retries: {:?}", stats.retries, seen.borrow());
+        exporter.shutdown(Duration::from_millis(100));
+    }
+    assert!(collector.received().messages.is_empty(), "nothing was delivered: {}", collector.log());
+}

@@ -78,3 +78,58 @@ fn summary_groups_by_route_trace_and_span_with_top_frames() {
     assert_eq!(r.len(), 2, "one route and the other row:\n{top1}");
     assert!(r[0].1 >= r[1].1, "the row shown is the bigger one:\n{top1}");
 }
+
+/// The off-CPU workload with `--off-cpu --folded`: the total row's BLOCKED and PREEMPTED
+/// milliseconds are the sums of the rows above it, and the folded file (microseconds, as --help
+/// says, with the two kinds marked) holds the same time and the CPU samples at one period each.
+#[test]
+fn off_cpu_totals_add_up_in_the_table_and_in_the_folded_file() {
+    if !ebpf_or_skip("off_cpu_totals_add_up_in_the_table_and_in_the_folded_file") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let w = workload("offcpu");
+    spans(&w, 2, STARTUP);
+    let dir = scratch("off_cpu_totals");
+    let folded = dir.join("offcpu.folded");
+    let (hz, pid) = (99u32, w.pid.to_string());
+    let r = thread_ctx(&["record", &pid, "--hz", "99", "--duration", "2s", "--off-cpu", "--top", "0", "--folded", folded.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = r.stdout;
+    let header = text.lines().nth(1).unwrap();
+    assert!(header.contains("BLOCKED ms  PREEMPTED ms"), "{text}");
+    // The last two columns of every row, in ms; the rows are those between the header and "total".
+    let off = |l: &str| {
+        let w: Vec<f64> = l.split_whitespace().rev().take(2).map(|v| v.parse().unwrap_or(f64::NAN)).collect();
+        (w[1], w[0])
+    };
+    let body: Vec<&str> = text.lines().skip(2).take_while(|l| !l.starts_with("total")).filter(|l| !l.starts_with("    top: ")).collect();
+    let total = off(text.lines().find(|l| l.starts_with("total")).expect(&text));
+    let summed = body.iter().map(|l| off(l)).fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+    // Each cell is rounded to 0.1 ms.
+    let slack = 0.05 * (body.len() + 1) as f64;
+    assert!(total.0 > 0.0, "the workload blocks: {text}");
+    assert!((total.0 - summed.0).abs() <= slack && (total.1 - summed.1).abs() <= slack, "total {total:?} vs rows {summed:?}:\n{text}");
+
+    let lines = std::fs::read_to_string(&folded).unwrap();
+    let (mut blocked_us, mut preempted_us, mut cpu_us) = (0u64, 0u64, 0u64);
+    for l in lines.lines() {
+        let (stack, value) = l.rsplit_once(' ').unwrap();
+        let v: u64 = value.parse().unwrap();
+        if stack.ends_with("[off-CPU: blocked]_[k]") {
+            blocked_us += v;
+        } else if stack.ends_with("[off-CPU: preempted]_[k]") {
+            preempted_us += v;
+        } else {
+            cpu_us += v;
+        }
+    }
+    // Each folded line is rounded to 1 µs.
+    let n = lines.lines().count() as f64;
+    for (what, table_ms, folded_us) in [("blocked", total.0, blocked_us), ("preempted", total.1, preempted_us)] {
+        assert!((table_ms - folded_us as f64 / 1000.0).abs() <= slack + n / 1000.0, "{what}: table {table_ms} ms, folded {folded_us} µs");
+    }
+    let samples: u64 = text.lines().find(|l| l.starts_with("total")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    let period_us = 1_000_000 / u64::from(hz);
+    assert!(cpu_us.abs_diff(samples * period_us) <= samples + n as u64, "{samples} CPU samples at {period_us} µs each vs {cpu_us} µs folded");
+}

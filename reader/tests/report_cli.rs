@@ -129,6 +129,12 @@ fn one_process_by_span_and_its_files() {
     let row = stdout.lines().find(|l| l.starts_with(&format!("{trace} {span}"))).unwrap_or_else(|| panic!("no span row:\n{stdout}"));
     assert!(row.ends_with("http.route=/api/search") && columns(row)[2..4] == ["3", "50.0%"], "{row}");
     assert!(stdout.contains("(other: 1 more)"), "--top 1:\n{stdout}");
+    // Then the selection the files show, summarized on its own: its samples, its total.
+    let (_, selection) =
+        stdout.split_once(&format!("selection (trace {trace} span {span}): 3 of 6 CPU samples\n")).unwrap_or_else(|| panic!("{stdout}"));
+    let total = selection.lines().find(|l| l.starts_with("total")).unwrap();
+    assert_eq!(columns(total)[1..3], ["3", "100.0%"], "{selection}");
+    assert!(!selection.contains("(other"), "one span selected: {selection}");
     // Only that span's stacks, root (the thread) first.
     assert_eq!(std::fs::read_to_string(&folded).unwrap(), "main;uv_run;burnCpu file:///app/server.js:10_[j] 3\n");
     let drawn = std::fs::read_to_string(&svg).unwrap();

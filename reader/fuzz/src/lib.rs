@@ -103,7 +103,7 @@ pub fn sample_event(data: &[u8]) {
     for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into())] {
         let mut summary = Summary::new(by, Some(&keys));
         summary.add(&e);
-        let info = RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 0, service_name: Some("fuzz"), top: 10 };
+        let info = RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 0, service_name: Some("fuzz"), placement: None, top: 10 };
         let _ = summary.render(&info, None);
     }
 }

@@ -26,8 +26,11 @@ pub struct WindowStats {
 }
 
 impl WindowStats {
-    /// The status line; `export` adds the exporter's counters, and its last error when it
-    /// differs from `last_error` (which it then becomes).
+    /// The status line, in two labelled parts: what happened in this window (`window 10.0s:`
+    /// processes, samples, ring-buffer drops), then the running counts (`since start:` drops
+    /// past the stack cap or symbolization, cache evictions, and with `export` the exporter's
+    /// counters). The exporter's last error is added when it differs from `last_error` (which it
+    /// then becomes).
     pub fn status_line(&self, export: Option<&ExporterStats>, last_error: &mut Option<String>) -> String {
         let c = &self.counters;
         let mut line = format!(
@@ -44,7 +47,8 @@ impl WindowStats {
         if self.off_cpu_intervals > 0 {
             line += &format!(", {} off-CPU intervals", self.off_cpu_intervals);
         }
-        line += &format!("; dropped: {} ring buffer full, {} over the distinct-stack cap", self.dropped_ring_full, c.dropped_entry_cap);
+        line += &format!(", dropped: {} ring buffer full", self.dropped_ring_full);
+        line += &format!("; since start: dropped {} over the distinct-stack cap", c.dropped_entry_cap);
         if c.dropped_behind > 0 {
             line += &format!(", {} addresses with symbolization behind", c.dropped_behind);
         }
@@ -53,11 +57,11 @@ impl WindowStats {
             line += &format!(", {unnamed_js} processes with unnamed JS frames (no perf map or jitdump)");
         }
         line += &format!(
-            "; evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
+            ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
             c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted
         );
         if let Some(stats) = export {
-            line += &format!("; {stats}");
+            line += &format!(", {stats}");
             if stats.last_error != *last_error {
                 if let Some(e) = &stats.last_error {
                     line += &format!("; export error: {e}");
@@ -66,5 +70,32 @@ impl WindowStats {
             }
         }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_part_and_the_running_part_are_labelled_apart() {
+        let w = WindowStats {
+            duration_ns: 10_000_000_000,
+            processes: 2,
+            new: 1,
+            cpu_samples: 372,
+            with_span: 341,
+            dropped_ring_full: 3,
+            ..Default::default()
+        };
+        let line = w.status_line(Some(&ExporterStats::default()), &mut None);
+        let (window, since) = line.split_once("; since start: ").expect(&line);
+        assert_eq!(
+            window,
+            "thread-ctx agent: window 10.0s: 2 processes (1 new, 0 exited, 0 skipped), 372 CPU samples (341 with a span), dropped: 3 ring buffer full"
+        );
+        assert!(since.starts_with("dropped 0 over the distinct-stack cap, evicted: 0 JS names"), "{since}");
+        assert!(since.contains(", exported 0 requests (0 OTLP Sample messages"), "the exporter's counts are running ones: {since}");
+        assert!(since.ends_with("0 queued now"), "a gauge says it is one: {since}");
     }
 }

@@ -38,7 +38,8 @@ pub struct AgentArgs {
     /// Length of one window: one profile per process per window (at least 1s; 10s or more in production).
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
     pub interval: Duration,
-    /// Also trace off-CPU time (sched_switch), as a second profile per process.
+    /// Also trace off-CPU time (sched_switch), as a second profile per process; each sample says
+    /// blocked or preempted (attribute thread.off_cpu.state; pprof label off_cpu).
     #[arg(long)]
     pub off_cpu: bool,
     /// Also capture kernel stacks.
@@ -186,5 +187,8 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
         };
         e.to_string().replacen("override", flag, 1)
     })?;
+    if let Some(note) = config.port_note() {
+        eprintln!("thread-ctx agent: note: {note}");
+    }
     Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
 }

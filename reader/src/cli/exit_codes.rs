@@ -138,10 +138,25 @@ pub fn discover_live(pid: i32) -> Result<Discovery> {
     })
 }
 
-/// The error for a process without a writer, with what to do about it.
+/// The error for a process without a writer, with what to do about it. When some of its
+/// objects could not be read for want of permission, that is the error (exit 5): the symbol
+/// may be in one of them.
 pub fn no_symbol(d: &Discovery) -> anyhow::Error {
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", d.pid)).map(|s| s.trim_end().to_string()).unwrap_or_default();
     let who = if comm.is_empty() { format!("process {}", d.pid) } else { format!("process {} ({comm})", d.pid) };
+    let denied: Vec<&String> = d.skipped_objects.iter().filter(|o| is_permission_error(o)).collect();
+    if let Some(first) = denied.first() {
+        let more = if denied.len() > 1 { format!(" and {} more", denied.len() - 1) } else { String::new() };
+        return Failure {
+            code: EXIT_NO_PERMISSION,
+            message: format!(
+                "{who}: its mapped objects could not all be read to look for otel_thread_ctx_v1 ({first}{more}): {}; \
+                 with capabilities instead of root, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH",
+                permission_hint(d.pid)
+            ),
+        }
+        .into();
+    }
     let unreadable = d.skipped_objects.iter().find(|o| o.contains("otel-thread-ctx"));
     let hint = match unreadable {
         Some(o) => format!("its otel-thread-ctx addon could not be read: {o}"),
@@ -150,6 +165,11 @@ pub fn no_symbol(d: &Discovery) -> anyhow::Error {
             .into(),
     };
     Failure { code: EXIT_NO_SYMBOL, message: format!("{who} has no otel_thread_ctx_v1 (no mapped ELF object defines it): {hint}") }.into()
+}
+
+/// An error text of EACCES or EPERM, as `io::Error` prints them.
+fn is_permission_error(text: &str) -> bool {
+    text.contains("(os error 13)") || text.contains("(os error 1)")
 }
 
 #[cfg(test)]
@@ -172,6 +192,24 @@ mod tests {
         assert_eq!(code_of(&bpf.context("starting the sampler")), EXIT_NO_PERMISSION);
         let through_pipeline = anyhow::Error::from(PipelineError::Sampler(SamplerError::NeedsPrivilege { what: "loading".into() }));
         assert_eq!(code_of(&through_pipeline.context("starting the eBPF sampler")), EXIT_NO_PERMISSION);
+    }
+
+    #[test]
+    fn objects_unreadable_for_want_of_permission_are_a_permission_error() {
+        let d = |skipped: &[&str]| Discovery {
+            pid: i32::MAX,
+            writers: vec![],
+            skipped_objects: skipped.iter().map(|s| s.to_string()).collect(),
+            process_context: None,
+        };
+        let denied = no_symbol(&d(&["reading /proc/9/root/srv/app/addon.node: Permission denied (os error 13)", "x: EOF"]));
+        assert_eq!(code_of(&denied), EXIT_NO_PERMISSION);
+        let text = denied.to_string();
+        assert!(text.contains("addon.node: Permission denied") && text.contains("CAP_DAC_READ_SEARCH"), "{text}");
+        assert_eq!(code_of(&no_symbol(&d(&["reading /proc/9/root/x.so: Operation not permitted (os error 1)"]))), EXIT_NO_PERMISSION);
+        let absent = no_symbol(&d(&["reading /proc/9/root/x.so: No such file or directory (os error 2)"]));
+        assert_eq!(code_of(&absent), EXIT_NO_SYMBOL);
+        assert!(absent.to_string().contains("load otel-thread-ctx in it"), "{absent}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod profile_args;
 mod record_cmd;
 mod render;
 mod report_cmd;
+mod shim_parent;
 
 use clap::{Parser, Subcommand};
 use exit_codes::{code_of, EXIT_CODES_HELP};
@@ -57,7 +58,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let command = Cli::parse().command;
+    shim_parent::end_with_shim();
+    let result = match command {
         Command::Inspect(a) => inspect_cmd::inspect(a),
         Command::Dump(a) => inspect_cmd::dump(a, false),
         Command::Validate(a) => inspect_cmd::dump(a, true),

@@ -15,7 +15,10 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub kernel: bool,
     /// Also trace off-CPU time (sched_switch): how long each thread was switched out,
-    /// attributed to the span it had published when it left the CPU.
+    /// attributed to the span it had published when it left the CPU, as blocked (it waited: sleep,
+    /// I/O, a lock) or preempted (runnable, it waited for a CPU): the summary's BLOCKED and
+    /// PREEMPTED columns, folded frames `[off-CPU: blocked]`/`[off-CPU: preempted]`, pprof label
+    /// `off_cpu`.
     #[arg(long)]
     pub off_cpu: bool,
     #[command(flatten)]
@@ -31,7 +34,9 @@ pub struct ProfileFiles {
     /// Write an SVG flame graph.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
-    /// Write folded stacks (`frame;frame;... count`, root first), as flamegraph.pl and inferno read them.
+    /// Write folded stacks (`root;...;leaf VALUE`, one line per stack), as flamegraph.pl and inferno read
+    /// them. VALUE is a count of CPU samples; with --off-cpu, every line's is microseconds (a CPU sample
+    /// counts as its sampling period) and off-CPU stacks end in `[off-CPU: blocked]` or `[off-CPU: preempted]`.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
     #[command(flatten)]
@@ -136,7 +141,11 @@ impl ProfileFiles {
                 first_error.get_or_insert(e);
             }
         };
-        let kept = profile.entries.iter().filter(|e| filter.matches(e)).map(|e| e.count).sum::<u64>();
+        let kept = |off: bool| profile.entries.iter().filter(|e| filter.matches(e) && e.kind.is_off_cpu() == off).map(|e| e.count).sum::<u64>();
+        let kept = match (kept(false), kept(true)) {
+            (cpu, 0) => format!("{cpu} CPU samples"),
+            (cpu, off) => format!("{cpu} CPU samples, {off} off-CPU intervals"),
+        };
         if let Some(p) = &self.pprof {
             let count = |off: bool| profile.entries.iter().filter(|e| e.kind.is_off_cpu() == off).map(|e| e.count).sum::<u64>();
             let off = if profile.off_cpu_traced { format!(", {} off-CPU intervals", count(true)) } else { String::new() };
@@ -144,11 +153,9 @@ impl ProfileFiles {
             keep(pprof::write_file(p, profile, meta).context("--pprof").map(|_| format!("wrote pprof profile {} ({what})", p.display())));
         }
         if let Some(p) = &self.folded {
-            keep(
-                flame::write_folded(p, profile, filter)
-                    .context("--folded")
-                    .map(|n| format!("wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe())),
-            );
+            keep(flame::write_folded(p, profile, filter).context("--folded").map(|n| {
+                format!("wrote folded stacks {} ({n} stacks, {}; {})", p.display(), filter.describe(), flame::Unit::of(profile).describe())
+            }));
         }
         if let Some(p) = &self.flamegraph {
             if let Err(e) = self.select.check_selection(profile, filter) {
@@ -157,7 +164,7 @@ impl ProfileFiles {
             keep(
                 flame::write_svg(p, profile, filter, subtitle)
                     .context("--flamegraph")
-                    .map(|_| format!("wrote flame graph {} ({kept} samples, {})", p.display(), filter.describe())),
+                    .map(|_| format!("wrote flame graph {} ({kept}, {})", p.display(), filter.describe())),
             );
         }
         first_error.map_or(Ok(()), Err)

@@ -17,7 +17,9 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use thread_ctx::discovery::container::read_placement;
 use thread_ctx::discovery::host_scan::ProcessKey;
+use thread_ctx::output::selection::selection_summary;
 use thread_ctx::output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx::output::{pprof, top};
 use thread_ctx::pipeline::{process_alive, Identity, Pipeline, Symbolize};
@@ -176,6 +178,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     let counters = pipeline.sampler().counters()?;
     let dropped = counters.all_dropped();
+    let placement = read_placement(pid).ok();
     let info = RunInfo {
         pid: pid as u32,
         tid,
@@ -184,6 +187,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         seconds,
         dropped,
         service_name: service_name.as_deref(),
+        placement: placement.as_ref(),
         top: args.top,
     };
     pipeline.end_window(started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64), (seconds * 1e9) as u64);
@@ -202,7 +206,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let top_frames = profile.as_ref().map(|p| top::top_frames(p, &by, 3));
     let mut written = Ok(());
     match args.format {
-        Format::Summary => written = write!(out, "{}", summary.render(&info, top_frames.as_ref())),
+        Format::Summary => {
+            let selection = profile.as_ref().and_then(|p| selection_summary(p, &plan.filter, &by, args.hz, args.top)).unwrap_or_default();
+            written = write!(out, "{}{selection}", summary.render(&info, top_frames.as_ref()));
+        }
         Format::Jsonl if stdout_closed => {}
         Format::Jsonl => eprintln!(
             "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",

@@ -14,17 +14,22 @@ use thread_ctx::otlp::received::{read_exporter_file, resolve};
 use thread_ctx::output::otlp_read::{processes, ReceivedProcess};
 use thread_ctx::output::pprof;
 use thread_ctx::output::printable::printable;
+use thread_ctx::output::selection::selection_summary;
 use thread_ctx::output::summary::{GroupBy, Summary};
 use thread_ctx::output::top;
+use thread_ctx::profile::Filter;
 
 /// Resource attributes shown first, in this order; the others are counted.
-const RESOURCE_SHOWN: [&str; 9] = [
+const RESOURCE_SHOWN: [&str; 12] = [
     "service.name",
     "service.namespace",
     "service.version",
     "service.instance.id",
     "deployment.environment.name",
     "process.pid",
+    "process.vpid",
+    "container.id",
+    "k8s.pod.uid",
     "process.executable.name",
     "host.name",
     "telemetry.sdk.language",
@@ -94,7 +99,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     );
     for p in &shown {
         println!();
-        print!("{}", describe(p, &args));
+        print!("{}", describe(p, &args, &filter));
     }
     if files.writes_files() {
         let [p] = shown.as_slice() else {
@@ -125,8 +130,9 @@ fn who(p: &ReceivedProcess) -> String {
     }
 }
 
-/// One process: what it is, then the summary table.
-fn describe(p: &ReceivedProcess, args: &ReportArgs) -> String {
+/// One process: what it is, then the summary table, and the selection's own when
+/// --trace/--span/--attr chose what the flame graph or folded stacks show.
+fn describe(p: &ReceivedProcess, args: &ReportArgs, filter: &Filter) -> String {
     let period = p.profile.cpu_period_ns;
     let hz = if period == 0 { 0 } else { (1e9 / period as f64).round() as u32 };
     let seconds = p.end_unix_ns.saturating_sub(p.start_unix_ns) as f64 / 1e9;
@@ -154,5 +160,8 @@ fn describe(p: &ReceivedProcess, args: &ReportArgs) -> String {
     }
     let notes = top::top_frames(&p.profile, &by, 3);
     out += &summary.render_table(hz, args.top, Some(&notes));
+    if let Some(selection) = selection_summary(&p.profile, filter, &by, hz, args.top) {
+        out += &selection;
+    }
     out
 }

@@ -179,11 +179,15 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 }
 
 /// When `pid` started, on the wall clock (to a clock tick): as long ago as the boot clock says
-/// (uptime less its start), back from now. Compared with the times of files it writes.
+/// (its start on that clock), back from now. Compared with the times of files it writes. The two
+/// clocks are read back to back, after the process's start, so a preemption between the reads
+/// (tens of ms on a loaded machine) cannot move the answer.
 pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
-    // Saturating: uptime, read in hundredths through a float, may round below a start in this tick.
-    let ago_ticks = uptime_ticks()?.saturating_sub(start_ticks(pid)?);
-    std::time::SystemTime::now().checked_sub(std::time::Duration::from_nanos(ago_ticks * 1_000_000_000 / ticks_per_second()?))
+    let start = start_ticks(pid)?;
+    let hz = ticks_per_second()?;
+    let boot_ns = boot_clock_ns()?;
+    let now = std::time::SystemTime::now();
+    now.checked_sub(std::time::Duration::from_nanos(boot_ns.saturating_sub(start * 1_000_000_000 / hz)))
 }
 
 fn ticks_per_second() -> Option<u64> {
@@ -192,10 +196,15 @@ fn ticks_per_second() -> Option<u64> {
     (hz > 0).then_some(hz as u64)
 }
 
+/// CLOCK_BOOTTIME in ns: the clock process start times in /proc/PID/stat count on.
+fn boot_clock_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out pointer.
+    (unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 fn uptime_ticks() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/uptime").ok()?;
-    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
-    Some((secs * ticks_per_second()? as f64) as u64)
+    Some(boot_clock_ns()? * ticks_per_second()? / 1_000_000_000)
 }
 
 #[cfg(test)]
@@ -221,7 +230,9 @@ mod tests {
         let started = started.expect("a live child has a start time");
         // One clock tick (10 ms at 100 Hz) of rounding either way.
         assert!(started >= before && started <= std::time::SystemTime::now() + std::time::Duration::from_millis(20), "{started:?}");
-        assert!(started_at(std::process::id()).unwrap() <= started);
+        // Both starts are known to a tick: a child started in this process's tick reads the same.
+        let tick = std::time::Duration::from_nanos(1_000_000_000 / ticks_per_second().unwrap());
+        assert!(started_at(std::process::id()).unwrap() <= started + tick);
     }
 
     #[test]

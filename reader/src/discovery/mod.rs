@@ -6,6 +6,7 @@
 //! `record` and the agent start from.
 
 pub mod build_id;
+pub mod container;
 pub mod elf_reader;
 pub mod elf_tls_symbol;
 pub mod host_scan;

@@ -46,6 +46,29 @@ impl Protocol {
             Protocol::HttpProtobuf => "http/protobuf",
         }
     }
+
+    /// The port an OpenTelemetry Collector's OTLP receiver serves this protocol on by default.
+    pub fn usual_port(self) -> u16 {
+        match self {
+            Protocol::Grpc => 4317,
+            Protocol::HttpProtobuf => 4318,
+        }
+    }
+
+    /// The other transport.
+    pub fn other(self) -> Protocol {
+        match self {
+            Protocol::Grpc => Protocol::HttpProtobuf,
+            Protocol::HttpProtobuf => Protocol::Grpc,
+        }
+    }
+
+    fn default_endpoint(self) -> &'static str {
+        match self {
+            Protocol::Grpc => DEFAULT_GRPC_ENDPOINT,
+            Protocol::HttpProtobuf => DEFAULT_HTTP_BASE,
+        }
+    }
 }
 
 /// Compression of request bodies.
@@ -131,10 +154,7 @@ impl ExporterConfig {
                 let kind = if name.contains("PROFILES") { EndpointKind::Signal } else { EndpointKind::Base };
                 endpoint_url(&name, &e, protocol, kind)?
             }
-            (None, None) => match protocol {
-                Protocol::Grpc => endpoint_url("default", DEFAULT_GRPC_ENDPOINT, protocol, EndpointKind::Base)?,
-                Protocol::HttpProtobuf => endpoint_url("default", DEFAULT_HTTP_BASE, protocol, EndpointKind::Base)?,
-            },
+            (None, None) => endpoint_url("default", protocol.default_endpoint(), protocol, EndpointKind::Base)?,
         };
 
         let mut headers = match var("HEADERS") {
@@ -168,6 +188,27 @@ impl ExporterConfig {
             compression,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             retry: RetryPolicy::default(),
+        })
+    }
+}
+
+impl ExporterConfig {
+    /// A note when the endpoint's port is the one the other protocol usually listens on (gRPC
+    /// sent to 4318, OTLP/HTTP to 4317): the likeliest cause of an endpoint that answers in a
+    /// protocol the exporter does not speak.
+    pub fn port_note(&self) -> Option<String> {
+        let other = self.protocol.other();
+        (self.endpoint.port_or_known_default() == Some(other.usual_port())).then(|| {
+            format!(
+                "the endpoint's port {} is where OTLP receivers usually serve {}, but the protocol is {}: \
+                 if exports fail, use --protocol {} (or OTEL_EXPORTER_OTLP_PROTOCOL={}) or port {}",
+                other.usual_port(),
+                other.name(),
+                self.protocol.name(),
+                other.name(),
+                other.name(),
+                self.protocol.usual_port()
+            )
         })
     }
 }
@@ -216,7 +257,7 @@ enum EndpointKind {
 fn endpoint_url(origin: &str, value: &str, protocol: Protocol, kind: EndpointKind) -> Result<Url, ConfigError> {
     let err = |reason: &str| ConfigError::Endpoint { origin: origin.into(), value: value.into(), reason: reason.into() };
     if !value.contains("://") {
-        return Err(err("expected a URL such as http://localhost:4318"));
+        return Err(err(&format!("expected a URL such as {} ({})", protocol.default_endpoint(), protocol.name())));
     }
     let mut url = Url::parse(value.trim()).map_err(|e| err(&e.to_string()))?;
     match url.scheme() {
@@ -340,6 +381,18 @@ mod tests {
     }
 
     #[test]
+    fn a_port_that_the_other_protocol_usually_uses_gets_a_note() {
+        let o = |e: &str, p: &str| Overrides { endpoint: Some(e.into()), protocol: Some(p.into()), ..Default::default() };
+        let note = ok(&[], &o("http://c:4318", "grpc")).port_note().expect("gRPC to 4318");
+        assert!(note.contains("port 4318") && note.contains("--protocol http/protobuf") && note.contains("port 4317"), "{note}");
+        let note = ok(&[], &o("http://c:4317", "http/protobuf")).port_note().expect("HTTP to 4317");
+        assert!(note.contains("port 4317") && note.contains("--protocol grpc") && note.contains("port 4318"), "{note}");
+        for (e, p) in [("http://c:4317", "grpc"), ("http://c:4318", "http/protobuf"), ("http://c:7070", "grpc"), ("http://c", "grpc")] {
+            assert_eq!(ok(&[], &o(e, p)).port_note(), None, "{e} {p}");
+        }
+    }
+
+    #[test]
     fn empty_variables_count_as_unset() {
         let c = ok(&[("OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", " "), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], &Overrides::default());
         assert_eq!(c.protocol, Protocol::Grpc);
@@ -363,7 +416,12 @@ mod tests {
         let e = config(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")], &none).unwrap_err();
         assert_eq!(e.to_string(), "OTEL_EXPORTER_OTLP_PROTOCOL: unknown protocol \"http/json\": expected \"grpc\" or \"http/protobuf\"");
         let e = config(&[], &Overrides { endpoint: Some("collector:4318".into()), ..Default::default() }).unwrap_err();
-        assert_eq!(e.to_string(), "override: invalid endpoint \"collector:4318\": expected a URL such as http://localhost:4318");
+        assert_eq!(e.to_string(), "override: invalid endpoint \"collector:4318\": expected a URL such as http://localhost:4318 (http/protobuf)");
+        let grpc = Overrides { endpoint: Some("collector:4317".into()), protocol: Some("grpc".into()), ..Default::default() };
+        assert_eq!(
+            config(&[], &grpc).unwrap_err().to_string(),
+            "override: invalid endpoint \"collector:4317\": expected a URL such as http://localhost:4317 (grpc)"
+        );
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://")], &none).unwrap_err();
         assert!(e.to_string().starts_with("OTEL_EXPORTER_OTLP_ENDPOINT: invalid endpoint \"http://\": "), "{e}");
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://c:21")], &none).unwrap_err();

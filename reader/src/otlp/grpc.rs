@@ -11,8 +11,8 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
-use super::config::{Compression, ExporterConfig};
-use super::outcome::{Delivered, SendError, NOT_SERVED_HINT};
+use super::config::{Compression, ExporterConfig, Protocol};
+use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
 use super::USER_AGENT;
 
 /// Largest answer accepted: an export response is a few bytes.
@@ -64,7 +64,7 @@ impl GrpcTransport {
 /// retried (the Collector's memory_limiter refuses with it while it sheds load), after the
 /// server's `RetryInfo` delay when it gives one.
 pub(crate) fn classify(status: &Status) -> SendError {
-    let reason = describe(status);
+    let reason = with_mismatch_hint(Protocol::Grpc, describe(status));
     match status.code() {
         Code::Cancelled
         | Code::DeadlineExceeded

@@ -10,8 +10,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_ENCODING, CONT
 use reqwest::{Client, StatusCode};
 use url::Url;
 
-use super::config::{Compression, ExporterConfig};
-use super::outcome::{Delivered, SendError, NOT_SERVED_HINT};
+use super::config::{Compression, ExporterConfig, Protocol};
+use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
 use super::USER_AGENT;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -108,7 +108,7 @@ fn transport_error(e: reqwest::Error) -> SendError {
     if e.is_builder() {
         SendError::Permanent { reason }
     } else {
-        SendError::Retryable { reason, retry_after: None }
+        SendError::Retryable { reason: with_mismatch_hint(Protocol::HttpProtobuf, reason), retry_after: None }
     }
 }
 

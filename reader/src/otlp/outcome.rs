@@ -1,9 +1,11 @@
 //! What one attempt to send a request came to, whatever the transport: taken (maybe in part), or
-//! failed in a way worth retrying or not.
+//! failed in a way worth retrying or not; and what to tell the user about a failure.
 
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceResponse;
+
+use super::config::Protocol;
 
 /// The endpoint took the request. It may still have refused part of it (OTLP partial success):
 /// that is not retried, only reported.
@@ -36,3 +38,70 @@ pub(crate) enum SendError {
 /// What to say when the endpoint does not serve the profiles signal at all.
 pub(crate) const NOT_SERVED_HINT: &str = "the endpoint does not accept OTLP profiles: an OpenTelemetry \
      Collector needs a profiles pipeline and --feature-gates=+service.profilesSupport";
+
+/// What to add to a transport error that says the endpoint answered in the other protocol: an
+/// HTTP/1.1 answer read as HTTP/2 frames (gRPC sent to an OTLP/HTTP port: `frame with invalid
+/// size`, hyper's reading of `HTTP/1.1 400`), or HTTP/2 frames read as an HTTP/1.1 answer
+/// (OTLP/HTTP sent to a gRPC port: `invalid HTTP version parsed`, `received unexpected message
+/// from connection`). Those are the words of hyper, under tonic and reqwest.
+pub(crate) fn protocol_mismatch_hint(protocol: Protocol, reason: &str) -> Option<String> {
+    let other = protocol.other();
+    let mismatch = match protocol {
+        Protocol::Grpc => reason.contains("frame with invalid size"),
+        Protocol::HttpProtobuf => reason.contains("invalid HTTP version parsed") || reason.contains("received unexpected message from connection"),
+    };
+    mismatch.then(|| {
+        format!(
+            "the endpoint answers in another protocol, like a receiver of {o}: OTLP receivers serve grpc on port 4317 and \
+             http/protobuf on 4318 by default; use the {p} port ({pp}), or --protocol {o} (OTEL_EXPORTER_OTLP_PROTOCOL={o})",
+            o = other.name(),
+            p = protocol.name(),
+            pp = protocol.usual_port(),
+        )
+    })
+}
+
+/// `reason`, followed by the protocol mismatch hint when it applies.
+pub(crate) fn with_mismatch_hint(protocol: Protocol, reason: String) -> String {
+    match protocol_mismatch_hint(protocol, &reason) {
+        Some(hint) => format!("{reason}; {hint}"),
+        None => reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_words_of_each_mismatch_get_the_hint_naming_ports_and_the_flag() {
+        // As measured against the OpenTelemetry Collector's OTLP receiver.
+        let grpc_to_http = "gRPC Unknown: transport error: http2 error: connection error detected: frame with invalid size";
+        let hinted = with_mismatch_hint(Protocol::Grpc, grpc_to_http.into());
+        assert!(hinted.starts_with(grpc_to_http), "{hinted}");
+        assert!(
+            hinted.contains("like a receiver of http/protobuf") && hinted.contains("use the grpc port (4317), or --protocol http/protobuf"),
+            "{hinted}"
+        );
+        for http_to_grpc in [
+            "error sending request for url (http://c:4317/v1development/profiles): client error (SendRequest): invalid HTTP version parsed",
+            "error sending request for url (http://c:4317/v1development/profiles): client error (Canceled): operation was canceled: \
+             received unexpected message from connection",
+        ] {
+            let hinted = with_mismatch_hint(Protocol::HttpProtobuf, http_to_grpc.into());
+            assert!(
+                hinted.contains("like a receiver of grpc") && hinted.contains("use the http/protobuf port (4318), or --protocol grpc"),
+                "{hinted}"
+            );
+        }
+        // Other failures, and each protocol's words under the other, are left as they are.
+        for (protocol, reason) in [
+            (Protocol::Grpc, "gRPC Unavailable: tcp connect error: Connection refused (os error 111)"),
+            (Protocol::HttpProtobuf, grpc_to_http),
+            (Protocol::Grpc, "invalid HTTP version parsed"),
+            (Protocol::HttpProtobuf, "HTTP 503 Service Unavailable"),
+        ] {
+            assert_eq!(with_mismatch_hint(protocol, reason.into()), reason);
+        }
+    }
+}

@@ -68,16 +68,16 @@ impl std::fmt::Display for ExporterStats {
         let d = self.dropped();
         write!(
             f,
-            "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} queued, {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}",
+            "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}; {} queued now",
             self.sent.requests,
             self.sent.samples,
-            self.queued.requests + self.in_flight.requests,
             self.retries,
             d.requests,
             self.dropped_queue_full.requests,
             self.dropped_retries_exhausted.requests,
             self.dropped_shutdown.requests,
-            self.failed.requests
+            self.failed.requests,
+            self.queued.requests + self.in_flight.requests
         )
     }
 }

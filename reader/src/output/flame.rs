@@ -33,6 +33,14 @@ impl Unit {
             Unit::Micros => "us",
         }
     }
+
+    /// What a folded line's value is, as the command's messages say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Unit::Samples => "values are CPU samples",
+            Unit::Micros => "values are microseconds: a CPU sample counts as its sampling period, off-CPU time as itself",
+        }
+    }
 }
 
 fn stack_line(p: &Profile, e: &Entry) -> String {

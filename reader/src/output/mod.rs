@@ -10,6 +10,7 @@ pub mod otlp_read;
 pub mod pprof;
 pub mod pprof_dir;
 pub mod printable;
+pub mod selection;
 pub mod sink;
 pub mod summary;
 pub mod top;

@@ -1,15 +1,16 @@
 //! The table `record` prints: CPU samples grouped by what people ask about
 //! ([`GroupBy`]: a record attribute such as `http.route`, the trace, or the
 //! span instance), the `--top N` groups with an "other" row for the rest, the
-//! samples without a span and why, the off-CPU time per group when traced,
-//! and (given them) each group's top frames. Memory stays bounded however long
+//! samples without a span and why, the off-CPU time per group when traced
+//! (blocked apart from preempted, and added up in the total row), and (given them) each group's top frames. Memory stays bounded however long
 //! the recording: past [`MAX_GROUPS`] groups, new ones are counted together.
 //! Samples come one by one from the sampler ([`Summary::add`]) or aggregated
 //! from a profile ([`Summary::add_entry`]: a profile a Collector received).
 
 use crate::ctx_record::decode_attrs;
+use crate::discovery::container::Placement;
 use crate::ids::hex;
-use crate::profile::Entry;
+use crate::profile::{Entry, SampleKind};
 use crate::sampler::CtxState;
 use crate::sampler::{Event, EventKind};
 use std::collections::{HashMap, HashSet};
@@ -104,7 +105,7 @@ pub enum Group {
 #[derive(Debug, Clone, Default)]
 struct Row {
     samples: u64,
-    off_cpu_ns: u64,
+    off_cpu: OffCpu,
     /// Span rows: the attrs-data of the latest sample (attributes can change during a span).
     attrs: Vec<u8>,
     /// Span rows filled from profile entries: their attributes, already decoded.
@@ -127,7 +128,34 @@ pub struct Summary {
     total: u64,
     /// Off-CPU time is traced: the table gets its column.
     off_cpu_traced: bool,
-    off_cpu_no_context_ns: u64,
+    off_cpu_no_context: OffCpu,
+}
+
+/// Off-CPU time, split by why the thread was off the CPU: it blocked (sleep, I/O, a lock), or it
+/// was preempted while runnable (it waited for a CPU: on a busy machine, a CPU-bound span's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct OffCpu {
+    blocked_ns: u64,
+    preempted_ns: u64,
+}
+
+impl OffCpu {
+    fn of(ns: u64, preempted: bool) -> OffCpu {
+        if preempted {
+            OffCpu { blocked_ns: 0, preempted_ns: ns }
+        } else {
+            OffCpu { blocked_ns: ns, preempted_ns: 0 }
+        }
+    }
+
+    fn add(&mut self, o: OffCpu) {
+        self.blocked_ns += o.blocked_ns;
+        self.preempted_ns += o.preempted_ns;
+    }
+
+    fn total_ns(self) -> u64 {
+        self.blocked_ns + self.preempted_ns
+    }
 }
 
 /// Text shown under a group's row (its top frames).
@@ -143,6 +171,8 @@ pub struct RunInfo<'a> {
     pub seconds: f64,
     pub dropped: u64,
     pub service_name: Option<&'a str>,
+    /// Where the process runs, when in a PID namespace or a container of its own.
+    pub placement: Option<&'a Placement>,
     /// Rows shown before the "other" row (0: all).
     pub top: usize,
 }
@@ -160,7 +190,7 @@ impl Summary {
             no_context_unexplained: 0,
             total: 0,
             off_cpu_traced: false,
-            off_cpu_no_context_ns: 0,
+            off_cpu_no_context: OffCpu::default(),
         }
     }
 
@@ -181,7 +211,7 @@ impl Summary {
         }
         let Some(group) = self.by.group_of_event(e, self.key_map.as_deref()) else {
             if off_cpu {
-                self.off_cpu_no_context_ns += e.duration_ns;
+                self.off_cpu_no_context.add(OffCpu::of(e.duration_ns, e.preempted));
             } else {
                 *self.no_context.entry(e.state).or_default() += 1;
             }
@@ -189,7 +219,11 @@ impl Summary {
         };
         let by_span = matches!(self.by, GroupBy::Span);
         let ids = e.span().map(|(trace, span, _)| (trace, span));
-        let row = if off_cpu { self.count_in(group, ids, 0, e.duration_ns) } else { self.count_in(group, ids, 1, 0) };
+        let row = if off_cpu {
+            self.count_in(group, ids, 0, OffCpu::of(e.duration_ns, e.preempted))
+        } else {
+            self.count_in(group, ids, 1, OffCpu::default())
+        };
         if by_span && row.attrs != e.attrs {
             row.attrs.clone_from(&e.attrs);
         }
@@ -205,7 +239,7 @@ impl Summary {
         }
         let Some(group) = self.by.group_of_entry(e) else {
             if off_cpu {
-                self.off_cpu_no_context_ns += e.weight;
+                self.off_cpu_no_context.add(OffCpu::of(e.weight, e.kind == SampleKind::Preempted));
             } else {
                 self.no_context_unexplained += e.count;
             }
@@ -213,22 +247,26 @@ impl Summary {
         };
         let by_span = matches!(self.by, GroupBy::Span);
         let ids = e.trace_id.map(|trace| (trace, e.span_id.unwrap_or([0; 8])));
-        let row = if off_cpu { self.count_in(group, ids, 0, e.weight) } else { self.count_in(group, ids, e.count, 0) };
+        let row = if off_cpu {
+            self.count_in(group, ids, 0, OffCpu::of(e.weight, e.kind == SampleKind::Preempted))
+        } else {
+            self.count_in(group, ids, e.count, OffCpu::default())
+        };
         if by_span && row.attr_pairs != e.attrs {
             row.attr_pairs.clone_from(&e.attrs);
         }
     }
 
-    /// Counts CPU `samples` and `off_cpu_ns` in `group`'s row (the overflow row past
+    /// Counts CPU `samples` and `off_cpu` time in `group`'s row (the overflow row past
     /// [`MAX_GROUPS`]), noting the trace and span behind them; returns the row.
-    fn count_in(&mut self, group: Group, ids: Option<([u8; 16], [u8; 8])>, samples: u64, off_cpu_ns: u64) -> &mut Row {
+    fn count_in(&mut self, group: Group, ids: Option<([u8; 16], [u8; 8])>, samples: u64, off_cpu: OffCpu) -> &mut Row {
         if let (Some((trace, span)), false) = (ids, matches!(group, Group::Span(..))) {
             self.add_member(&group, trace, span);
         }
         let row =
             if self.rows.len() < MAX_GROUPS || self.rows.contains_key(&group) { self.rows.entry(group).or_default() } else { &mut self.overflow };
         row.samples += samples;
-        row.off_cpu_ns += off_cpu_ns;
+        row.off_cpu.add(off_cpu);
         row
     }
 
@@ -260,11 +298,14 @@ impl Summary {
     pub fn render(&self, info: &RunInfo, notes: Option<&GroupNotes>) -> String {
         let mut out = String::new();
         let cpu_s = |n: u64| n as f64 / info.hz.max(1) as f64;
-        let who = match (info.tid, info.service_name) {
+        let mut who = match (info.tid, info.service_name) {
             (Some(tid), _) => format!("thread {tid} of pid {}", info.pid),
             (None, Some(s)) => format!("pid {} ({s})", info.pid),
             (None, None) => format!("pid {}", info.pid),
         };
+        if let Some(place) = info.placement.map(placement_text).filter(|t| !t.is_empty()) {
+            who += &format!(" [{place}]");
+        }
         let _ = writeln!(
             out,
             "{who}: {} CPU samples at {} Hz on {} CPUs over {:.1} s (~{:.2} s on CPU), {} dropped (ring buffer full)",
@@ -289,7 +330,7 @@ impl Summary {
         let off = self.off_cpu_traced;
 
         let mut rows: Vec<(&Group, &Row)> = self.rows.iter().collect();
-        rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(b.1.off_cpu_ns.cmp(&a.1.off_cpu_ns)).then(a.0.cmp(b.0)));
+        rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(b.1.off_cpu.total_ns().cmp(&a.1.off_cpu.total_ns())).then(a.0.cmp(b.0)));
         let shown = if top == 0 { rows.len() } else { rows.len().min(top) };
         let (head, rest) = rows.split_at(shown);
 
@@ -301,8 +342,9 @@ impl Summary {
         };
         let labels: Vec<String> = head.iter().map(|(g, _)| self.label(g)).collect();
         let width = labels.iter().map(|l| l.chars().count()).chain([self.by.name().len(), 24]).max().unwrap_or(24).min(64);
-        let off_head = if off { format!("  {:>10}", "OFF-CPU ms") } else { String::new() };
-        let ms = |ns: u64| if off { format!("  {:>10.1}", ns as f64 / 1e6) } else { String::new() };
+        let off_head = if off { format!("  {:>10}  {:>12}", "BLOCKED ms", "PREEMPTED ms") } else { String::new() };
+        let ms =
+            |o: OffCpu| if off { format!("  {:>10.1}  {:>12.1}", o.blocked_ns as f64 / 1e6, o.preempted_ns as f64 / 1e6) } else { String::new() };
         let count_col = |n: Option<usize>| match (member_head.is_empty(), n) {
             (true, _) => String::new(),
             (false, Some(n)) => format!("  {:>7}", format!("{n}{plus}")),
@@ -326,7 +368,7 @@ impl Summary {
                 pct(r.samples),
                 cpu_s(r.samples),
                 count_col(members),
-                ms(r.off_cpu_ns)
+                ms(r.off_cpu)
             );
             let _ = writeln!(out, "{}", text.trim_end());
         };
@@ -343,20 +385,25 @@ impl Summary {
         let mut other = self.overflow.clone();
         for (_, r) in rest {
             other.samples += r.samples;
-            other.off_cpu_ns += r.off_cpu_ns;
+            other.off_cpu.add(r.off_cpu);
         }
-        let other_groups = rest.len() + usize::from(self.overflow.samples + self.overflow.off_cpu_ns > 0);
+        let other_groups = rest.len() + usize::from(self.overflow.samples + self.overflow.off_cpu.total_ns() > 0);
         if other_groups > 0 {
-            let more = if self.overflow.samples + self.overflow.off_cpu_ns > 0 {
+            let more = if self.overflow.samples + self.overflow.off_cpu.total_ns() > 0 {
                 format!("(other: {} more, and more past {MAX_GROUPS})", rest.len())
             } else {
                 format!("(other: {} more)", rest.len())
             };
             line(&mut out, &more, &other, None, "");
         }
-        let none = Row { samples: self.no_context(), off_cpu_ns: self.off_cpu_no_context_ns, ..Row::default() };
+        let none = Row { samples: self.no_context(), off_cpu: self.off_cpu_no_context, ..Row::default() };
         line(&mut out, "(no span)", &none, None, "");
-        let all = Row { samples: self.total, ..Row::default() };
+        // Every row's off-CPU time, the "other" and "(no span)" rows' included.
+        let mut off_cpu = self.off_cpu_no_context;
+        for r in self.rows.values().chain([&self.overflow]) {
+            off_cpu.add(r.off_cpu);
+        }
+        let all = Row { samples: self.total, off_cpu, ..Row::default() };
         line(&mut out, "total", &all, None, "");
 
         let with_span = self.total - none.samples;
@@ -407,6 +454,22 @@ impl Summary {
     }
 }
 
+/// `pid 1 in its PID namespace, container 5e1c0a7b9d2f, pod 7d4f5c2a-…`: what the summary's first
+/// line says of a process in a container (the container id shortened as `docker ps` shows it).
+fn placement_text(p: &Placement) -> String {
+    let mut parts = Vec::new();
+    if let Some(vpid) = p.namespace_pid {
+        parts.push(format!("pid {vpid} in its PID namespace"));
+    }
+    if let Some(id) = &p.container.id {
+        parts.push(format!("container {}", &id[..id.len().min(12)]));
+    }
+    if let Some(uid) = &p.container.pod_uid {
+        parts.push(format!("pod {uid}"));
+    }
+    parts.join(", ")
+}
+
 /// At most `width` characters, an ellipsis marking a cut.
 fn truncate(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
@@ -442,7 +505,7 @@ mod tests {
     }
 
     fn info(top: usize) -> RunInfo<'static> {
-        RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 7, service_name: Some("shop"), top }
+        RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 7, service_name: Some("shop"), placement: None, top }
     }
 
     const KEYS: &[&str] = &["http.route"];
@@ -499,24 +562,40 @@ mod tests {
         let km = key_map();
         let mut s = Summary::new(GroupBy::Span, Some(&km));
         s.add(&sample(CtxState::Valid, 1, 2, Some("/x")));
-        let mut blocked = sample(CtxState::Valid, 3, 4, None);
-        blocked.kind = EventKind::OffCpu;
-        blocked.duration_ns = 50_000_000;
-        s.add(&blocked);
-        let mut idle = sample(CtxState::Invalid, 0, 0, None);
-        idle.kind = EventKind::OffCpu;
-        idle.duration_ns = 7_000_000;
-        s.add(&idle);
+        let off_cpu = |trace: u8, state, ms: u64, preempted| {
+            let mut e = sample(state, trace, trace + 1, None);
+            (e.kind, e.duration_ns, e.preempted) = (EventKind::OffCpu, ms * 1_000_000, preempted);
+            e
+        };
+        s.add(&off_cpu(3, CtxState::Valid, 50, false));
+        s.add(&off_cpu(3, CtxState::Valid, 4, true));
+        s.add(&off_cpu(0, CtxState::Invalid, 7, false));
         assert_eq!(s.total(), 1, "off-CPU events are not CPU samples");
         let notes: GroupNotes = [(Group::Span([1; 16], [2; 8]), "burn (a.js:3) 100%".to_string())].into();
         let text = s.render(&info(10), Some(&notes));
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[1].contains("OFF-CPU ms") && lines[1].ends_with("ATTRS"), "{text}");
+        assert!(lines[1].contains("BLOCKED ms  PREEMPTED ms") && lines[1].ends_with("ATTRS"), "{text}");
         assert!(lines[2].starts_with(&format!("{} {}", "01".repeat(16), "02".repeat(8))), "{text}");
-        assert!(lines[2].contains("       0.0  http.route=/x"), "{text}");
+        assert!(lines[2].contains("       0.0           0.0  http.route=/x"), "{text}");
         assert_eq!(lines[3], "    top: burn (a.js:3) 100%", "{text}");
-        assert!(lines[4].starts_with(&"03".repeat(16)) && lines[4].contains("      50.0"), "{text}");
-        assert!(lines[5].starts_with("(no span)") && lines[5].contains("       7.0"), "{text}");
+        assert!(lines[4].starts_with(&"03".repeat(16)) && lines[4].ends_with("      50.0           4.0"), "{text}");
+        assert!(lines[5].starts_with("(no span)") && lines[5].ends_with("       7.0           0.0"), "{text}");
+        // The total row adds up every row's off-CPU time, as it does their samples.
+        assert!(lines[6].starts_with("total") && lines[6].ends_with("      57.0           4.0"), "{text}");
+    }
+
+    #[test]
+    fn the_total_row_adds_up_off_cpu_time_of_shown_other_and_unspanned_rows() {
+        let mut s = Summary::new(GroupBy::Trace, None);
+        for trace in 1..=5u8 {
+            let mut e = sample(CtxState::Valid, trace, trace, None);
+            (e.kind, e.duration_ns, e.preempted) = (EventKind::OffCpu, u64::from(trace) * 1_000_000, trace % 2 == 0);
+            s.add(&e);
+        }
+        let text = s.render_table(49, 2, None);
+        let total = text.lines().find(|l| l.starts_with("total")).unwrap();
+        // Blocked: traces 1, 3, 5 (9 ms); preempted: 2, 4 (6 ms); --top 2 shows two of them.
+        assert!(total.ends_with("       9.0           6.0"), "{text}");
     }
 
     #[test]

@@ -109,7 +109,8 @@ impl PerfMapReader {
         if meta.ino() != self.inode || meta.len() < self.offset {
             (self.map, self.inode, self.offset, self.lines) = (None, meta.ino(), 0, 0);
         }
-        if meta.len() == self.offset {
+        // Anything but a regular file goes to the open, which refuses it and says why (a FIFO has no length).
+        if meta.is_file() && meta.len() == self.offset {
             return;
         }
         match self.read_from(meta.len()) {
