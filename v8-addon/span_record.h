@@ -1,6 +1,7 @@
 // A span's OTEP 4947 record header written from its span context's hex ids, for the `nodejs`
-// schema's one native call per span (holder.cc): decoding 48 hex digits here costs a tenth of
-// what the JS decode did (~940 instructions per span, callgrind, Node 24).
+// schema's one native call per span (holder.cc): reading and decoding the 48 hex digits here
+// costs ~640 instructions per span against ~940 for the JS decode it replaces, which also needed
+// its result copied into the record (callgrind, span workload, Node 24).
 #pragma once
 
 #include <node.h>
