@@ -83,12 +83,12 @@ test('the release tarball bundles the addon and thread-ctx, and nothing from the
   const files = tarList(d.main);
   const nested = `package/node_modules/${PLATFORM_PACKAGE}`;
   for (const f of ['package/package.json', 'package/bin/thread-ctx.js', 'package/js/index.js', 'package/js/native.js',
-    'package/index.d.ts', 'package/README.md', `${nested}/package.json`, `${nested}/thread-ctx`,
+    'package/index.d.ts', 'package/README.md', 'package/docs/api.md', `${nested}/package.json`, `${nested}/thread-ctx`,
     `${nested}/${pkg.name}.linux-x64-gnu.node`, ...[127, 137, 147].map((abi) => `${nested}/v8-addon/node-abi${abi}.node`)]) {
     assert.ok(files.includes(f), `${f} is missing from ${d.main}: ${files.join(' ')}`);
   }
   for (const f of files) {
-    assert.match(f, /^package\/(js\/|bin\/|index\.d\.ts$|README\.md$|package\.json$|node_modules\/otel-thread-ctx-linux-x64-gnu\/)/,
+    assert.match(f, /^package\/(js\/|bin\/|docs\/|index\.d\.ts$|README\.md$|LICENSE$|CONTRIBUTING\.md$|package\.json$|node_modules\/otel-thread-ctx-linux-x64-gnu\/)/,
       `${f} should not be in the tarball`);
   }
   const manifest = JSON.parse(execFileSync('tar', ['-xzOf', d.main, 'package/package.json'], { encoding: 'utf8' }));

@@ -60,7 +60,7 @@ trap 'rm -rf "$stage"' EXIT
 # way, the rest names the addon's frames in profiles) and the stripped binary.
 plat="$stage/$tuple"
 mkdir -p "$plat"
-cp "$platform_dir/package.json" "$platform_dir/README.md" "$plat/"
+cp "$platform_dir/package.json" "$platform_dir/README.md" LICENSE "$plat/"
 cp target/release/libotel_thread_ctx.so "$plat/$name.$tuple.node"
 strip --strip-debug "$plat/$name.$tuple.node"
 cp target/release/thread-ctx "$plat/thread-ctx"

@@ -1,5 +1,5 @@
 'use strict';
-// Turns the per-round samples into the markdown the README takes as is: per mode the median
+// Turns the per-round samples into the markdown docs/benchmarks.md takes as is: per mode the median
 // req/s, server CPU µs per request and p99 latency, and each mode's CPU per request relative to
 // (a) and to the floor (e) as the median of the per-round ratios with a bootstrap 95 % interval,
 // plus the added ns per request.

@@ -1,4 +1,4 @@
-//! Every exit code of `thread-ctx`, in one place (the README and `--help` list
+//! Every exit code of `thread-ctx`, in one place (docs/cli.md and `--help` list
 //! the same table), and the errors that carry them: a handler returns
 //! [`Failure`] for what it can name (a usage error, a missing symbol), and
 //! [`code_of`] classifies what comes up from the library (permission denied,
@@ -28,14 +28,14 @@ pub const EXIT_NO_PERMISSION: u8 = 5;
 /// The target does not exist (or exited before it could be read).
 pub const EXIT_TARGET_GONE: u8 = 6;
 
-/// The table `--help` prints after the commands (the README has the same).
+/// The table `--help` prints after the commands (docs/cli.md has the same).
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success
   1  validate: a record is malformed
   2  usage error (bad flag or value; a selection that matches nothing)
   3  the reader failed (eBPF did not load, an output could not be written, ...)
-  4  the target has no otel_thread_ctx_v1 (otel-thread-ctx is not loaded in it)
+  4  the target has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no writer is loaded in it)
   5  no permission to read the target or to load eBPF (run as root)
   6  the target process does not exist (or exited before it could be read)";
 
@@ -164,7 +164,7 @@ pub fn no_symbol(d: &Discovery) -> anyhow::Error {
                  (`register()`, or `new ThreadContextManager()` passed to the SDK); its addon defines the symbol"
             .into(),
     };
-    Failure { code: EXIT_NO_SYMBOL, message: format!("{who} has no otel_thread_ctx_v1 (no mapped ELF object defines it): {hint}") }.into()
+    Failure { code: EXIT_NO_SYMBOL, message: format!("{who} has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no mapped ELF object defines either): {hint}") }.into()
 }
 
 /// An error text of EACCES or EPERM, as `io::Error` prints them.

@@ -9,7 +9,7 @@
 //! incomplete tail) is left out and its size reported.
 
 use crate::ids::hex;
-use anyhow::{bail, Context, Result};
+use crate::output::file_error::{FileError, Result};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 use opentelemetry_proto::tonic::profiles::v1development::{ProfilesData, ProfilesDictionary, ValueType};
 use prost::Message;
@@ -32,7 +32,8 @@ pub fn decode_file_exporter(bytes: &[u8]) -> Result<ExporterFile> {
     while bytes.len() - at >= 4 {
         let size = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         let Some(message) = bytes.get(at + 4..).and_then(|rest| rest.get(..size)) else { break };
-        let data = ProfilesData::decode(message).with_context(|| format!("the message at byte {at} ({size} bytes) is not an OTLP ProfilesData"))?;
+        let data = ProfilesData::decode(message)
+            .map_err(|cause| FileError::Decode { what: format!("the message at byte {at} ({size} bytes) is not an OTLP ProfilesData"), cause })?;
         out.messages.push(data);
         at += 4 + size;
     }
@@ -43,15 +44,14 @@ pub fn decode_file_exporter(bytes: &[u8]) -> Result<ExporterFile> {
 /// Reads and decodes a file exporter's output; errors name the file and say which format it
 /// expected (a `json` file exporter's output is told apart from garbage).
 pub fn read_exporter_file(path: &Path) -> Result<ExporterFile> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| FileError::io("reading", path, e))?;
     if bytes.first() == Some(&b'{') {
-        bail!(
+        return Err(FileError::Invalid(format!(
             "{}: looks like the file exporter's json format: expected its proto format (`format: proto` in the Collector's file exporter)",
             path.display()
-        );
+        )));
     }
-    decode_file_exporter(&bytes)
-        .with_context(|| format!("{}: not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)", path.display()))
+    decode_file_exporter(&bytes).map_err(FileError::in_file(path, "not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)"))
 }
 
 /// A sample with everything its indices point at, as plain values.
@@ -225,7 +225,7 @@ fn at<'a, T>(table: &'a [T], index: i32, name: &str) -> Result<&'a T> {
     usize::try_from(index)
         .ok()
         .and_then(|i| table.get(i))
-        .with_context(|| format!("{name}[{index}] is out of range (the table has {} entries)", table.len()))
+        .ok_or_else(|| FileError::Invalid(format!("{name}[{index}] is out of range (the table has {} entries)", table.len())))
 }
 
 /// An attribute value as text: strings as they are (string-table references resolved), numbers

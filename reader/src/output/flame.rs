@@ -4,9 +4,9 @@
 //! period each) and off-CPU intervals share one scale, and off-CPU stacks end
 //! in an `[off-CPU: blocked]` or `[off-CPU: preempted]` frame.
 
+use super::file_error::{FileError, Result};
 use crate::profile::Filter;
 use crate::profile::{Entry, Profile};
-use anyhow::{bail, Context, Result};
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -75,7 +75,7 @@ pub fn write_folded(path: &Path, p: &Profile, filter: &Filter) -> Result<usize> 
     let lines = folded(p, filter);
     let mut text = lines.join("\n");
     text.push('\n');
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(path, text).map_err(|e| FileError::io("writing", path, e))?;
     Ok(lines.len())
 }
 
@@ -84,7 +84,7 @@ pub fn write_folded(path: &Path, p: &Profile, filter: &Filter) -> Result<usize> 
 pub fn write_svg(path: &Path, p: &Profile, filter: &Filter, subtitle: &str) -> Result<()> {
     let lines = folded(p, filter);
     if lines.is_empty() {
-        bail!("no samples match {} in this profile; no flame graph written", filter.describe());
+        return Err(FileError::NoSamples(filter.describe()));
     }
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = match Unit::of(p) {
@@ -97,9 +97,9 @@ pub fn write_svg(path: &Path, p: &Profile, filter: &Filter, subtitle: &str) -> R
     opts.deterministic = true;
     let mut out = Vec::new();
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)
-        .with_context(|| format!("rendering {}", path.display()))?;
-    let mut f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(&out).with_context(|| format!("writing {}", path.display()))
+        .map_err(|e| FileError::Render { path: path.display().to_string(), reason: e.to_string() })?;
+    let mut f = std::fs::File::create(path).map_err(|e| FileError::io("creating", path, e))?;
+    f.write_all(&out).map_err(|e| FileError::io("writing", path, e))
 }
 
 #[cfg(test)]

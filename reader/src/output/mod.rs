@@ -5,6 +5,7 @@
 //! [`sink`] is where the pipeline's windows go (OTLP's sink is in `otlp`);
 //! [`printable`] makes a target's strings safe for a terminal.
 
+pub mod file_error;
 pub mod flame;
 pub mod otlp_read;
 pub mod pprof;

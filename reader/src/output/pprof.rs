@@ -6,10 +6,10 @@
 //! cpu/nanoseconds, plus off_cpu_switches/count and off_cpu/nanoseconds when
 //! off-CPU time was traced. Also reads such a file back (`thread-ctx flamegraph`).
 
+use super::file_error::{FileError, Result};
 use crate::ids::{hex, parse_hex};
 use crate::profile::symbolized::StackFrame;
 use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
-use anyhow::{bail, Context, Result};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use prost::Message;
@@ -213,32 +213,35 @@ fn breakdown(p: &Profile, e: &Entry, start_unix_ns: i64) -> Vec<pb::Breakdown> {
 
 /// Writes the gzipped profile to `path`.
 pub fn write_file(path: &std::path::Path, p: &Profile, meta: &Meta) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file = std::fs::File::create(path).map_err(|e| FileError::io("creating", path, e))?;
     let mut gz = GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::default());
-    gz.write_all(&encode(p, meta)).and_then(|_| gz.finish()?.flush()).with_context(|| format!("writing {}", path.display()))
+    gz.write_all(&encode(p, meta)).and_then(|_| gz.finish()?.flush()).map_err(|e| FileError::io("writing", path, e))
 }
 
 /// Reads a profile `encode` wrote (gzipped or not) back into entries.
 pub fn read_file(path: &std::path::Path) -> Result<Profile> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let raw = std::fs::read(path).map_err(|e| FileError::io("reading", path, e))?;
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        GzDecoder::new(raw.as_slice()).read_to_end(&mut out).with_context(|| format!("{}: bad gzip data", path.display()))?;
+        GzDecoder::new(raw.as_slice()).read_to_end(&mut out).map_err(|cause| FileError::Gzip { path: path.display().to_string(), cause })?;
         out
     } else {
         raw
     };
-    decode(&bytes).with_context(|| format!("{}: not a pprof profile", path.display()))
+    decode(&bytes).map_err(FileError::in_file(path, "not a pprof profile"))
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Profile> {
-    let pp = pb::Profile::decode(bytes)?;
-    let s =
-        |i: i64| -> Result<&str> { pp.string_table.get(i as usize).map(String::as_str).with_context(|| format!("string index {i} out of range")) };
+    let pp = pb::Profile::decode(bytes).map_err(|cause| FileError::Decode { what: "a pprof Profile message".into(), cause })?;
+    let s = |i: i64| -> Result<&str> {
+        pp.string_table.get(i as usize).map(String::as_str).ok_or_else(|| FileError::Invalid(format!("string index {i} out of range")))
+    };
     let types: Vec<&str> = pp.sample_type.iter().map(|t| s(t.r#type)).collect::<Result<_>>()?;
     let index_of = |name: &str| types.iter().position(|t| *t == name);
     let (Some(count_i), Some(cpu_i)) = (index_of("samples"), index_of("cpu")) else {
-        bail!("sample types {types:?}: expected samples/count and cpu/nanoseconds (a profile written by thread-ctx record)");
+        return Err(FileError::Invalid(format!(
+            "sample types {types:?}: expected samples/count and cpu/nanoseconds (a profile written by thread-ctx record)"
+        )));
     };
     let off_i = index_of("off_cpu_switches").zip(index_of("off_cpu"));
 
@@ -249,7 +252,11 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
     let functions: HashMap<u64, &pb::Function> = pp.function.iter().map(|f| (f.id, f)).collect();
     let mut frames: HashMap<u64, StackFrame> = HashMap::new();
     for loc in &pp.location {
-        let func = loc.line.first().and_then(|l| functions.get(&l.function_id)).with_context(|| format!("location {} has no function", loc.id))?;
+        let func = loc
+            .line
+            .first()
+            .and_then(|l| functions.get(&l.function_id))
+            .ok_or_else(|| FileError::Invalid(format!("location {} has no function", loc.id)))?;
         let mapping = mappings.get(&loc.mapping_id);
         let kernel = match mapping {
             Some(m) => s(m.filename)? == KERNEL_MAPPING,
@@ -279,8 +286,11 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {
-        let stack =
-            smp.location_id.iter().map(|id| frames.get(id).copied().with_context(|| format!("unknown location {id}"))).collect::<Result<_>>()?;
+        let stack = smp
+            .location_id
+            .iter()
+            .map(|id| frames.get(id).copied().ok_or_else(|| FileError::Invalid(format!("unknown location {id}"))))
+            .collect::<Result<_>>()?;
         let v = |i: usize| smp.value.get(i).copied().unwrap_or(0).max(0) as u64;
         let mut e = Entry {
             kind: SampleKind::Cpu,
