@@ -7,17 +7,20 @@
 // passed to with() (one holder).
 //
 // Records are OTEP 4947 records in record blocks, pinned pages the V8 addon hands out as
-// ArrayBuffers (v8-addon/record_blocks.cc), written through typed arrays as the TLS record is. A
-// slot is the record's address (8 bytes, written by the addon: what a reader finds at W + 0) then
-// the record. A holder is an API object (v8-addon/holder.cc) whose embedder field is W, the slot's
-// address, with the context and the record object as properties; the record object references the
-// page's ArrayBuffer, so a record is never freed while a frame can reach it. V8 frees the page
-// (and the addon takes it back) when the last holder, span and cursor using it are gone.
+// ArrayBuffers (v8-addon/record_blocks.cc). A slot is the record's address (8 bytes, written by the
+// addon: what a reader finds at W + 0) then the record. A holder is an API object
+// (v8-addon/holder.cc) whose embedder field is W, the slot's address, whose second internal field
+// is the page's ArrayBuffer (so a record is never freed while a frame can reach it), and whose one
+// property is the context. A span's record and its first holder come from one native call
+// (spanHolder: the hex ids decoded and the record written there, the control word last); another
+// context of the same span gets a holder of the same slot. Ending a span and rewriting its
+// attributes go through typed arrays, as with the TLS record. V8 frees the page (and the addon
+// takes it back) when the last holder, span and cursor using it are gone.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
-const { CONTROL_WORD, HEADER_SIZE, ID_WORDS, RECORD_SIZE } = require('./layout');
-const { ids, decodeSpanContextIds, controlWord } = require('./entry');
+const { CONTROL_WORD, HEADER_SIZE, RECORD_SIZE } = require('./layout');
+const { controlWord } = require('./entry');
 const { kFrameRecord, unpublishOnEnd } = require('./span-entries');
 const { spanRecordState, encodeState } = require('./span-attributes');
 const { registeredKeys } = require('./process-context');
@@ -31,7 +34,7 @@ const SMALL_SLOT = 40;
 // after the span started (express sets http.route then) fits in place (6 per page).
 const LARGE_SLOT = ADDRESS_SIZE + RECORD_SIZE;
 
-/** A record slot in a page: where its words are, and its holders' constructor arguments. */
+/** A record slot in a page: where its words are, and its holders' arguments (buffer, slot). */
 class FrameRecord {
   constructor(block, slot, capacity) {
     this.buffer = block.buffer; // the page's ArrayBuffer: holders keep it alive through this object
@@ -88,6 +91,11 @@ class BlockCursor {
     this.next += this.slotSize;
     return new FrameRecord(this.block, slot, this.slotSize - ADDRESS_SIZE - HEADER_SIZE);
   }
+
+  /** The slot just taken was not used (its span's ids were invalid): the next take() reuses it. */
+  giveBack(record) {
+    if (record.buffer === this.block.buffer && record.slot + this.slotSize === this.next) this.next = record.slot;
+  }
 }
 
 // Holders and records are cached on the Context and Span objects under private symbols (a switch
@@ -132,14 +140,13 @@ class FrameWriter {
   constructor(addon) {
     this.addon = addon;
     this.Holder = addon.Holder;
+    this.spanHolder = addon.spanHolder;
     /** The thread's storage: its store is a holder, or undefined for ROOT_CONTEXT. */
     this.als = new AsyncLocalStorage();
     this.small = new BlockCursor(addon, SMALL_SLOT);
     this.large = new BlockCursor(addon, LARGE_SLOT);
     // The record of every context without a live span: valid 0, never written.
     this.none = this.small.take();
-    this.lastContext = null;
-    this.lastHolder = undefined;
     this.published = false;
     // The process context's threadlocal.* integers; where a holder keeps W.
     this.layout = addon.layout;
@@ -182,11 +189,10 @@ class FrameWriter {
     this.published = false;
   }
 
+  /** A holder of `record`'s slot for `context`. */
   newHolder(record, context) {
     const holder = new this.Holder(record.buffer, record.slot);
     holder.context = context;
-    // What keeps the record's page alive (record.buffer): the embedder field is a raw address.
-    holder.record = record;
     return holder;
   }
 
@@ -205,7 +211,7 @@ class FrameWriter {
     const address = this.addon.walkOwnFrame(this.wrappedObjectOffset);
     if (address <= 0) return null;
     const holder = this.als.getStore();
-    const record = holder === undefined ? undefined : holder.record;
+    const record = holder === undefined ? undefined : this.recordOfContext(holder.context);
     if (record === undefined || record.address() !== address) {
       throw new Error(`otel-thread-ctx: the frame walk reached ${address}, not the active holder's record`);
     }
@@ -219,23 +225,18 @@ class FrameWriter {
     };
   }
 
-  /** The store that stands for `context`: its holder (built once per context), or undefined. */
+  /**
+   * The store that stands for `context`: its holder (built once per context, cached on it), or
+   * undefined for the root context.
+   */
   holderFor(context) {
-    if (context === this.lastContext) return this.lastHolder;
-    let holder;
-    if (context === ROOT_CONTEXT || context === undefined || context === null) {
-      holder = undefined;
-    } else if (typeof context !== 'object') {
-      holder = this.newHolder(this.none, context);
-    } else {
-      holder = cachedHolder(context);
-      if (holder === undefined) {
-        holder = this.newHolder(this.recordForContext(context), context);
-        cacheHolder(context, holder);
-      }
+    if (context === ROOT_CONTEXT || context === undefined || context === null) return undefined;
+    if (typeof context !== 'object') return this.newHolder(this.none, context);
+    let holder = cachedHolder(context);
+    if (holder === undefined) {
+      holder = this.contextHolder(context);
+      cacheHolder(context, holder);
     }
-    this.lastContext = context;
-    this.lastHolder = holder;
     return holder;
   }
 
@@ -245,48 +246,73 @@ class FrameWriter {
     return holder === undefined ? ROOT_CONTEXT : holder.context;
   }
 
-  recordForContext(context) {
-    let span;
-    try {
-      if (typeof context.getValue !== 'function') return this.none;
-      span = trace.getSpan(context);
-    } catch {
-      return this.none; // a Context implementation whose getValue throws
-    }
-    return this.recordForSpan(span);
+  /** A new holder for `context`: of its span's record (built with it on the span's first activation), or of none. */
+  contextHolder(context) {
+    const span = this.spanOf(context);
+    if (span === undefined) return this.newHolder(this.none, context);
+    const record = cachedRecord(span);
+    return record !== undefined ? this.newHolder(record, context) : this.buildSpanHolder(span, context);
   }
 
-  /** The record of a span (built once per span; `none` for anything that is not a live span). */
+  /** The span `context` holds, when it is an object; undefined otherwise. */
+  spanOf(context) {
+    try {
+      if (typeof context.getValue !== 'function') return undefined;
+      const span = trace.getSpan(context);
+      return span !== null && typeof span === 'object' ? span : undefined;
+    } catch {
+      return undefined; // a Context implementation whose getValue throws
+    }
+  }
+
+  /** The record a holder of `context` points at. */
+  recordOfContext(context) {
+    const span = context !== null && typeof context === 'object' ? this.spanOf(context) : undefined;
+    return span === undefined ? this.none : cachedRecord(span) ?? this.none;
+  }
+
+  /** The record of a span, built here if no context of it was activated yet (tests, fixtures); `none` for anything that is not a live span. */
   recordForSpan(span) {
-    if (span === undefined || span === null || typeof span !== 'object') return this.none;
-    let record = cachedRecord(span);
-    if (record === undefined) {
-      record = this.buildRecord(span);
-      cacheRecord(span, record);
-    }
-    return record;
+    if (span === null || typeof span !== 'object') return this.none;
+    if (cachedRecord(span) === undefined) this.buildSpanHolder(span, undefined);
+    return cachedRecord(span) ?? this.none;
   }
 
-  buildRecord(span) {
+  /**
+   * The span's record, cached on it, and its first holder, for `context`: one native call
+   * decodes the ids, writes the record (the control word last) and makes the holder. A span that
+   * is not live, or whose ids are invalid, gets `none`.
+   */
+  buildSpanHolder(span, context) {
+    let record = this.none;
+    let holder;
     try {
-      if (typeof span.spanContext !== 'function') return this.none;
-      const spanContext = span.spanContext();
-      if (spanContext == null || span.ended === true || !decodeSpanContextIds(spanContext)) return this.none;
-      noteSpanResource(span.resource);
-      const state = registeredKeys().length === 0 ? undefined : spanRecordState(span);
-      const attrs = state === undefined ? null : encodeState(state);
-      const record = (state === undefined ? this.small : this.large).take();
-      const words = record.words;
-      const at = record.at;
-      for (let i = 0; i < ID_WORDS; i++) words[at + i] = ids[i];
-      if (attrs !== null && attrs.length > 0) record.bytes.set(attrs, (at << 2) + HEADER_SIZE);
-      words[at + CONTROL_WORD] = controlWord(spanContext.traceFlags, attrs === null ? 0 : attrs.length);
-      if (state !== undefined) state.frameRecord = record;
-      unpublishOnEnd(span);
-      return record;
+      const spanContext = typeof span.spanContext === 'function' ? span.spanContext() : null;
+      if (spanContext != null && span.ended !== true) {
+        noteSpanResource(span.resource);
+        const state = registeredKeys().length === 0 ? undefined : spanRecordState(span);
+        const attrs = state === undefined ? null : encodeState(state);
+        const cursor = state === undefined ? this.small : this.large;
+        const slot = cursor.take();
+        // attrs-data first, while the fresh slot is not valid; the native call stores valid last.
+        if (attrs !== null && attrs.length > 0) slot.bytes.set(attrs, (slot.at << 2) + HEADER_SIZE);
+        const control = controlWord(spanContext.traceFlags, attrs === null ? 0 : attrs.length);
+        holder = this.spanHolder(slot.buffer, slot.slot, spanContext.traceId, spanContext.spanId, control);
+        if (holder === null) {
+          cursor.giveBack(slot); // e.g. the API's non-recording span: all-zero ids take no slot
+        } else {
+          record = slot;
+          if (state !== undefined) state.frameRecord = record;
+          unpublishOnEnd(span);
+        }
+      }
     } catch {
-      return this.none; // a span implementation that throws publishes nothing rather than failing with()
+      // a span implementation that throws publishes nothing rather than failing with()
     }
+    cacheRecord(span, record);
+    if (record === this.none) return this.newHolder(this.none, context);
+    holder.context = context;
+    return holder;
   }
 }
 

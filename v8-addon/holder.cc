@@ -2,55 +2,124 @@
 
 #include <stdint.h>
 
+#include "span_record.h"
+
 namespace otel_v8 {
 namespace {
 
 constexpr int kSlotField = 0;
-// The smallest slot: the record address and the 28-byte record header (record_blocks.cc).
-constexpr size_t kMinSlot = 8 + 28;
+constexpr int kBlockField = 1;
+// A slot's first word: the address of the record right after it (record_blocks.cc).
+constexpr size_t kAddressSize = 8;
+// The smallest slot: the record address and the record header.
+constexpr size_t kMinSlot = kAddressSize + kRecordHeaderSize;
+
+// The instance template of this environment's holders (what spanHolder instantiates), dropped at
+// the environment's cleanup, while the isolate still exists.
+struct HolderTemplate {
+  v8::Global<v8::ObjectTemplate> instance;
+};
+
+v8::Local<v8::External> WrapTemplate(v8::Isolate* isolate, HolderTemplate* t) {
+#if NODE_MAJOR_VERSION >= 26
+  return v8::External::New(isolate, t, v8::kExternalPointerTypeTagDefault);
+#else
+  return v8::External::New(isolate, t);
+#endif
+}
+
+HolderTemplate* TemplateOf(const v8::FunctionCallbackInfo<v8::Value>& args) {
+#if NODE_MAJOR_VERSION >= 26
+  return static_cast<HolderTemplate*>(args.Data().As<v8::External>()->Value(v8::kExternalPointerTypeTagDefault));
+#else
+  return static_cast<HolderTemplate*>(args.Data().As<v8::External>()->Value());
+#endif
+}
 
 void Throw(v8::Isolate* isolate, bool range, const char* message) {
   v8::Local<v8::String> text = v8::String::NewFromUtf8(isolate, message).ToLocalChecked();
   isolate->ThrowException(range ? v8::Exception::RangeError(text) : v8::Exception::TypeError(text));
 }
 
-void SetSlot(v8::Local<v8::Object> holder, void* slot) {
+// The slot at args[0] (a record block) + args[1], checked in full although only the package's JS
+// calls it: a wrong W would send readers into memory that is not a record. Null after a throw.
+char* SlotOf(const v8::FunctionCallbackInfo<v8::Value>& args) {
+  v8::Isolate* isolate = args.GetIsolate();
+  if (!args[0]->IsArrayBuffer()) {
+    Throw(isolate, false, "block: expected a record block (ArrayBuffer)");
+    return nullptr;
+  }
+  if (!args[1]->IsInt32()) {
+    Throw(isolate, false, "byteOffset: expected an integer");
+    return nullptr;
+  }
+  v8::Local<v8::ArrayBuffer> block = args[0].As<v8::ArrayBuffer>();
+  const int32_t offset = args[1].As<v8::Int32>()->Value();
+  if (offset < 0 || offset % 8 != 0 || static_cast<size_t>(offset) + kMinSlot > block->ByteLength() ||
+      block->Data() == nullptr) {
+    Throw(isolate, true, "byteOffset: expected a slot's offset in the block (a multiple of 8 inside it)");
+    return nullptr;
+  }
+  return static_cast<char*>(block->Data()) + offset;
+}
+
+void Hold(v8::Local<v8::Object> holder, char* slot, v8::Local<v8::Value> block) {
 #if NODE_MAJOR_VERSION >= 26
   holder->SetAlignedPointerInInternalField(kSlotField, slot, v8::kEmbedderDataTypeTagDefault);
 #else
   holder->SetAlignedPointerInInternalField(kSlotField, slot);
 #endif
+  holder->SetInternalField(kBlockField, block);
 }
 
-// Checked in full although only the package's JS calls it: a wrong W would send readers into
-// memory that is not a record.
 void Construct(const v8::FunctionCallbackInfo<v8::Value>& args) {
   v8::Isolate* isolate = args.GetIsolate();
   if (!args.IsConstructCall()) return Throw(isolate, false, "Holder: expected to be called with new");
-  if (args.Length() != 2 || !args[0]->IsArrayBuffer()) {
-    return Throw(isolate, false, "block: expected a record block (ArrayBuffer)");
-  }
-  if (!args[1]->IsInt32()) return Throw(isolate, false, "byteOffset: expected an integer");
-  v8::Local<v8::ArrayBuffer> block = args[0].As<v8::ArrayBuffer>();
-  const int32_t offset = args[1].As<v8::Int32>()->Value();
-  if (offset < 0 || offset % 8 != 0 || static_cast<size_t>(offset) + kMinSlot > block->ByteLength() ||
-      block->Data() == nullptr) {
-    return Throw(isolate, true, "byteOffset: expected a slot's offset in the block (a multiple of 8 inside it)");
-  }
-  v8::Local<v8::Object> self = args.This();
-  SetSlot(self, static_cast<char*>(block->Data()) + offset);
+  if (args.Length() != 2) return Throw(isolate, false, "Holder(block, byteOffset): expected 2 arguments");
+  char* slot = SlotOf(args);
+  if (slot != nullptr) Hold(args.This(), slot, args[0]);
 }
+
+void SpanHolder(const v8::FunctionCallbackInfo<v8::Value>& args) {
+  v8::Isolate* isolate = args.GetIsolate();
+  if (args.Length() != 5) {
+    return Throw(isolate, false, "spanHolder(block, byteOffset, traceId, spanId, controlWord): expected 5 arguments");
+  }
+  char* slot = SlotOf(args);
+  if (slot == nullptr) return;
+  if (!args[4]->IsUint32()) return Throw(isolate, false, "controlWord: expected an unsigned 32-bit integer");
+  if (!WriteSpanRecord(isolate, args[2], args[3], args[4].As<v8::Uint32>()->Value(),
+                       reinterpret_cast<uint8_t*>(slot + kAddressSize))) {
+    args.GetReturnValue().SetNull();
+    return;
+  }
+  HolderTemplate* t = TemplateOf(args);
+  v8::Local<v8::Object> holder;
+  if (!t->instance.Get(isolate)->NewInstance(isolate->GetCurrentContext()).ToLocal(&holder)) return;
+  Hold(holder, slot, args[0]);
+  args.GetReturnValue().Set(holder);
+}
+
+void DropTemplate(void* t) { delete static_cast<HolderTemplate*>(t); }
 
 }  // namespace
 
-v8::Local<v8::Function> HolderConstructor(v8::Isolate* isolate, v8::Local<v8::Context> context) {
+void SetHolderExports(v8::Isolate* isolate, v8::Local<v8::Context> context, v8::Local<v8::Object> exports) {
   v8::Local<v8::FunctionTemplate> tpl = v8::FunctionTemplate::New(isolate, Construct);
   tpl->SetClassName(v8::String::NewFromUtf8Literal(isolate, "OtelThreadCtxHolder"));
   v8::Local<v8::ObjectTemplate> instance = tpl->InstanceTemplate();
-  instance->SetInternalFieldCount(1);
+  instance->SetInternalFieldCount(2);
   // No template properties: V8 adds those to each new instance on a slow path (~450 ns per holder,
-  // measured on Node 24); the JS layer's stores right after construction take cached transitions.
-  return tpl->GetFunction(context).ToLocalChecked();
+  // measured on Node 24); the JS layer's store of the context right after creation takes a cached
+  // transition.
+  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "Holder"), tpl->GetFunction(context).ToLocalChecked())
+      .Check();
+  auto* t = new HolderTemplate();
+  t->instance.Reset(isolate, instance);
+  node::AddEnvironmentCleanupHook(isolate, DropTemplate, t);
+  v8::Local<v8::Function> span_holder =
+      v8::FunctionTemplate::New(isolate, SpanHolder, WrapTemplate(isolate, t))->GetFunction(context).ToLocalChecked();
+  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "spanHolder"), span_holder).Check();
 }
 
 }  // namespace otel_v8

@@ -35,8 +35,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   SetFunction(isolate, context, exports, "discoveryInfo", otel_v8::DiscoveryInfo);
   SetFunction(isolate, context, exports, "newBlock", otel_v8::NewBlock);
   SetFunction(isolate, context, exports, "blockPoolInfo", otel_v8::BlockPoolInfo);
-  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "Holder"), otel_v8::HolderConstructor(isolate, context))
-      .Check();
+  otel_v8::SetHolderExports(isolate, context, exports);
   // The process context's threadlocal.* integers (layout.h).
   v8::Local<v8::Object> layout = v8::Object::New(isolate);
   SetInt(isolate, context, layout, "wrapped_object_offset", otel_v8::kWrappedObjectOffset);

