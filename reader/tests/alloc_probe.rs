@@ -1,4 +1,4 @@
-//! The allocation probe before it joins the sample path:
+//! The allocation probe on its own (alloc_record.rs takes its samples through the sample path):
 //! - its offset in every supported `node` (Debian's Node 20; npm's 18, 22, 24, 26): the symbol
 //!   readelf names, at a push %rbp, from `.dynsym` or `.symtab` as each build has it;
 //!   a stripped copy of a `.symtab`-only build has none and says so in one line;
@@ -126,7 +126,7 @@ fn the_uprobe_reads_the_allocating_threads_record_on_every_node() {
         let deadline = Instant::now() + CAP;
         let mut events = Vec::new();
         let counters = loop {
-            // Alloc events do not decode yet (the sample path takes them in the next step): drained, not kept.
+            // Drained, not kept: this test counts what the program sent (alloc_record.rs reads the samples).
             sampler.poll(Duration::from_millis(100), &mut events).unwrap();
             events.clear();
             let c = sampler.alloc_counters().unwrap();
