@@ -61,7 +61,26 @@ export interface ThreadInfo {
   pageBacking: 'mmap' | 'arraybuffer' | null;
   /** Why this thread has no record (or the view is unavailable), else null. */
   error: string | null;
+  /** This thread's allocation sampling (V8's sampling heap profiler, started by `allocations`). */
+  allocations: AllocationSamplingInfo;
 }
+
+/** Whether V8's sampling heap profiler runs on the calling thread, at what interval, or why not. */
+export interface AllocationSamplingInfo {
+  /** Started on this thread by the package (it then runs for the thread's life). */
+  active: boolean;
+  /** The mean bytes between samples, one per process (the first thread to start decides), or null. */
+  samplingIntervalBytes: number | null;
+  /** Why it could not start on this thread (also emitted once as a process warning), else null. */
+  error: string | null;
+}
+
+/**
+ * `allocations` option: true samples at the default mean interval (512 KiB); an object sets it
+ * (an integer from 1024 to 2^30 bytes). Unset: OTEL_THREAD_CTX_ALLOCATIONS decides (1/true, 0/false,
+ * or an interval in bytes).
+ */
+export type AllocationsOption = boolean | { samplingIntervalBytes?: number };
 
 /** Facts about the calling thread's record page and TLS placement. */
 export function threadInfo(): ThreadInfo;
@@ -128,6 +147,14 @@ export interface ThreadContextManagerOptions {
    * never a wrong span, but none after an `await`.
    */
   asyncTracking?: boolean;
+  /**
+   * Sample allocations for outside profilers (`thread-ctx record --alloc`): V8's sampling heap
+   * profiler on every thread that enables a manager with this option, started once per thread and
+   * kept for the thread's life; nothing runs in JavaScript per allocation. A failure to start is a
+   * process warning. Default: OTEL_THREAD_CTX_ALLOCATIONS. See docs/allocations.md.
+   * @throws TypeError / RangeError naming `options.allocations…` for a bad value.
+   */
+  allocations?: AllocationsOption;
 }
 
 /**
@@ -148,6 +175,8 @@ export class ThreadContextManager implements ContextManager {
   /** Why schema 'nodejs' was asked for and 'tls' is in effect (no AsyncContextFrame, no V8 addon for this Node ABI, ...), or null. */
   readonly schemaFallback: string | null;
   readonly enabled: boolean;
+  /** The calling thread's allocation sampling (`threadInfo().allocations`). */
+  readonly allocations: AllocationSamplingInfo;
   active(): Context;
   /** Publishes the span of `context` while `fn` runs, restores the previous record after. @throws TypeError when fn is not a function. */
   with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;

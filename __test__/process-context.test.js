@@ -176,7 +176,7 @@ test('bad input: clear errors, nothing published', { timeout: 30_000 }, async ()
     [() => pc.publishProcessContext({ resourse: {} }), TypeError, /^options\.resourse: unknown option \(expected resource\)/],
     [() => register({ attributes: ['ok', 42] }), TypeError, /^options\.attributes\[1\]: expected a string key/],
     [() => register({ resource: 5 }), TypeError, /^options\.resource: expected/],
-    [() => register({ atributes: ['http.route'] }), TypeError, /^options\.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource, schema\)/],
+    [() => register({ atributes: ['http.route'] }), TypeError, /^options\.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource, schema, allocations\)/],
   ];
   for (const [fn, type, message] of cases) assert.throws(fn, (e) => e instanceof type && message.test(e.message), `expected ${type.name} ${message}`);
   const after = pc.processContextInfo();

@@ -14,8 +14,9 @@ const { bindEventEmitter } = require('./bind-emitter');
 const { prepareProcessContext, announceSchema } = require('./process-context');
 const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
+const { checkAllocations, resolveAllocations, startAllocationSampling, allocationSamplingInfo } = require('./allocations');
 
-const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema'];
+const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema', 'allocations'];
 const SCHEMAS = ['tls', 'nodejs'];
 const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 
@@ -41,6 +42,7 @@ function checkOptions(options, allowed = OPTIONS) {
         "thread's AsyncLocalStorage, where readers find them); leave it out, or use schema 'tls'");
     }
   }
+  checkAllocations(options.allocations);
   if (asyncTracking !== undefined && typeof asyncTracking !== 'boolean') {
     throw new TypeError(`options.asyncTracking: expected a boolean, got ${describe(asyncTracking)}`);
   }
@@ -62,7 +64,7 @@ function checkOptions(options, allowed = OPTIONS) {
 class ThreadContextManager {
   /**
    * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
-   *   attributes?: string[], resource?: Resource }} [options]
+   *   attributes?: string[], resource?: Resource, allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
    *   schema: how readers find the span (js/schema.js): 'tls' (default) or 'nodejs', which
    *     returns a FrameContextManager where the runtime has AsyncContextFrame, else publishes
    *     with 'tls' after one warning (`schema` then says 'tls', `schemaFallback` why).
@@ -70,6 +72,8 @@ class ThreadContextManager {
    *   asyncTracking: false publishes only around with(): never a wrong span, none after an await.
    *   attributes: attribute keys whose values records carry, registered at enable().
    *   resource: the process context's resource (default: the SDK's, from its spans).
+   *   allocations: V8's sampling heap profiler on each thread enabling it (js/allocations.js;
+   *   default: OTEL_THREAD_CTX_ALLOCATIONS).
    */
   constructor(options = {}) {
     checkOptions(options);
@@ -82,6 +86,7 @@ class ThreadContextManager {
     this._commitProcessContext = prepareProcessContext(options);
     this._delegate = options.contextManager === undefined ? defaultDelegate() : options.contextManager;
     this._asyncTracking = options.asyncTracking !== false;
+    this._allocations = resolveAllocations(checkAllocations(options.allocations));
     this._enabled = false;
     // Taken over by a newer manager: calls are forwarded to the thread's enabled manager, so an
     // API that still holds this one (NodeSDK cannot unregister it) keeps working.
@@ -108,6 +113,11 @@ class ThreadContextManager {
 
   get enabled() {
     return this._enabled;
+  }
+
+  /** This thread's allocation sampling (started by enable() when the option or environment asks). */
+  get allocations() {
+    return allocationSamplingInfo();
   }
 
   active() {
@@ -171,6 +181,7 @@ class ThreadContextManager {
     announceSchema('tls');
     this._commitProcessContext();
     followProviderResource();
+    startAllocationSampling(this._allocations);
     return this;
   }
 

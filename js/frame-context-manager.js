@@ -13,6 +13,7 @@ const { ThreadContextManager, successor, attach: delegateAttach } = require('./c
 const { announceSchema } = require('./process-context');
 const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
+const { startAllocationSampling } = require('./allocations');
 
 class FrameContextManager extends ThreadContextManager {
   /** @param frames this thread's checked frame writer (js/schema.js) */
@@ -66,6 +67,7 @@ class FrameContextManager extends ThreadContextManager {
     announceSchema('nodejs', this._frames.layout);
     this._commitProcessContext();
     followProviderResource();
+    startAllocationSampling(this._allocations);
     return this;
   }
 

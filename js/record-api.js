@@ -8,6 +8,7 @@
 const native = require('./native');
 const { threadWriter } = require('./thread-writer');
 const { withBigintJson } = require('./bigint-json');
+const { allocationSamplingInfo } = require('./allocations');
 
 /**
  * Publishes a span context for the calling thread. Ids as hex strings or Uint8Arrays, validated
@@ -36,7 +37,7 @@ function getSpanContext() {
 
 /** Where this thread's record is and how it is held; JSON.stringify writes addresses as hex. */
 function threadInfo() {
-  return withBigintJson({ supported: native.supported, ...native.threadInfo() });
+  return withBigintJson({ supported: native.supported, ...native.threadInfo(), allocations: allocationSamplingInfo() });
 }
 
 /** A read-only look at this thread's record (640 bytes aliasing the page). */

@@ -12,6 +12,7 @@
 const { context, ROOT_CONTEXT, createContextKey } = require('@opentelemetry/api');
 const { ThreadContextManager, checkOptions } = require('./context-manager');
 const { prepareProcessContext } = require('./process-context');
+const { checkAllocations, resolveAllocations, startAllocationSampling } = require('./allocations');
 
 const PROBE_KEY = createContextKey('otel-thread-ctx register probe');
 
@@ -27,9 +28,9 @@ function holdsContexts(manager) {
 
 /**
  * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
- *   resource?: Resource, attributes?: string[] }} [options] schema: js/schema.js; resource /
- *   attributes: the OTEP 4719 process context's resource and the attribute keys records carry
- *   (js/process-context.js)
+ *   resource?: Resource, attributes?: string[], allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
+ *   schema: js/schema.js; resource / attributes: the OTEP 4719 process context's resource and the
+ *   attribute keys records carry (js/process-context.js); allocations: js/allocations.js
  * @returns {ThreadContextManager} the enabled, globally installed manager
  */
 function register(options = {}) {
@@ -38,6 +39,7 @@ function register(options = {}) {
   if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined &&
       (options.schema === undefined || installed.schema === options.schema || installed.schemaFallback !== null)) {
     prepareProcessContext(options)();
+    startAllocationSampling(resolveAllocations(checkAllocations(options.allocations)));
     return installed;
   }
   let delegate = options.contextManager;

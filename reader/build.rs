@@ -11,7 +11,7 @@ use libbpf_cargo::SkeletonBuilder;
 use std::env;
 use std::path::PathBuf;
 
-const BPF_SOURCES: [&str; 4] = ["bpf/sampler.bpf.c", "bpf/ctx_reader.bpf.h", "bpf/nodejs_record.bpf.h", "bpf/sampler_abi.h"];
+const BPF_SOURCES: [&str; 5] = ["bpf/sampler.bpf.c", "bpf/ctx_reader.bpf.h", "bpf/nodejs_record.bpf.h", "bpf/alloc_probe.bpf.h", "bpf/sampler_abi.h"];
 const PROTO_ROOT: &str = "proto";
 const PROTOS: [&str; 1] = ["pprof/profile.proto"];
 

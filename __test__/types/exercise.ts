@@ -83,6 +83,11 @@ async function managerApi(api: typeof ThreadCtx): Promise<void> {
   // @ts-expect-error asyncTracking is a boolean
   refuses('TypeError', () => new api.ThreadContextManager({ asyncTracking: 'yes' }), 'asyncTracking: string');
 
+  // @ts-expect-error allocations is a boolean or { samplingIntervalBytes }
+  refuses('TypeError', () => new api.ThreadContextManager({ allocations: 'on' }), 'allocations: string');
+  refuses('RangeError', () => new api.ThreadContextManager({ allocations: { samplingIntervalBytes: 10 } }), 'samplingIntervalBytes below 1024');
+  const sampling: ThreadCtx.AllocationSamplingInfo = new api.ThreadContextManager({ allocations: { samplingIntervalBytes: 1 << 20 } }).allocations;
+  check(sampling.active === false && sampling.samplingIntervalBytes === null, 'allocation sampling starts at enable(), not before');
   const unused = new api.ThreadContextManager({ attributes: ['http.route'], asyncTracking: false });
   check(unused.mechanism === 'none' && unused.enabled === false, 'a cheap-mode manager, not enabled');
 

@@ -4,8 +4,11 @@
 // 19, 49 and 99 Hz, with the samples it takes and exports per second, the BPF program's run time
 // (kernel BPF stats) and the peak RSS each added service costs. Exports OTLP to the repository's
 // test Collector when it is built (target/otelcol), else writes pprof files to a temporary
-// directory.
-//   node bench/agent/run.js [--seconds 120] [--services 1,5,20] [--hz 19,49,99]
+// directory. With --alloc the services run V8's sampling heap profiler (OTEL_THREAD_CTX_ALLOCATIONS,
+// the package's default 512 KiB interval) and allocate as they work, and the agent takes their
+// allocation samples too (`agent --alloc`): the table adds allocation samples per second and the
+// allocation program's BPF run time per sample.
+//   node bench/agent/run.js [--seconds 120] [--services 1,5,20] [--hz 19,49,99] [--alloc]
 //                           [--bins PATH,PATH --rounds N]
 // One configuration at a time; on a shared machine, other work competes with the services (not
 // with the measurement of the agent's own CPU time). With --bins, every configuration runs each
@@ -32,6 +35,7 @@ const SERVICES = option('services', '1,5,20').split(',').map(Number);
 const RATES = option('hz', '19,49,99').split(',').map(Number);
 const BINS = option('bins', path.join(root, 'target/release/thread-ctx')).split(',');
 const ROUNDS = Number(option('rounds', '1'));
+const ALLOC = process.argv.includes('--alloc');
 if (!(SECONDS >= 10)) throw new RangeError(`--seconds: expected at least 10, got ${SECONDS}`);
 if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
 for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
@@ -73,18 +77,18 @@ function waitFor(child, text) {
   });
 }
 
-// The CPU programs loaded now (bpftool), by id: the agent's is the one that appears after it starts
-// (bpftool's owner pids are not always available).
-function samplerProgs() {
+// The CPU programs (or the allocation programs) loaded now (bpftool), by id: the agent's is the one
+// that appears after it starts (bpftool's owner pids are not always available).
+function samplerProgs(name = 'sample_thread_ctx') {
   try {
-    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === 'sample_thread_ctx');
+    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === name);
   } catch {
     return [];
   }
 }
 // BPF run time of program `id`, from kernel BPF stats.
-function bpfStats(id) {
-  const p = samplerProgs().find((x) => x.id === id);
+function bpfStats(id, name) {
+  const p = samplerProgs(name).find((x) => x.id === id);
   return p ? { runTimeNs: p.run_time_ns || 0, runs: p.run_cnt || 0 } : null;
 }
 
@@ -93,7 +97,7 @@ async function measure(services, hz, endpoint, bin) {
   const children = [];
   for (let i = 0; i < services; i++) {
     const c = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
-      env: { ...process.env, OTEL_SERVICE_NAME: `bench-service-${i}` },
+      env: { ...process.env, OTEL_SERVICE_NAME: `bench-service-${i}`, ...(ALLOC ? { OTEL_THREAD_CTX_ALLOCATIONS: '1' } : {}) },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.push(c);
@@ -102,20 +106,25 @@ async function measure(services, hz, endpoint, bin) {
   const pids = children.map((c) => c.pid);
   const out = endpoint ? ['--endpoint', endpoint, '--protocol', 'grpc'] : ['--pprof-dir', tmp];
   const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
+  if (ALLOC) args.push('--alloc');
   const before = new Set(samplerProgs().map((p) => p.id));
+  const allocBefore = new Set(samplerProgs('alloc_sample').map((p) => p.id));
   const agent = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   agent.stderr.on('data', (d) => (stderr += d));
   await waitFor(agent, ': window ');
   const progId = Math.max(-1, ...samplerProgs().map((p) => p.id).filter((id) => !before.has(id)));
+  const allocId = Math.max(-1, ...samplerProgs('alloc_sample').map((p) => p.id).filter((id) => !allocBefore.has(id)));
   // From the end of the first window (start-up and discovery excluded) to the end.
   const t0 = process.hrtime.bigint();
   const cpu0 = cpuSeconds(agent.pid);
   const bpf0 = bpfStats(progId);
+  const alloc0 = bpfStats(allocId, 'alloc_sample');
   const windows0 = stderr.split('\n').filter((l) => l.includes(': window ')).length;
   await sleep((SECONDS - 15) * 1000);
   const cpu1 = cpuSeconds(agent.pid);
   const bpf1 = bpfStats(progId);
+  const alloc1 = bpfStats(allocId, 'alloc_sample');
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const rss = peakRssMiB(agent.pid);
   await new Promise((resolve) => {
@@ -132,6 +141,9 @@ async function measure(services, hz, endpoint, bin) {
   const last = stderr.split('\n').filter((l) => l.includes('stopped;')).pop() || '';
   const exportedOtlp = num(last, /exported \d+ requests \((\d+) OTLP Sample messages/);
   const dropped = windows.reduce((a, l) => a + num(l, /(\d+) ring buffer full/), 0);
+  const allocs = windows.reduce((a, l) => a + num(l, / (\d+) allocation samples/), 0);
+  const allocRuns = alloc0 && alloc1 ? alloc1.runs - alloc0.runs : 0;
+  const allocNs = alloc0 && alloc1 ? alloc1.runTimeNs - alloc0.runTimeNs : 0;
   const runs = bpf0 && bpf1 ? bpf1.runs - bpf0.runs : 0;
   const runNs = bpf0 && bpf1 ? bpf1.runTimeNs - bpf0.runTimeNs : 0;
   return {
@@ -149,6 +161,8 @@ async function measure(services, hz, endpoint, bin) {
     dropped,
     nsPerRun: runs ? runNs / runs : NaN,
     nsPerSample: samples && runs ? runNs / ((samples * wall) / windowSecs) : NaN,
+    allocsPerSec: allocs / windowSecs,
+    allocNsPerRun: allocRuns ? allocNs / allocRuns : NaN,
   };
 }
 
@@ -188,11 +202,14 @@ async function measure(services, hz, endpoint, bin) {
     collector?.kill('SIGTERM');
   }
   const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
-  console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}`);
-  console.log('| binary | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | load (1 min) |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  const allocation = ALLOC ? ', allocations on (agent --alloc, services at 512 KiB)' : '';
+  console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}${allocation}`);
+  const allocHead = ALLOC ? ' allocation samples/s | alloc BPF ns/run |' : '';
+  console.log(`| binary | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) |${allocHead} load (1 min) |`);
+  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
   for (const r of rows) {
-    console.log(`| ${path.relative(root, r.bin)} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${f(r.load, 1)} |`);
+    const allocCols = ALLOC ? ` ${f(r.allocsPerSec)} | ${f(r.allocNsPerRun, 0)} |` : '';
+    console.log(`| ${path.relative(root, r.bin)} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} |${allocCols} ${f(r.load, 1)} |`);
   }
   if (BINS.length > 1 || ROUNDS > 1) {
     console.log('\n| binary | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | peak RSS (MiB), median |');

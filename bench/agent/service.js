@@ -1,7 +1,9 @@
 'use strict';
 // A busy instrumented service for bench/agent/run.js: the OpenTelemetry SDK with this package's
 // context manager and record attribute http.route; spans named after routes take turns burning
-// CPU in their own functions, forever. Prints "ready" once it publishes. Not shipped.
+// CPU in their own functions, forever; with OTEL_THREAD_CTX_ALLOCATIONS set (bench/agent/run.js
+// --alloc) each also allocates as it works, as a service builds responses. Prints "ready" once it
+// publishes. Not shipped.
 process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
 const { trace } = require('@opentelemetry/api');
 const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
@@ -12,10 +14,15 @@ new NodeTracerProvider().register({ contextManager: new lib.ThreadContextManager
 lib.register({ attributes: ['http.route'] });
 const tracer = trace.getTracer('bench-agent');
 
+const ALLOCATES = Boolean(process.env.OTEL_THREAD_CTX_ALLOCATIONS);
+let kept;
 function renderPage(ms) {
   const end = performance.now() + ms;
   let x = 1;
-  while (performance.now() < end) for (let i = 0; i < 20000; i++) x = (x * 31 + i) | 0;
+  while (performance.now() < end) {
+    for (let i = 0; i < 20000; i++) x = (x * 31 + i) | 0;
+    if (ALLOCATES) kept = new Array(512).fill(x); // ~4 KiB per 20,000 iterations
+  }
   return x;
 }
 function searchIndex(ms) {

@@ -103,6 +103,8 @@ server.listen(0, '127.0.0.1', async () => {
       }
       check.restore();
       selfCheck = check.result;
+      const sampling = telemetry.pkg.threadInfo().allocations;
+      if (mode.managerOptions?.allocations && !sampling.active) throw new Error(`allocation sampling did not start: ${sampling.error}`);
     } else {
       // Every mode serves the same warm-up requests before it is measured.
       for (let i = 1; i <= 20; i++) await get(i % 2 ? `/api/customers/${i}` : '/api/products?category=books');

@@ -110,6 +110,10 @@ function markdown(report) {
       `${m === 'stock' ? '–' : signed(per.get(m) - per.get('stock'), 0)} |` +
       (perRound ? ` ${paired(m, 'stock')} | ${paired(m, 'floor')} |` : ''));
   }
+  if (per.has('full+alloc') && per.has('full')) {
+    lines.push('', `full+alloc ÷ full (allocation sampling's own cost): ${fixed(per.get('full+alloc') / per.get('full'), 3)}` +
+      (perRound ? `, per round ${paired('full+alloc', 'full')}` : ''));
+  }
   lines.push('', `Command: \`${command}\` at ${revision}.`);
   return lines.join('\n');
 }

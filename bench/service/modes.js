@@ -7,6 +7,7 @@ const MODES = Object.freeze({
   floor: { kind: 'floor', label: 'stock + the manager\'s hooks, empty bodies (the floor)' },
   full: { kind: 'manager', label: 'ThreadContextManager' },
   'full+attrs': { kind: 'manager', attributes: ['http.route', 'http.request.method'], label: 'ThreadContextManager, record attributes http.route and http.request.method' },
+  'full+alloc': { kind: 'manager', managerOptions: { allocations: true }, label: 'ThreadContextManager, allocations: true (V8\'s sampling heap profiler, 512 KiB mean)' },
   nodejs: { kind: 'manager', managerOptions: { schema: 'nodejs' }, label: "ThreadContextManager, schema 'nodejs' (no hooks)" },
   'nodejs+attrs': {
     kind: 'manager', managerOptions: { schema: 'nodejs' }, attributes: ['http.route', 'http.request.method'],

@@ -88,6 +88,9 @@ function markdown(report) {
     if (!config.modes.includes('full')) break;
     lines.push('', `full ÷ ${name} (after ÷ before, same rounds): ${interval(pairedRatio(samples, 'full', name, cpu))}`);
   }
+  if (config.modes.includes('full+alloc') && config.modes.includes('full')) {
+    lines.push('', `full+alloc ÷ full (allocation sampling's own cost, same rounds): ${interval(pairedRatio(samples, 'full+alloc', 'full', cpu))}`);
+  }
   lines.push('');
   lines.push(`Command: \`${command}\` at ${revision}. CPU = the server's event-loop thread (scheduler run time, /proc/thread-self/schedstat) ` +
     'over the measured window / requests served in it; ratios per round, median over rounds, 95 % percentile-bootstrap interval; ' +

@@ -9,6 +9,9 @@
  *   otel_thread_ctx_v1 slot from its thread pointer, copy the record, check it
  *   did not change under the copy, and send it with the thread's stacks.
  *
+ * - alloc_sample (a uprobe in node, attached only for allocation profiling):
+ *   alloc_probe.bpf.h.
+ *
  * - off_cpu_switch (sched_switch, loaded only for off-CPU profiling): when a
  *   thread of a tracked process is switched out, read the record it has
  *   published (the thread is stopped right there, in the scheduler, so the
@@ -35,13 +38,14 @@ typedef _Bool bool;
 enum scratch_slot {
 	SCRATCH_OFF_CPU = 0,
 	SCRATCH_CPU = 1,
+	SCRATCH_ALLOC = 2,
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct sample_event);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 } scratch SEC(".maps");
 
 SEC("perf_event")
@@ -107,5 +111,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	}
 	return 0;
 }
+
+#include "alloc_probe.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";

@@ -82,12 +82,16 @@ enum counter_index {
 	COUNTER_CPU_DROPPED = CTX_STATE_COUNT,     /* CPU samples lost: ring buffer full */
 	COUNTER_OFF_CPU_DROPPED = CTX_STATE_COUNT + 1, /* off-CPU intervals lost: ring buffer full */
 	COUNTER_OFF_CPU_SAMPLES = CTX_STATE_COUNT + 2, /* off-CPU intervals sent */
-	COUNTER_COUNT = CTX_STATE_COUNT + 3,
+	COUNTER_ALLOC_VALID = CTX_STATE_COUNT + 3,   /* allocation samples sent with a valid record */
+	COUNTER_ALLOC_OTHER = CTX_STATE_COUNT + 4,   /* allocation samples sent without one */
+	COUNTER_ALLOC_DROPPED = CTX_STATE_COUNT + 5, /* allocation samples lost: ring buffer full */
+	COUNTER_COUNT = CTX_STATE_COUNT + 6,
 };
 
 enum event_kind {
 	EVENT_CPU_SAMPLE = 0, /* a cpu-clock tick on a tracked thread */
 	EVENT_OFF_CPU = 1,    /* a tracked thread was switched out for duration_ns */
+	EVENT_ALLOC = 2,      /* V8 sampled an allocation of duration_ns bytes on the thread (alloc_probe.bpf.h) */
 };
 
 /* sample_event.flags */
@@ -111,7 +115,7 @@ struct sample_event {
 	__u8 kind;            /* enum event_kind */
 	__u8 state;           /* enum ctx_state */
 	__u16 flags;          /* EVENT_FLAG_* */
-	__u64 duration_ns;    /* 0 for CPU samples; off-CPU: switched out for this long from time_ns */
+	__u64 duration_ns;    /* 0 for CPU samples; off-CPU: switched out for this long from time_ns; allocations: the object's bytes */
 	/* Bytes of user_stack/kernel_stack that bpf_get_stack filled, or -errno
 	 * (-ENOENT: not captured; kernel -EFAULT: the sample was taken in user mode). */
 	__s32 user_stack_bytes;

@@ -29,6 +29,7 @@
 //! not supported (OTEP 4947 excludes it).
 
 pub mod agent;
+pub mod alloc_probe;
 pub mod ctx_record;
 pub mod discovery;
 pub mod error;

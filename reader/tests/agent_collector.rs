@@ -11,9 +11,18 @@
 //!   answering: sampling goes on, the agent's memory stays bounded, windows arrive once it is
 //!   back or are dropped with a count.
 //!
+//! - `--alloc`: the NodeSDK service whose span A allocates three times what span B allocates
+//!   (fixtures/alloc_spans.js) sends allocation samples as two sibling profiles
+//!   (alloc_objects/count, alloc_space/bytes) that reach the Collector linked to their spans
+//!   (at least 80 %), A / B bytes within [2.0, 4.5], the allocating function named in at least 50 % of the
+//!   stacks; `report` reads them back (allocation table, flame graph of one route's bytes); the
+//!   uprobe of a service on another `node` is detached when it exits, and none is left once the
+//!   agent exits.
+//!
 //! Other Node processes on the host are sampled too (host-wide discovery): only this test's own
 //! pids are asserted about.
 
+mod alloc_common;
 mod collector_common;
 mod common;
 mod profile_common;
@@ -424,4 +433,91 @@ fn a_target_that_blocks_reads_is_skipped_and_every_window_still_reports() {
     let (code, stderr) = agent.terminate();
     assert_eq!(code, Some(0), "SIGTERM ends the agent with 0 though a worker is still blocked:\n{stderr}");
     eprintln!("{test}: {note}");
+}
+
+#[test]
+fn agent_alloc_samples_reach_the_collector_linked_to_their_spans() {
+    let test = "agent_alloc_samples_reach_the_collector_linked_to_their_spans";
+    if !ebpf_or_skip(test) {
+        return;
+    }
+    let _one = one_at_a_time();
+    let collector = Collector::running();
+    let w = alloc_common::service(&alloc_common::node_of("20"), &[]);
+    // A second service on another node binary: its own uprobe, detached when it exits.
+    let other = alloc_common::service(&alloc_common::node_of("22"), &[]);
+    let before = alloc_common::alloc_uprobe_links();
+    let (pid, other_pid) = (w.pid.to_string(), other.pid.to_string());
+    let endpoint = collector.grpc_endpoint();
+    let mut agent = Agent::start(&[
+        "--alloc",
+        "--interval",
+        "1s",
+        "--hz",
+        "99",
+        "--endpoint",
+        &endpoint,
+        "--protocol",
+        "grpc",
+        "--pid",
+        &pid,
+        "--pid",
+        &other_pid,
+    ]);
+    let tracking = agent.wait_line(&format!("tracking process {pid}"), WAIT);
+    assert!(tracking.contains("allocations probed"), "{tracking}");
+    agent.wait_line(&format!("tracking process {other_pid}"), WAIT);
+    assert_eq!(alloc_common::alloc_uprobe_links(), before + 2, "one uprobe per node binary");
+    drop(other);
+    agent.wait_line(&format!("process {other_pid} exited"), WAIT);
+    assert_eq!(alloc_common::alloc_uprobe_links(), before + 1, "the exited service's uprobe is detached while the agent runs");
+
+    let space_values = |r: &collector_common::Received| -> usize {
+        r.samples().iter().filter(|s| s.resource.get("process.pid") == Some(&pid) && s.sample_type.0 == "alloc_space").map(|s| s.values.len()).sum()
+    };
+    collector.wait_for(WAIT, "allocation samples", |r| space_values(r) >= alloc_common::WANT);
+    let (code, stderr) = agent.terminate();
+    assert_eq!(code, Some(0), "SIGTERM ends the agent with 0:\n{stderr}");
+    assert_eq!(alloc_common::alloc_uprobe_links(), before, "no uprobe left once the agent exited");
+
+    let samples = samples_of(&collector, w.pid);
+    let of_type = |t: &str| -> Vec<&ResolvedSample> { samples.iter().filter(|s| s.sample_type.0 == t).collect() };
+    let (space, objects) = (of_type("alloc_space"), of_type("alloc_objects"));
+    assert_eq!(space.first().map(|s| s.sample_type.1.as_str()), Some("bytes"));
+    assert_eq!(objects.first().map(|s| s.sample_type.1.as_str()), Some("count"));
+    let counted: i64 = objects.iter().flat_map(|s| &s.values).sum();
+    assert_eq!(counted as usize, space.iter().map(|s| s.values.len()).sum::<usize>(), "alloc_objects counts the samples alloc_space weighs");
+    let attribution = alloc_common::Attribution::of(space.iter().flat_map(|s| {
+        let route = s.attributes.get("http.route").cloned();
+        let f = if route.as_deref() == Some("/a") { "allocateInSpanA" } else { "allocateInSpanB" };
+        let (span, named) = (s.link.is_some(), in_function(s, f));
+        s.values.iter().map(move |v| (route.clone(), span, *v as u64, named))
+    }));
+    let figures = attribution.check("at the Collector");
+    for s in &space {
+        assert_eq!(s.resource.get("service.name").map(String::as_str), Some("alloc-spans"), "{:?}", s.resource);
+        assert_eq!(s.timestamps_unix_nano.len(), s.values.len(), "one timestamp per allocation sample");
+    }
+
+    // `report` reads them back: the allocation table by route, and one route's flame graph.
+    let file = collector.output_file();
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("a.svg");
+    let r = common::thread_ctx(&[
+        "report",
+        "--otlp",
+        file.to_str().unwrap(),
+        "--pid",
+        &pid,
+        "--attr",
+        "http.route=/a",
+        "--flamegraph",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ratio = alloc_common::table_mb(&r.stdout, "/a") / alloc_common::table_mb(&r.stdout, "/b");
+    assert!((2.0..=4.5).contains(&ratio), "report: MB of /a / MB of /b = {ratio:.2}:\n{}", r.stdout);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("Allocated bytes") && text.contains("allocateInSpanA") && !text.contains("allocateInSpanB"), "flame graph of /a's bytes");
+    eprintln!("{test}: {figures}; report: A/B MB {ratio:.2}");
 }

@@ -125,6 +125,22 @@ pub fn append_attribute_keys(keys: Vec<String>) -> Result<AppendResult> {
 /// The key map's length, readable without the Mutex: every thread asks once per new span.
 static KEY_COUNT: AtomicU32 = AtomicU32::new(0);
 
+/// Publishes V8's heap sampling interval (bytes) in the process context, for readers that scale
+/// allocation samples; the first interval asked for in the process stays. Returns the one in effect.
+#[napi]
+pub fn publish_heap_sampling_interval(bytes: f64) -> Result<f64> {
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes.fract() == 0.0 && bytes <= 9_007_199_254_740_991.0) {
+        return Err(Error::new(Status::InvalidArg, format!("bytes: expected a positive integer, got {bytes}")));
+    }
+    process_ctx::writer().set_heap_sampling_interval(bytes as u64).map(|b| b as f64).map_err(context_error)
+}
+
+/// The heap sampling interval published for this process, or null.
+#[napi]
+pub fn heap_sampling_interval() -> Option<f64> {
+    process_ctx::writer().heap_sampling_interval().map(|b| b as f64)
+}
+
 /// The process-wide attribute key map (index = key byte in record attrs).
 #[napi]
 pub fn attribute_key_map() -> Vec<String> {

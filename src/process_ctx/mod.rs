@@ -60,6 +60,11 @@ pub const KEY_MAP_KEY: &str = "threadlocal.attribute_key_map";
 /// Record attrs carry the key as one byte.
 pub const MAX_KEYS: usize = 256;
 const INSTANCE_ID_KEY: &str = "service.instance.id";
+/// The mean sampling interval of V8's sampling heap profiler in this process, when the package
+/// runs it: what an allocation sample of size s stands for depends on it (s / (1 - e^(-s/I))).
+/// Not `threadlocal.*` (it says nothing about the record) and not in the resource (it describes
+/// the profiler, not the service).
+pub const HEAP_SAMPLING_INTERVAL_KEY: &str = "v8.heap_sampling_interval_bytes";
 
 /// Where the published resource came from. A resource followed from SDK spans never replaces an
 /// explicit one (the JS layer decides; the origin is kept here because it is process-wide).
@@ -166,6 +171,8 @@ pub struct Writer {
     dropped_before: usize,
     dropped_count: usize,
     keys: Vec<String>,
+    /// HEAP_SAMPLING_INTERVAL_KEY's value: the first interval asked for (one per process).
+    heap_sampling_interval: Option<u64>,
     schema: Schema,
     instance_id: String,
     /// The published payload; the one before it stays allocated for a reader still copying it.
@@ -185,6 +192,7 @@ impl Writer {
             dropped_before: 0,
             dropped_count: 0,
             keys: Vec::new(),
+            heap_sampling_interval: None,
             schema: Schema::Tls,
             instance_id: new_instance_id(),
             payload: Vec::new(),
@@ -234,6 +242,29 @@ impl Writer {
         }
         let indices = new_keys.iter().map(|k| self.keys.iter().position(|x| x == k).unwrap() as u32).collect();
         Ok((indices, dropped))
+    }
+
+    /// Publishes V8's heap sampling interval (bytes) with the process context; the first one asked
+    /// for stays, since a reader scales every sample of the process by one interval. Returns the
+    /// interval in effect. Goes out with the next publish when nothing was published yet.
+    pub fn set_heap_sampling_interval(&mut self, bytes: u64) -> Result<u64, ContextError> {
+        if let Some(kept) = self.heap_sampling_interval {
+            return Ok(kept);
+        }
+        self.heap_sampling_interval = Some(bytes);
+        if self.mapping.is_some() {
+            self.refresh_after_fork();
+            let (resource, keys) = (self.resource.clone(), self.keys.clone());
+            if let Err(e) = self.publish(resource, self.origin, self.dropped_before, keys) {
+                self.heap_sampling_interval = None;
+                return Err(e);
+            }
+        }
+        Ok(bytes)
+    }
+
+    pub fn heap_sampling_interval(&self) -> Option<u64> {
+        self.heap_sampling_interval
     }
 
     /// Announces `schema` (the last enabled context manager's) and republishes when it changed
@@ -300,7 +331,7 @@ impl Writer {
         dropped_before: usize,
         keys: Vec<String>,
     ) -> Result<Published, ContextError> {
-        let attributes = self.schema.attributes(&keys);
+        let attributes = with_heap_sampling_interval(self.schema.attributes(&keys), self.heap_sampling_interval);
         // Everything but the resource's attributes, plus the resource field's tag and a length
         // varint of up to 3 bytes.
         let fixed = ProcessContext { resource: Some(Resource { attributes: Vec::new() }), attributes: attributes.clone() }.encoded_len() + 3;
@@ -344,6 +375,13 @@ pub fn writer() -> MutexGuard<'static, Writer> {
     static WRITER: LazyLock<Mutex<Writer>> = LazyLock::new(|| Mutex::new(Writer::new()));
     // A panic cannot leave the Writer half-updated (state is committed after the header write).
     WRITER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn with_heap_sampling_interval(mut attributes: Vec<KeyValue>, interval: Option<u64>) -> Vec<KeyValue> {
+    if let Some(bytes) = interval {
+        attributes.push(KeyValue::new(HEAP_SAMPLING_INTERVAL_KEY, Value::IntValue(bytes.min(i64::MAX as u64) as i64)));
+    }
+    attributes
 }
 
 fn check_keys<'a>(arg: &'static str, keys: impl Iterator<Item = &'a str>) -> Result<(), ContextError> {

@@ -177,6 +177,26 @@ fn key_map_limits_and_refit() {
     assert_eq!(info.dropped_attribute_count, 2);
 }
 
+/// V8's heap sampling interval rides with the process context, outside the resource and the
+/// `threadlocal.*` keys; the first interval stays, and one set before any publish goes out with it.
+#[test]
+fn heap_sampling_interval_is_published_once_per_process() {
+    let mut w = Writer::new();
+    assert_eq!(w.set_heap_sampling_interval(1 << 19), Ok(1 << 19));
+    assert!(w.info().is_none(), "nothing is published for the interval alone");
+    w.set_resource(vec![("service.name".into(), AttrValue::Str("svc".into()))], Origin::Explicit, 0).unwrap();
+    let (_, pc) = decode(&w);
+    assert_eq!(string_attr(&pc.attributes, HEAP_SAMPLING_INTERVAL_KEY), Some(&Value::IntValue(1 << 19)));
+    assert_eq!(string_attr(&pc.resource.unwrap().attributes, HEAP_SAMPLING_INTERVAL_KEY), None);
+    assert_eq!(w.set_heap_sampling_interval(4096), Ok(1 << 19), "a second interval does not replace the first");
+    let mut later = Writer::new();
+    later.set_resource(vec![], Origin::Environment, 0).unwrap();
+    let count = later.info().unwrap().publish_count;
+    assert_eq!(later.set_heap_sampling_interval(65536), Ok(65536));
+    assert_eq!(later.info().unwrap().publish_count, count + 1, "republished with the interval");
+    assert_eq!(string_attr(&decode(&later).1.attributes, HEAP_SAMPLING_INTERVAL_KEY), Some(&Value::IntValue(65536)));
+}
+
 #[test]
 fn nodejs_schema_publishes_its_version_and_layout_and_switches_back() {
     let mut w = Writer::new();

@@ -6,6 +6,7 @@
 //! at a time, so the loop can tell a stuck read from a slow scan.
 
 use super::registry::{Registry, State};
+use crate::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
 use crate::discovery::host_scan::{HostScanner, ProcessKey};
 use crate::discovery::maps::read_maps;
 use crate::discovery::process_context::{read_process_context, ContextHeader, HEADER_SIZE};
@@ -22,7 +23,9 @@ use std::time::{Duration, Instant};
 /// What discovery tells the sampling loop.
 pub enum Found {
     /// A process to sample, with its resource.
-    Track { key: ProcessKey, discovery: Box<Discovery>, resource: Resource },
+    /// `alloc_site`: where its allocations are probed (allocations on), found here so that
+    /// the sampling thread never reads the target.
+    Track { key: ProcessKey, discovery: Box<Discovery>, resource: Resource, alloc_site: Option<Result<ProbeSite, ProbeSiteError>> },
     /// It publishes but cannot be sampled (why).
     Refused { key: ProcessKey, reason: String },
     /// A tracked process exited.
@@ -38,12 +41,15 @@ pub struct DiscoveryConfig {
     /// Look for new processes host-wide (else only the given pids are watched).
     pub host_wide: bool,
     pub host_name: String,
+    /// Allocations are sampled: find each process's allocation probe site.
+    pub alloc: bool,
 }
 
 /// Runs one discovery worker until it is retired or the loop hangs up.
 pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Found>) {
     beat.bind_current_thread();
-    let mut worker = Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new() };
+    let mut worker =
+        Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new(), probe_sites: ProbeSites::new() };
     let mut next = Instant::now();
     loop {
         while Instant::now() < next {
@@ -69,6 +75,8 @@ struct Worker {
     /// (a rescan reads those 32 bytes, not the whole maps), or when its maps were last read
     /// for one it had not published yet.
     contexts: HashMap<u32, Context>,
+    /// Allocation probe offsets per `node` object (read once per build id).
+    probe_sites: ProbeSites,
 }
 
 #[derive(Clone, Copy)]
@@ -133,7 +141,8 @@ impl Worker {
                 };
                 self.contexts.insert(key.pid, context);
                 let resource = resource_of(&d, &self.config.host_name);
-                Found::Track { key, discovery: Box::new(d), resource }
+                let alloc_site = self.config.alloc.then(|| self.probe_sites.site(key.pid));
+                Found::Track { key, discovery: Box::new(d), resource, alloc_site }
             }
             Err(e) => Found::Refused { key, reason: e.to_string() },
         }

@@ -20,6 +20,7 @@ mod window_stats;
 
 pub use window_stats::WindowStats;
 
+use crate::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
 use crate::discovery::host_scan::ProcessKey;
 use crate::discovery::resource::{host_name, resource_of, service_name_of};
 use crate::discovery::{discover, Discovery};
@@ -100,9 +101,10 @@ impl Agent {
         for pid in agent.opts.pids.clone() {
             let key = ProcessKey::of(pid)
                 .ok_or_else(|| AgentError::Pid { pid, reason: "no such process (expected the pid of a running process)".into() })?;
-            let d = discover_within(pid, agent.opts.process_timeout).map_err(|reason| AgentError::Pid { pid, reason })?;
+            let (d, alloc_site) =
+                discover_within(pid, agent.opts.sampler.alloc, agent.opts.process_timeout).map_err(|reason| AgentError::Pid { pid, reason })?;
             let resource = resource_of(&d, &agent.host_name);
-            agent.track(key, d, resource).map_err(|e| AgentError::Pid { pid, reason: e.to_string() })?;
+            agent.track(key, d, resource, alloc_site).map_err(|e| AgentError::Pid { pid, reason: e.to_string() })?;
         }
         agent.discovery = Supervised::new(agent.spawn_discovery_worker().map_err(AgentError::Thread)?);
         agent.begin_window();
@@ -158,6 +160,7 @@ impl Agent {
         stats.cpu_samples = delta.total();
         stats.with_span = delta.get(crate::sampler::CtxState::Valid);
         stats.off_cpu_intervals = delta.off_cpu_sent;
+        stats.alloc_samples = delta.alloc_sent;
         stats.dropped_ring_full = delta.all_dropped();
         stats.counters = self.pipeline.counters();
         self.counters_at_start = counters;
@@ -201,10 +204,10 @@ impl Agent {
 
     fn on_found(&mut self, found: Found) -> Result<(), AgentError> {
         match found {
-            Found::Track { key, discovery, resource } => {
+            Found::Track { key, discovery, resource, alloc_site } => {
                 if self.pipeline.len() >= MAX_TARGETS {
                     self.refuse(key, format!("already sampling {MAX_TARGETS} processes"));
-                } else if let Err(e) = self.track(key, *discovery, resource) {
+                } else if let Err(e) = self.track(key, *discovery, resource, alloc_site) {
                     self.refuse(key, e.to_string());
                 }
             }
@@ -237,6 +240,7 @@ impl Agent {
         key: ProcessKey,
         mut d: Discovery,
         resource: opentelemetry_proto::tonic::resource::v1::Resource,
+        alloc_site: Option<Result<ProbeSite, ProbeSiteError>>,
     ) -> Result<(), PipelineError> {
         let mut what = match d.sampled_writer() {
             Ok(Some(w)) => format!("{} ({})", w.path, w.access.as_ref().map(|a| a.to_string()).unwrap_or_default()),
@@ -258,6 +262,15 @@ impl Agent {
         }
         let identity = Identity { service_name: service_name_of(&resource), resource };
         self.pipeline.track(key, &d, identity)?;
+        if let Some(site) = alloc_site {
+            self.pipeline.probe_allocations(key.pid, Some(site));
+        }
+        for line in self.pipeline.take_alloc_reports() {
+            self.notes.push(format!("allocations: {}", printable(&line)));
+        }
+        if self.opts.sampler.alloc && self.pipeline.alloc_probed(key.pid) {
+            what += "; allocations probed";
+        }
         self.registry.set(key, State::Tracked);
         self.stats.new += 1;
         self.notes.push(format!("tracking process {} ({}): {}", key.pid, printable(&service), printable(&what)));
@@ -298,7 +311,12 @@ impl Agent {
     }
 
     fn discovery_config(&self) -> DiscoveryConfig {
-        DiscoveryConfig { scan_interval: self.opts.scan_interval, host_wide: self.opts.pids.is_empty(), host_name: self.host_name.clone() }
+        DiscoveryConfig {
+            scan_interval: self.opts.scan_interval,
+            host_wide: self.opts.pids.is_empty(),
+            host_name: self.host_name.clone(),
+            alloc: self.opts.sampler.alloc,
+        }
     }
 
     fn spawn_discovery_worker(&self) -> std::io::Result<Heartbeat> {
@@ -314,13 +332,16 @@ fn spawn_discovery(config: DiscoveryConfig, registry: Arc<Registry>, tx: Sender<
 }
 
 /// `discover(pid)` on a thread of its own, given up after `timeout` (the thread is left behind).
-fn discover_within(pid: u32, timeout: Duration) -> Result<Discovery, String> {
+/// The process's discovery and, with allocations on, its allocation probe site: read on a thread
+/// of their own, given up after `timeout`.
+fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<(Discovery, Option<Result<ProbeSite, ProbeSiteError>>), String> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("discover".into())
         .spawn(move || {
+            let found = discover(pid as i32).map(|d| (d, alloc.then(|| ProbeSites::new().site(pid))));
             // Nobody may be listening any more (timed out): nothing to do then.
-            let _ = tx.send(discover(pid as i32));
+            let _ = tx.send(found);
         })
         .map_err(|e| e.to_string())?;
     match rx.recv_timeout(timeout) {

@@ -20,6 +20,8 @@ pub struct WindowStats {
     /// CPU samples whose thread had published a span.
     pub with_span: u64,
     pub off_cpu_intervals: u64,
+    /// Allocation samples delivered (agent --alloc).
+    pub alloc_samples: u64,
     pub dropped_ring_full: u64,
     /// Cache evictions and drops since the agent started.
     pub counters: PipelineCounters,
@@ -46,6 +48,9 @@ impl WindowStats {
         );
         if self.off_cpu_intervals > 0 {
             line += &format!(", {} off-CPU intervals", self.off_cpu_intervals);
+        }
+        if self.alloc_samples > 0 {
+            line += &format!(", {} allocation samples", self.alloc_samples);
         }
         line += &format!(", dropped: {} ring buffer full", self.dropped_ring_full);
         line += &format!("; since start: dropped {} over the distinct-stack cap", c.dropped_entry_cap);

@@ -42,6 +42,13 @@ pub struct AgentArgs {
     /// blocked or preempted (attribute thread.off_cpu.state; pprof label off_cpu).
     #[arg(long)]
     pub off_cpu: bool,
+    /// Also take allocation samples of processes that run V8's sampling heap profiler (the
+    /// package's `allocations` option or OTEL_THREAD_CTX_ALLOCATIONS), through a uprobe on
+    /// each `node`: two more profiles per process, alloc_objects/count and alloc_space/bytes,
+    /// linked to trace and span like CPU samples. A `node` without the symbol (stripped) is
+    /// named once; its CPU profile goes on.
+    #[arg(long)]
+    pub alloc: bool,
     /// Also capture kernel stacks.
     #[arg(long)]
     pub kernel: bool,
@@ -94,7 +101,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }
     };
     let opts = AgentOptions {
-        sampler: SamplerOptions { hz: args.hz, user_stacks: true, kernel_stacks: args.kernel, off_cpu: args.off_cpu },
+        sampler: SamplerOptions { hz: args.hz, user_stacks: true, kernel_stacks: args.kernel, off_cpu: args.off_cpu, alloc: args.alloc },
         interval: args.interval,
         scan_interval: args.interval.min(MAX_SCAN_INTERVAL),
         pids: args.pids.clone(),
@@ -112,7 +119,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         None => "no OTLP export".into(),
     };
     let files = args.pprof_dir.as_ref().map(|d| format!(", pprof files in {}", d.display())).unwrap_or_default();
-    eprintln!("thread-ctx agent: sampling {target} at {} Hz, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
+    let alloc = if args.alloc { ", allocations" } else { "" };
+    eprintln!("thread-ctx agent: sampling {target} at {} Hz{alloc}, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
     let end = args.duration.map(|d| Instant::now() + d);
     let stop = || STOP.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
     let mut last_error = None;

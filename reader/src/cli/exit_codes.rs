@@ -164,7 +164,11 @@ pub fn no_symbol(d: &Discovery) -> anyhow::Error {
                  (`register()`, or `new ThreadContextManager()` passed to the SDK); its addon defines the symbol"
             .into(),
     };
-    Failure { code: EXIT_NO_SYMBOL, message: format!("{who} has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no mapped ELF object defines either): {hint}") }.into()
+    Failure {
+        code: EXIT_NO_SYMBOL,
+        message: format!("{who} has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no mapped ELF object defines either): {hint}"),
+    }
+    .into()
 }
 
 /// An error text of EACCES or EPERM, as `io::Error` prints them.

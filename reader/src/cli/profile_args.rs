@@ -21,6 +21,15 @@ pub struct ProfileArgs {
     /// `off_cpu`.
     #[arg(long)]
     pub off_cpu: bool,
+    /// Also take allocation samples: V8's sampling heap profiler must run in the target (the
+    /// package's `allocations` option, or OTEL_THREAD_CTX_ALLOCATIONS=1); a uprobe on its
+    /// `node` reads each sample's size, stack and span. jsonl lines of kind `alloc` with `size`
+    /// (the sampled object) and `bytes` (what the sample stands for, scaled by the interval
+    /// the process publishes); the summary gets an allocation table in bytes; pprof gets
+    /// alloc_objects/count and alloc_space/bytes; --flamegraph and --folded show allocated
+    /// bytes. A `node` without the symbol (stripped) gets one line; the CPU profile goes on.
+    #[arg(long)]
+    pub alloc: bool,
     #[command(flatten)]
     pub files: ProfileFiles,
 }
@@ -36,7 +45,8 @@ pub struct ProfileFiles {
     pub flamegraph: Option<PathBuf>,
     /// Write folded stacks (`root;...;leaf VALUE`, one line per stack), as flamegraph.pl and inferno read
     /// them. VALUE is a count of CPU samples; with --off-cpu, every line's is microseconds (a CPU sample
-    /// counts as its sampling period) and off-CPU stacks end in `[off-CPU: blocked]` or `[off-CPU: preempted]`.
+    /// counts as its sampling period) and off-CPU stacks end in `[off-CPU: blocked]` or `[off-CPU: preempted]`;
+    /// with --alloc, only allocation samples, and VALUE is the bytes they stand for.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
     #[command(flatten)]
@@ -64,13 +74,15 @@ impl FilterArgs {
         Filter::parse(self.trace.as_deref(), self.span.as_deref(), &self.attr).map_err(usage)
     }
 
-    /// The CPU samples `filter` keeps in `profile`; none is a usage error
-    /// that names the selecting flags (not the output they were meant for).
+    /// The samples the flame graph shows (CPU, or allocations when traced) that `filter` keeps
+    /// in `profile`; none is a usage error that names the selecting flags (not the output they
+    /// were meant for).
     pub fn check_selection(&self, profile: &Profile, filter: &Filter) -> Result<u64> {
-        let cpu = |f: &dyn Fn(&thread_ctx::profile::Entry) -> bool| -> u64 {
-            profile.entries.iter().filter(|e| !e.kind.is_off_cpu() && f(e)).map(|e| e.count).sum()
+        let unit = flame::Unit::of(profile);
+        let shown = |f: &dyn Fn(&thread_ctx::profile::Entry) -> bool| -> u64 {
+            profile.entries.iter().filter(|e| unit.shows(e) && !e.kind.is_off_cpu() && f(e)).map(|e| e.count).sum()
         };
-        let kept = cpu(&|e| filter.matches(e));
+        let kept = shown(&|e| filter.matches(e));
         if kept > 0 || filter.is_empty() {
             return Ok(kept);
         }
@@ -79,11 +91,12 @@ impl FilterArgs {
             .filter_map(|(given, flag)| given.then_some(flag))
             .collect();
         let traces: std::collections::HashSet<_> = profile.entries.iter().filter_map(|e| e.trace_id).collect();
+        let what = unit.samples_name();
         Err(usage(format!(
-            "{}: no CPU samples of {} in the profile ({} CPU samples of {} traces in all)",
+            "{}: no {what} of {} in the profile ({} {what} of {} traces in all)",
             flags.join("/"),
             filter.describe(),
-            cpu(&|_| true),
+            shown(&|_| true),
             traces.len()
         )))
     }
@@ -141,15 +154,18 @@ impl ProfileFiles {
                 first_error.get_or_insert(e);
             }
         };
-        let kept = |off: bool| profile.entries.iter().filter(|e| filter.matches(e) && e.kind.is_off_cpu() == off).map(|e| e.count).sum::<u64>();
-        let kept = match (kept(false), kept(true)) {
-            (cpu, 0) => format!("{cpu} CPU samples"),
-            (cpu, off) => format!("{cpu} CPU samples, {off} off-CPU intervals"),
+        let sum = |keep: &dyn Fn(&thread_ctx::profile::Entry) -> bool| profile.entries.iter().filter(|e| keep(e)).map(|e| e.count).sum::<u64>();
+        let kept = match flame::Unit::of(profile) {
+            flame::Unit::Bytes => format!("{} allocation samples", sum(&|e| filter.matches(e) && e.kind.is_alloc())),
+            _ => match (sum(&|e| filter.matches(e) && e.kind.is_cpu()), sum(&|e| filter.matches(e) && e.kind.is_off_cpu())) {
+                (cpu, 0) => format!("{cpu} CPU samples"),
+                (cpu, off) => format!("{cpu} CPU samples, {off} off-CPU intervals"),
+            },
         };
         if let Some(p) = &self.pprof {
-            let count = |off: bool| profile.entries.iter().filter(|e| e.kind.is_off_cpu() == off).map(|e| e.count).sum::<u64>();
-            let off = if profile.off_cpu_traced { format!(", {} off-CPU intervals", count(true)) } else { String::new() };
-            let what = format!("{} CPU samples{off}", count(false));
+            let off = if profile.off_cpu_traced { format!(", {} off-CPU intervals", sum(&|e| e.kind.is_off_cpu())) } else { String::new() };
+            let alloc = if profile.alloc_traced { format!(", {} allocation samples", sum(&|e| e.kind.is_alloc())) } else { String::new() };
+            let what = format!("{} CPU samples{off}{alloc}", sum(&|e| e.kind.is_cpu()));
             keep(pprof::write_file(p, profile, meta).context("--pprof").map(|_| format!("wrote pprof profile {} ({what})", p.display())));
         }
         if let Some(p) = &self.folded {

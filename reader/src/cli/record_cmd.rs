@@ -17,6 +17,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use thread_ctx::alloc_probe::{published_interval, unbiased_bytes, DEFAULT_INTERVAL};
 use thread_ctx::discovery::container::read_placement;
 use thread_ctx::discovery::host_scan::ProcessKey;
 use thread_ctx::output::selection::selection_summary;
@@ -108,7 +109,14 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     for other in d.writers.iter().filter(|w| !std::ptr::eq(*w, writer)) {
         eprintln!("thread-ctx: warning: also defined by {}, which is not sampled (one writer object per process)", other.path);
     }
-    let opts = SamplerOptions { hz: args.hz, user_stacks: !args.no_user_stacks, kernel_stacks: args.profile.kernel, off_cpu: args.profile.off_cpu };
+    let opts = SamplerOptions {
+        hz: args.hz,
+        user_stacks: !args.no_user_stacks,
+        kernel_stacks: args.profile.kernel,
+        off_cpu: args.profile.off_cpu,
+        alloc: args.profile.alloc,
+    };
+    let alloc_interval = d.context().and_then(published_interval);
     let key_map = d.key_map().map(<[String]>::to_vec);
     let service_name = d.service_name().map(str::to_string);
     let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(key_map.as_deref()));
@@ -126,6 +134,15 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     pipeline.track(key, &d, identity).with_context(|| format!("sampling process {pid}"))?;
     if let Some(tid) = tid {
         pipeline.keep_only_thread(pid as u32, tid);
+    }
+    pipeline.probe_allocations(pid as u32, None);
+    for line in pipeline.take_alloc_reports() {
+        eprintln!("thread-ctx: --alloc: {line}; the CPU profile goes on");
+    }
+    if args.profile.alloc && pipeline.alloc_probed(pid as u32) && alloc_interval.is_none() {
+        eprintln!(
+            "thread-ctx: --alloc: process {pid} publishes no heap sampling interval (is the package's `allocations` option on?); bytes assume {DEFAULT_INTERVAL}"
+        );
     }
     if let Some(sym) = pipeline.get(pid as u32).and_then(|t| t.symbolizer()) {
         // Warn now, not after the recording, when a Node target's JS frames will stay unnamed.
@@ -146,11 +163,13 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         key_map: key_map.clone(),
         tid,
         monotonic_to_unix_ns: monotonic_to_unix_ns(),
+        alloc_interval: alloc_interval.unwrap_or(DEFAULT_INTERVAL),
         // Its own symbolizer: the pipeline's names samples in batches, a line needs its frames now.
         frames: if args.frames { Some(Symbolizer::new(pid).context("--frames: symbolizing")?) } else { None },
         write_error: None,
     };
     live.summary.set_off_cpu_traced(args.profile.off_cpu);
+    live.summary.set_alloc_traced(args.profile.alloc, alloc_interval);
     let deadline = started + args.duration;
     let end = loop {
         if Instant::now() >= deadline {
@@ -200,7 +219,12 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             duration_ns: (seconds * 1e9) as i64,
             comments: vec![format!("thread-ctx record {} --hz {}", args.pid, args.hz)],
         };
-        let subtitle = format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz);
+        let subtitle = if args.profile.alloc {
+            let a = summary.alloc().total();
+            format!("pid {pid}, {} allocation samples standing for {:.1} MB over {seconds:.1} s", a.samples, a.bytes as f64 / 1e6)
+        } else {
+            format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz)
+        };
         outputs = args.profile.files.write(p, &plan.filter, &meta, &subtitle);
     }
     let top_frames = profile.as_ref().map(|p| top::top_frames(p, &by, 3));
@@ -211,12 +235,20 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             written = write!(out, "{}{selection}", summary.render(&info, top_frames.as_ref()));
         }
         Format::Jsonl if stdout_closed => {}
-        Format::Jsonl => eprintln!(
-            "thread-ctx: {} samples ({} without a span context), {} dropped (ring buffer full)",
-            summary.total(),
-            summary.no_context(),
-            dropped
-        ),
+        Format::Jsonl => {
+            let alloc = summary.alloc();
+            let alloc = if args.profile.alloc {
+                format!(", {} allocation samples ({} without a span context)", alloc.total().samples, alloc.no_span().samples)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "thread-ctx: {} samples ({} without a span context){alloc}, {} dropped (ring buffer full)",
+                summary.total(),
+                summary.no_context(),
+                dropped
+            )
+        }
     }
     match written.and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {} // nobody reads stdout any more
@@ -252,6 +284,8 @@ struct Live<W: Write> {
     tid: Option<u32>,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC: the events' times as wall-clock times.
     monotonic_to_unix_ns: i64,
+    /// The process's mean heap sampling interval: the bytes an allocation sample stands for.
+    alloc_interval: u64,
     /// `--frames`: names each jsonl sample's stack.
     frames: Option<Symbolizer>,
     write_error: Option<std::io::Error>,
@@ -266,6 +300,9 @@ impl<W: Write> Live<W> {
         if self.jsonl && self.write_error.is_none() {
             let mut line = e.to_json(self.key_map.as_deref());
             line["time_unix_nano"] = json!((e.time_ns as i64).saturating_add(self.monotonic_to_unix_ns).max(0));
+            if let Some(size) = e.alloc_size() {
+                line["bytes"] = json!(unbiased_bytes(size, self.alloc_interval));
+            }
             if let Some(sym) = self.frames.as_mut() {
                 let kernel = e.kernel_stack.as_deref().map(|s| sym.kernel_frames(s)).unwrap_or_default();
                 let user = e.user_stack.as_deref().map(|s| sym.user_frames(s)).unwrap_or_default();

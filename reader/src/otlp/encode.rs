@@ -4,8 +4,11 @@
 //! resource from the process context, and one dictionary the whole request
 //! shares (element 0 of every table is the zero value).
 //!
-//! Per process: a CPU profile (`samples`/`count`, period `cpu`/`nanoseconds`)
-//! and, when off-CPU time was traced, an off-CPU one (`off_cpu`/`nanoseconds`).
+//! Per process: a CPU profile (`samples`/`count`, period `cpu`/`nanoseconds`),
+//! when off-CPU time was traced an off-CPU one (`off_cpu`/`nanoseconds`), and
+//! when allocations were, two sibling allocation profiles (`alloc_objects`/`count`
+//! and `alloc_space`/`bytes`: the proto allows one sample type per profile) whose
+//! samples are the same stacks, links and attributes.
 //! Each sample: a stack, the trace and span the thread had published as a
 //! `Link` (bytes as the record holds them: W3C order), the record's attributes
 //! under their key names, `thread.id` and `thread.name`, and one value and
@@ -16,7 +19,7 @@
 use crate::discovery::maps::Mapping as MapsLine;
 use crate::discovery::process_context_proto::{any_value, string_value, AnyValue, Resource};
 use crate::profile::symbolized::StackFrame;
-use crate::profile::{Entry, FrameKind, Profile};
+use crate::profile::{Entry, FrameKind, Profile, Value};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::profiles::v1development as otlp;
@@ -60,33 +63,27 @@ pub fn export_request(windows: &[ProcessWindow]) -> ExportProfilesServiceRequest
 fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
     let p = w.profile;
     let mappings = ProcessMappings::new(dict, p);
-    let mut cpu = Vec::new();
-    let mut off = Vec::new();
-    for e in &p.entries {
-        let sample = sample_of(dict, &mappings, p, e);
-        if e.kind.is_off_cpu() {
-            off.push(sample)
-        } else {
-            cpu.push(sample)
+    let mut out = Vec::new();
+    for measure in p.measures() {
+        let entries: Vec<&Entry> = p.entries.iter().filter(|e| e.kind.measure() == measure).collect();
+        for &value in measure.otlp_values() {
+            let samples = entries.iter().map(|e| sample_of(dict, &mappings, p, e, value)).collect();
+            let (kind, unit) = measure.value_type(value);
+            out.push(otlp::Profile {
+                sample_type: Some(dict.value_type(kind, unit)),
+                samples,
+                time_unix_nano: w.start_unix_ns,
+                duration_nano: w.duration_ns,
+                period_type: Some(dict.value_type("cpu", "nanoseconds")),
+                period: p.cpu_period_ns as i64,
+                ..Default::default()
+            });
         }
-    }
-    let mut profile = |samples: Vec<otlp::Sample>, kind: (&str, &str)| otlp::Profile {
-        sample_type: Some(dict.value_type(kind.0, kind.1)),
-        samples,
-        time_unix_nano: w.start_unix_ns,
-        duration_nano: w.duration_ns,
-        period_type: Some(dict.value_type("cpu", "nanoseconds")),
-        period: p.cpu_period_ns as i64,
-        ..Default::default()
-    };
-    let mut out = vec![profile(cpu, ("samples", "count"))];
-    if p.off_cpu_traced {
-        out.push(profile(off, ("off_cpu", "nanoseconds")));
     }
     out
 }
 
-fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: &Entry) -> otlp::Sample {
+fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: &Entry, value: Value) -> otlp::Sample {
     let locations: Vec<i32> = e.stack.iter().map(|sf| dict.location(mappings, p, sf)).collect();
     let stack_index = dict.stack(locations);
     let mut attribute_indices = vec![dict.attribute(THREAD_ID, AttrValue::Int(e.tid as i64))];
@@ -103,14 +100,14 @@ fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: 
         (Some(t), Some(s)) => dict.link(t, s),
         _ => 0,
     };
-    let off_cpu = e.kind.is_off_cpu();
+    let weighs = value == Value::Weight;
     // One value (and timestamp) per event while the profile kept every event's time;
     // otherwise one aggregated value, for every sample of the profile alike.
     let (values, timestamps_unix_nano) = if p.times_complete && e.times.len() as u64 == e.count {
-        let values = e.times.iter().map(|o| if off_cpu { o.weight as i64 } else { 1 }).collect();
+        let values = e.times.iter().map(|o| if weighs { o.weight as i64 } else { 1 }).collect();
         (values, e.times.iter().map(|o| p.unix_ns(o.time_ns)).collect())
     } else {
-        (vec![if off_cpu { e.weight as i64 } else { e.count as i64 }], Vec::new())
+        (vec![if weighs { e.weight as i64 } else { e.count as i64 }], Vec::new())
     };
     otlp::Sample { stack_index, attribute_indices, link_index, values, timestamps_unix_nano }
 }
@@ -465,5 +462,31 @@ pub(crate) mod tests {
         let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
         assert_eq!((profiles[0].samples[0].values.as_slice(), profiles[0].samples[0].timestamps_unix_nano.len()), (&[2][..], 0));
         assert_eq!(profiles[1].samples[0].values, vec![50_000_000]);
+    }
+
+    #[test]
+    fn allocations_go_out_as_two_sibling_profiles_linked_like_cpu_samples() {
+        let mut p = profile();
+        p.alloc_traced = true;
+        let cpu = p.entries[0].clone();
+        let at = |t: u64| Observation { time_ns: t, weight: 600_000 };
+        p.push_entry(Entry { kind: SampleKind::Alloc, count: 3, weight: 1_800_000, times: vec![at(1), at(2), at(3)], ..cpu });
+        let req = export_request(&[ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0 }]);
+        let d = req.dictionary.as_ref().unwrap();
+        let s = |i: i32| d.string_table[i as usize].as_str();
+        let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+        let types: Vec<(&str, &str)> =
+            profiles.iter().map(|p| p.sample_type.as_ref().map(|v| (s(v.type_strindex), s(v.unit_strindex))).unwrap()).collect();
+        assert_eq!(types, [("samples", "count"), ("off_cpu", "nanoseconds"), ("alloc_objects", "count"), ("alloc_space", "bytes")]);
+        let (objects, space) = (&profiles[2].samples[0], &profiles[3].samples[0]);
+        assert_eq!((objects.values.as_slice(), space.values.as_slice()), (&[1, 1, 1][..], &[600_000, 600_000, 600_000][..]));
+        let cpu_sample = &profiles[0].samples[0];
+        for a in [objects, space] {
+            assert_eq!(
+                (a.link_index, a.stack_index, &a.attribute_indices),
+                (cpu_sample.link_index, cpu_sample.stack_index, &cpu_sample.attribute_indices)
+            );
+            assert_eq!(a.timestamps_unix_nano.len(), 3);
+        }
     }
 }

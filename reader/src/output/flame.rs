@@ -2,7 +2,8 @@
 //! root first, rooted at the thread's name. A CPU-only profile counts samples;
 //! with off-CPU time traced the unit is microseconds, so CPU samples (one
 //! period each) and off-CPU intervals share one scale, and off-CPU stacks end
-//! in an `[off-CPU: blocked]` or `[off-CPU: preempted]` frame.
+//! in an `[off-CPU: blocked]` or `[off-CPU: preempted]` frame. A profile with
+//! allocations traced shows those alone, in the bytes they stand for.
 
 use super::file_error::{FileError, Result};
 use crate::profile::Filter;
@@ -16,11 +17,15 @@ use std::path::Path;
 pub enum Unit {
     Samples,
     Micros,
+    /// Allocation samples only, each the bytes it stands for.
+    Bytes,
 }
 
 impl Unit {
     pub fn of(p: &Profile) -> Unit {
-        if p.off_cpu_traced {
+        if p.alloc_traced {
+            Unit::Bytes
+        } else if p.off_cpu_traced {
             Unit::Micros
         } else {
             Unit::Samples
@@ -31,6 +36,7 @@ impl Unit {
         match self {
             Unit::Samples => "samples",
             Unit::Micros => "us",
+            Unit::Bytes => "bytes",
         }
     }
 
@@ -39,6 +45,24 @@ impl Unit {
         match self {
             Unit::Samples => "values are CPU samples",
             Unit::Micros => "values are microseconds: a CPU sample counts as its sampling period, off-CPU time as itself",
+            Unit::Bytes => "values are allocated bytes: each allocation sample counts the bytes it stands for",
+        }
+    }
+
+    /// The entry's samples are shown in this unit.
+    pub fn shows(self, e: &Entry) -> bool {
+        match self {
+            Unit::Samples => e.kind.is_cpu(),
+            Unit::Micros => !e.kind.is_alloc(),
+            Unit::Bytes => e.kind.is_alloc(),
+        }
+    }
+
+    /// What the shown samples are called in messages.
+    pub fn samples_name(self) -> &'static str {
+        match self {
+            Unit::Bytes => "allocation samples",
+            _ => "CPU samples",
         }
     }
 }
@@ -57,10 +81,10 @@ fn stack_line(p: &Profile, e: &Entry) -> String {
 pub fn folded(p: &Profile, filter: &Filter) -> Vec<String> {
     let unit = Unit::of(p);
     let mut sums: BTreeMap<String, u64> = BTreeMap::new();
-    for e in p.entries.iter().filter(|e| filter.matches(e)) {
+    for e in p.entries.iter().filter(|e| filter.matches(e) && unit.shows(e)) {
         let v = match unit {
             Unit::Samples => e.count,
-            Unit::Micros => e.weight,
+            Unit::Micros | Unit::Bytes => e.weight,
         };
         *sums.entry(stack_line(p, e)).or_default() += v;
     }
@@ -90,6 +114,7 @@ pub fn write_svg(path: &Path, p: &Profile, filter: &Filter, subtitle: &str) -> R
     opts.title = match Unit::of(p) {
         Unit::Samples => format!("CPU: {}", filter.describe()),
         Unit::Micros => format!("CPU and off-CPU time: {}", filter.describe()),
+        Unit::Bytes => format!("Allocated bytes: {}", filter.describe()),
     };
     opts.subtitle = Some(subtitle.to_string());
     opts.count_name = Unit::of(p).name().to_string();

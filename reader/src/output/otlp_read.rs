@@ -5,7 +5,8 @@
 //! A process is told apart by its resource's `host.name` and `process.pid` (by `service.name`
 //! when it has no pid); its windows (one OTLP `Profile` each) are merged. CPU profiles
 //! (`samples`/`count`) give CPU entries, off-CPU ones (`off_cpu`/`nanoseconds`) blocked or
-//! preempted entries; the link gives the trace and span, `thread.id`/`thread.name` the thread,
+//! preempted entries, the two allocation ones allocation entries (`alloc_objects`/`count`
+//! their counts, `alloc_space`/`bytes` their bytes and times); the link gives the trace and span, `thread.id`/`thread.name` the thread,
 //! the other sample attributes the record's attributes; frames get their kind from
 //! `profile.frame.type`, mappings their build id from `process.executable.build_id.gnu`.
 
@@ -13,7 +14,7 @@ use crate::discovery::maps::Mapping;
 use crate::otlp::encode::{BUILD_ID_GNU, FRAME_TYPE, OFF_CPU_STATE, THREAD_ID, THREAD_NAME};
 use crate::otlp::received::{ResolvedFrame, ResolvedMapping, ResolvedSample};
 use crate::profile::symbolized::{Observation, StackFrame};
-use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
+use crate::profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::profile::symbolized::KERNEL_MAPPING;
@@ -45,7 +46,7 @@ impl ReceivedProcess {
 
     /// CPU samples.
     pub fn cpu_samples(&self) -> u64 {
-        self.profile.entries.iter().filter(|e| !e.kind.is_off_cpu()).map(|e| e.count).sum()
+        self.profile.entries.iter().filter(|e| e.kind.is_cpu()).map(|e| e.count).sum()
     }
 
     /// Mapped files with a GNU build id: (file name, build id), sorted by name.
@@ -95,15 +96,20 @@ impl Builder {
         self.windows.insert(s.profile_time_unix_nano);
         self.end_unix_ns = self.end_unix_ns.max(s.profile_time_unix_nano + s.profile_duration_nano);
         let period = s.period.2.max(0) as u64;
+        let alloc_value = match Measure::of_type(&s.sample_type.0) {
+            Some((Measure::Alloc, v)) => Some(v),
+            _ => None,
+        };
         let kind = match (s.sample_type.0.as_str(), s.attributes.get(OFF_CPU_STATE).map(String::as_str)) {
+            _ if alloc_value.is_some() => SampleKind::Alloc,
             ("off_cpu", Some("preempted")) => SampleKind::Preempted,
             ("off_cpu", _) => SampleKind::Blocked,
             _ => SampleKind::Cpu,
         };
-        if kind == SampleKind::Cpu {
-            self.profile.cpu_period_ns = period;
-        } else {
-            self.profile.off_cpu_traced = true;
+        match kind {
+            SampleKind::Cpu => self.profile.cpu_period_ns = period,
+            SampleKind::Alloc => self.profile.alloc_traced = true,
+            _ => self.profile.off_cpu_traced = true,
         }
         let stack = s.frames.iter().map(|f| self.stack_frame(f)).collect();
         let tid = s.attributes.get(THREAD_ID).and_then(|t| t.parse().ok()).unwrap_or(0);
@@ -118,14 +124,20 @@ impl Builder {
             None => (None, None),
         };
         let values: Vec<u64> = s.values.iter().map(|v| (*v).max(0) as u64).collect();
-        // CPU values count samples (one period each); off-CPU values are nanoseconds.
-        let (count, weight) = match kind {
-            SampleKind::Cpu => (values.iter().sum::<u64>(), values.iter().sum::<u64>() * period),
+        // CPU values count samples (one period each); off-CPU values are nanoseconds. An
+        // allocation sample comes twice, once per sibling profile: its objects give the count,
+        // its bytes the weight and the times, and the two halves merge into one entry.
+        let (count, weight) = match (kind, alloc_value) {
+            (SampleKind::Cpu, _) => (values.iter().sum::<u64>(), values.iter().sum::<u64>() * period),
+            (_, Some(Value::Count)) => (values.iter().sum(), 0),
+            (_, Some(Value::Weight)) => (0, values.iter().sum()),
             _ => (values.len() as u64, values.iter().sum()),
         };
         let weight_of = |v: u64| if kind == SampleKind::Cpu { v * period } else { v };
         let ts = &s.timestamps_unix_nano;
-        let times: Vec<Observation> = if !ts.is_empty() && ts.len() == values.len() {
+        let times: Vec<Observation> = if alloc_value == Some(Value::Count) {
+            Vec::new()
+        } else if !ts.is_empty() && ts.len() == values.len() {
             ts.iter().zip(&values).map(|(&t, &v)| Observation { time_ns: t, weight: weight_of(v) }).collect()
         } else if kind == SampleKind::Cpu && values.len() == 1 && ts.len() as u64 == values[0] {
             // One count with a timestamp per sample it counts.
@@ -215,7 +227,8 @@ mod tests {
     use opentelemetry_proto::tonic::profiles::v1development::ProfilesData;
 
     /// The window the OTLP writer's tests send, plus a JS frame sampled at a line of its own
-    /// (V8's jitdump). (OTLP has no function start column: that frame has none.)
+    /// (V8's jitdump; OTLP has no function start column: that frame has none), and three
+    /// allocation samples (two sibling profiles, merged back into one entry).
     fn sent() -> Profile {
         let mut p = crate::otlp::encode::tests::profile();
         let sampled =
@@ -223,6 +236,10 @@ mod tests {
         let mut e = p.entries[0].clone();
         e.stack.insert(0, StackFrame { addr: 0x7f00_0000_0200, frame: sampled, kernel: false });
         p.push_entry(e);
+        p.alloc_traced = true;
+        let at = |t: u64, bytes: u64| Observation { time_ns: t, weight: bytes };
+        let times = vec![at(11, 600_000), at(12, 700_000), at(13, 500_000)];
+        p.push_entry(Entry { kind: SampleKind::Alloc, count: 3, weight: 1_800_000, times, ..p.entries[0].clone() });
         p
     }
 
@@ -245,7 +262,7 @@ mod tests {
         assert_eq!((got.service_name(), got.windows, got.cpu_samples()), (Some("shop"), 1, 4));
         assert_eq!(got.build_ids(), vec![("/usr/bin/node", "abcd")]);
         let g = &got.profile;
-        assert!(g.off_cpu_traced && g.cpu_period_ns == 10_000_000 && g.runs_v8 && g.times_complete);
+        assert!(g.off_cpu_traced && g.alloc_traced && g.cpu_period_ns == 10_000_000 && g.runs_v8 && g.times_complete);
         assert_eq!(g.thread_name(42), Some("node"));
         let frames = |pr: &Profile, e: &Entry| e.stack.iter().map(|f| pr.frame(f).clone()).collect::<Vec<_>>();
         assert_eq!(g.entries.len(), p.entries.len());

@@ -4,12 +4,14 @@
 //! `thread.id`, `thread.name`, the process context's `service.name`, and
 //! `off_cpu` (blocked/preempted) on off-CPU samples. Values: samples/count and
 //! cpu/nanoseconds, plus off_cpu_switches/count and off_cpu/nanoseconds when
-//! off-CPU time was traced. Also reads such a file back (`thread-ctx flamegraph`).
+//! off-CPU time was traced, and alloc_objects/count and alloc_space/bytes when
+//! allocations were (as Go's and Node's heap profiles name them). Also reads
+//! such a file back (`thread-ctx flamegraph`).
 
 use super::file_error::{FileError, Result};
 use crate::ids::{hex, parse_hex};
 use crate::profile::symbolized::StackFrame;
-use crate::profile::{Entry, Frame, FrameKind, Profile, SampleKind, SourcePos};
+use crate::profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use prost::Message;
@@ -68,10 +70,9 @@ impl Strings {
 pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
     let mut st = Strings::new();
     let mut out = pb::Profile::default();
-    let mut types = vec![("samples", "count"), ("cpu", "nanoseconds")];
-    if p.off_cpu_traced {
-        types.extend([("off_cpu_switches", "count"), ("off_cpu", "nanoseconds")]);
-    }
+    // Two values per measure, in Measure::ALL's order: its count, then its weight.
+    let measures = p.measures();
+    let types: Vec<(&str, &str)> = measures.iter().flat_map(|m| [m.count_type(), m.weight_type()]).collect();
     out.sample_type = types.iter().map(|(t, u)| pb::ValueType { r#type: st.id(t), unit: st.id(u) }).collect();
     out.default_sample_type = st.id("cpu");
     out.period_type = Some(pb::ValueType { r#type: st.id("cpu"), unit: st.id("nanoseconds") });
@@ -148,11 +149,9 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
             });
             ids.push(id);
         }
-        let value = match (e.kind.is_off_cpu(), p.off_cpu_traced) {
-            (false, false) => vec![e.count as i64, e.weight as i64],
-            (false, true) => vec![e.count as i64, e.weight as i64, 0, 0],
-            (true, _) => vec![0, 0, e.count as i64, e.weight as i64],
-        };
+        let Some(m) = measures.iter().position(|m| *m == e.kind.measure()) else { continue };
+        let mut value = vec![0i64; types.len()];
+        (value[2 * m], value[2 * m + 1]) = (e.count as i64, e.weight as i64);
         let mut label = Vec::new();
         let mut str_label = |k: &str, v: &str| label.push(pb::Label { key: st.id(k), str: st.id(v), ..Default::default() });
         if let Some(t) = e.trace_id {
@@ -174,7 +173,7 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
         if let Some(k) = e.kind.off_cpu_label() {
             str_label(LABEL_OFF_CPU, k);
         }
-        let breakdown = breakdown(p, e, meta.start_unix_ns);
+        let breakdown = breakdown(p, e, m, meta.start_unix_ns);
         out.sample.push(pb::Sample { location_id: ids, value, label, breakdown });
     }
     if kernel_used {
@@ -193,22 +192,21 @@ pub fn encode(p: &Profile, meta: &Meta) -> Vec<u8> {
 
 /// When each sample of the entry happened (wall clock, ns after the profile's
 /// start): for a CPU entry under `samples` (each counts 1), for an off-CPU
-/// entry under `off_cpu_switches` and `off_cpu` (each with its duration).
-fn breakdown(p: &Profile, e: &Entry, start_unix_ns: i64) -> Vec<pb::Breakdown> {
+/// or allocation entry under its measure's two values, at index `2 * measure`
+/// (each sample counts 1, and weighs its duration or bytes).
+fn breakdown(p: &Profile, e: &Entry, measure: usize, start_unix_ns: i64) -> Vec<pb::Breakdown> {
     if e.times.is_empty() {
         return Vec::new();
     }
     let ticks: Vec<i64> = e.times.iter().map(|o| p.unix_ns(o.time_ns) as i64 - start_unix_ns).collect();
-    if !e.kind.is_off_cpu() {
+    if e.kind.is_cpu() {
         return vec![pb::Breakdown { ticks, ..Default::default() }];
     }
-    let durations = e.times.iter().map(|o| o.weight as i64).collect();
-    vec![
-        pb::Breakdown::default(),
-        pb::Breakdown::default(),
-        pb::Breakdown { ticks: ticks.clone(), ..Default::default() },
-        pb::Breakdown { ticks, value: durations, ..Default::default() },
-    ]
+    let weights = e.times.iter().map(|o| o.weight as i64).collect();
+    let mut out = vec![pb::Breakdown::default(); 2 * measure];
+    out.push(pb::Breakdown { ticks: ticks.clone(), ..Default::default() });
+    out.push(pb::Breakdown { ticks, value: weights, ..Default::default() });
+    out
 }
 
 /// Writes the gzipped profile to `path`.
@@ -244,9 +242,11 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         )));
     };
     let off_i = index_of("off_cpu_switches").zip(index_of("off_cpu"));
+    let alloc_i = index_of(Measure::Alloc.count_type().0).zip(index_of(Measure::Alloc.weight_type().0));
 
     let mut profile = Profile::default();
     profile.off_cpu_traced = off_i.is_some();
+    profile.alloc_traced = alloc_i.is_some();
     profile.cpu_period_ns = pp.period.max(0) as u64;
     let mappings: HashMap<u64, &pb::Mapping> = pp.mapping.iter().map(|m| (m.id, m)).collect();
     let functions: HashMap<u64, &pb::Function> = pp.function.iter().map(|f| (f.id, f)).collect();
@@ -322,6 +322,10 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         if let (true, Some((n, t))) = (e.kind.is_off_cpu(), off_i) {
             (e.count, e.weight) = (v(n), v(t));
         }
+        // An allocation sample: no CPU or off-CPU value, allocation values.
+        if let Some((n, b)) = alloc_i.filter(|&(n, _)| e.kind.is_cpu() && e.count == 0 && v(n) > 0) {
+            (e.kind, e.count, e.weight) = (SampleKind::Alloc, v(n), v(b));
+        }
         e.attrs.sort();
         profile.push_entry(e);
     }
@@ -340,7 +344,7 @@ mod tests {
     #[test]
     fn decode_reads_back_what_encode_wrote() {
         let mut p = Profile::default();
-        (p.off_cpu_traced, p.cpu_period_ns) = (true, 10_000_000);
+        (p.off_cpu_traced, p.alloc_traced, p.cpu_period_ns) = (true, true, 10_000_000);
         p.mappings = vec![Mapping {
             start: 0x1000,
             end: 0x2000,
@@ -377,11 +381,12 @@ mod tests {
         };
         p.push_entry(entry(SampleKind::Cpu, 3, 30_000_000));
         p.push_entry(entry(SampleKind::Blocked, 2, 75_000_000));
+        p.push_entry(entry(SampleKind::Alloc, 4, 2_100_000));
         let meta = Meta { service_name: Some("shop".into()), ..Default::default() };
         let back = decode(&encode(&p, &meta)).unwrap();
-        assert!(back.off_cpu_traced && back.cpu_period_ns == 10_000_000);
+        assert!(back.off_cpu_traced && back.alloc_traced && back.cpu_period_ns == 10_000_000);
         assert_eq!(back.thread_name(42), Some("node"));
-        assert_eq!(back.entries.len(), 2);
+        assert_eq!(back.entries.len(), 3);
         for (orig, got) in p.entries.iter().zip(&back.entries) {
             assert_eq!((got.kind, got.count, got.weight, got.tid), (orig.kind, orig.count, orig.weight, orig.tid));
             assert_eq!(

@@ -20,7 +20,7 @@ pub fn selection_summary(p: &Profile, filter: &Filter, by: &GroupBy, hz: u32, to
     for e in &selected.entries {
         summary.add_entry(e);
     }
-    let cpu_samples = |p: &Profile| p.entries.iter().filter(|e| !e.kind.is_off_cpu()).map(|e| e.count).sum::<u64>();
+    let cpu_samples = |p: &Profile| p.entries.iter().filter(|e| e.kind.is_cpu()).map(|e| e.count).sum::<u64>();
     let mut out = format!("selection ({}): {} of {} CPU samples\n", filter.describe(), cpu_samples(&selected), cpu_samples(p));
     if p.off_cpu_traced {
         summary.set_off_cpu_traced(true);

@@ -4,9 +4,12 @@
 //! samples without a span and why, the off-CPU time per group when traced
 //! (blocked apart from preempted, and added up in the total row), and (given them) each group's top frames. Memory stays bounded however long
 //! the recording: past [`MAX_GROUPS`] groups, new ones are counted together.
+//! With allocations traced, the allocation table ([`AllocTable`]) follows.
 //! Samples come one by one from the sampler ([`Summary::add`]) or aggregated
 //! from a profile ([`Summary::add_entry`]: a profile a Collector received).
 
+use super::alloc_summary::AllocTable;
+use crate::alloc_probe::{unbiased_bytes, DEFAULT_INTERVAL};
 use crate::ctx_record::decode_attrs;
 use crate::discovery::container::Placement;
 use crate::ids::hex;
@@ -129,6 +132,11 @@ pub struct Summary {
     /// Off-CPU time is traced: the table gets its column.
     off_cpu_traced: bool,
     off_cpu_no_context: OffCpu,
+    /// Allocations are traced: the allocation table follows the CPU one.
+    alloc_traced: bool,
+    /// The process's mean heap sampling interval (bytes), to scale allocation events.
+    alloc_interval: Option<u64>,
+    alloc: AllocTable,
 }
 
 /// Off-CPU time, split by why the thread was off the CPU: it blocked (sleep, I/O, a lock), or it
@@ -191,6 +199,9 @@ impl Summary {
             total: 0,
             off_cpu_traced: false,
             off_cpu_no_context: OffCpu::default(),
+            alloc_traced: false,
+            alloc_interval: None,
+            alloc: AllocTable::default(),
         }
     }
 
@@ -203,7 +214,26 @@ impl Summary {
         self.off_cpu_traced = traced;
     }
 
+    /// Shows the allocation table (even before any allocation sample arrives); allocation
+    /// events are scaled at `interval` (None: the package's default).
+    pub fn set_alloc_traced(&mut self, traced: bool, interval: Option<u64>) {
+        self.alloc_traced = traced;
+        self.alloc_interval = interval;
+    }
+
+    /// The allocation table.
+    pub fn alloc(&self) -> &AllocTable {
+        &self.alloc
+    }
+
     pub fn add(&mut self, e: &Event) {
+        if let Some(size) = e.alloc_size() {
+            self.alloc_traced = true;
+            let group = self.by.group_of_event(e, self.key_map.as_deref());
+            let ids = e.span().map(|(trace, span, _)| (trace, span));
+            self.alloc.add(group, ids, 1, unbiased_bytes(size, self.alloc_interval.unwrap_or(DEFAULT_INTERVAL)));
+            return;
+        }
         let off_cpu = e.kind == EventKind::OffCpu;
         self.off_cpu_traced |= off_cpu;
         if !off_cpu {
@@ -232,6 +262,12 @@ impl Summary {
     /// Adds a profile entry (`count` CPU samples, or off-CPU time): what [`Summary::add`]
     /// does for each of its samples, without the reason a sample had no span.
     pub fn add_entry(&mut self, e: &Entry) {
+        if e.kind.is_alloc() {
+            self.alloc_traced = true;
+            let ids = e.trace_id.map(|trace| (trace, e.span_id.unwrap_or([0; 8])));
+            self.alloc.add(self.by.group_of_entry(e), ids, e.count, e.weight);
+            return;
+        }
         let off_cpu = e.kind.is_off_cpu();
         self.off_cpu_traced |= off_cpu;
         if !off_cpu {
@@ -421,6 +457,10 @@ impl Summary {
             facts.push(format!("no span because: {}", why.join(", ")));
         }
         let _ = writeln!(out, "{}.", facts.join("; "));
+        if self.alloc_traced {
+            out.push('\n');
+            out.push_str(&self.alloc.render(&self.by, top, self.alloc_interval, &|g| self.label(g)));
+        }
         out
     }
 

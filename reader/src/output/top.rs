@@ -18,7 +18,7 @@ pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
     let mut per_group: HashMap<Group, HashMap<String, u64>> = HashMap::new();
     // JS files by the shortest path suffix that tells them apart (two index.js are not one).
     let files = crate::profile::frame::unique_suffixes(p.frames.iter().filter(|f| f.kind == FrameKind::Js).filter_map(|f| f.file.as_deref()));
-    for e in p.entries.iter().filter(|e| !e.kind.is_off_cpu()) {
+    for e in p.entries.iter().filter(|e| e.kind.is_cpu()) {
         let Some(group) = by.group_of_entry(e) else { continue };
         let name = top_frame(p, e, &files).unwrap_or_else(|| "(no stack)".into());
         *per_group.entry(group).or_default().entry(name).or_default() += e.count;

@@ -15,6 +15,7 @@
 pub mod watchdog;
 mod worker;
 
+use crate::alloc_probe::{published_interval, Added, ProbeAttachments, ProbeSite, ProbeSiteError};
 use crate::discovery::host_scan::ProcessKey;
 use crate::discovery::Discovery;
 use crate::profile::aggregate::Aggregate;
@@ -70,6 +71,10 @@ pub struct ProcessCounts {
     /// CPU samples whose thread had published a span.
     pub with_span: u64,
     pub off_cpu_intervals: u64,
+    /// Allocation samples (V8's sampling heap profiler, through the allocation uprobe).
+    pub alloc_samples: u64,
+    /// Allocation samples whose thread had published a span.
+    pub alloc_with_span: u64,
 }
 
 /// One tracked process: the pipeline's table holds everything about it.
@@ -142,6 +147,10 @@ struct WorkerStage {
 }
 
 pub struct Pipeline {
+    /// Allocation uprobes, one per `node` object (declared before the sampler: detached before it unloads).
+    alloc_probes: ProbeAttachments<libbpf_rs::Link>,
+    /// Lines to show about allocation probes (an object without the symbol, once), not yet taken.
+    alloc_reports: Vec<String>,
     sampler: Sampler,
     opts: SamplerOptions,
     symbolize: Symbolize,
@@ -166,6 +175,8 @@ impl Pipeline {
         let sampler = Sampler::start(opts)?;
         let symbolize = if opts.user_stacks || opts.kernel_stacks { symbolize } else { Symbolize::Never };
         let mut p = Pipeline {
+            alloc_probes: ProbeAttachments::new(),
+            alloc_reports: Vec::new(),
             sampler,
             opts,
             symbolize,
@@ -195,6 +206,22 @@ impl Pipeline {
         &self.sampler
     }
 
+    /// Lines about allocation probes since the last call: a `node` without V8's
+    /// `SampleObject` (stripped, say), said once per object; its CPU profile goes on.
+    pub fn take_alloc_reports(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.alloc_reports)
+    }
+
+    /// Allocation uprobes attached now (one per `node` object with tracked processes).
+    pub fn alloc_probes_attached(&self) -> usize {
+        self.alloc_probes.attached()
+    }
+
+    /// The tracked process `pid`'s allocations are probed.
+    pub fn alloc_probed(&self, pid: u32) -> bool {
+        self.alloc_probes.covers(pid)
+    }
+
     pub fn sampler_mut(&mut self) -> &mut Sampler {
         &mut self.sampler
     }
@@ -219,7 +246,10 @@ impl Pipeline {
         if let Some(w) = &self.worker {
             w.queue.push(Job::Track { key });
         }
-        let decoder = Decoder::new(discovery.key_map(), &self.opts);
+        let mut decoder = Decoder::new(discovery.key_map(), &self.opts);
+        if self.opts.alloc {
+            decoder.set_alloc_interval(discovery.context().and_then(published_interval));
+        }
         let process = TrackedProcess {
             key,
             identity,
@@ -232,6 +262,24 @@ impl Pipeline {
         };
         self.processes.insert(pid, process);
         Ok(())
+    }
+
+    /// Attaches the allocation uprobe for tracked process `pid` (with allocations on), at `site`
+    /// when the caller found it, else found here (which reads the target's maps and its
+    /// `node`). A `node` without the symbol goes into [`Pipeline::take_alloc_reports`], once.
+    pub fn probe_allocations(&mut self, pid: u32, site: Option<Result<ProbeSite, ProbeSiteError>>) {
+        if !self.opts.alloc || !self.processes.contains_key(&pid) {
+            return;
+        }
+        let sampler = &self.sampler;
+        let attach = |site: &ProbeSite| sampler.attach_alloc_probe(site);
+        let added = match site {
+            Some(site) => self.alloc_probes.add_site(pid, site, attach),
+            None => self.alloc_probes.add(pid, attach),
+        };
+        if let Added::Unavailable { report: Some(line) } = added {
+            self.alloc_reports.push(line);
+        }
     }
 
     /// Keeps only the samples of thread `tid` of process `pid` from now on (`record TID`).
@@ -256,6 +304,7 @@ impl Pipeline {
             return Ok(None);
         }
         self.sampler.untrack(pid)?;
+        self.alloc_probes.remove(pid);
         self.poll(Duration::ZERO, on_event)?;
         let Some(mut p) = self.processes.remove(&pid) else { return Ok(None) };
         send_names(&mut p, self.worker.as_ref(), &mut self.counters);
@@ -269,6 +318,7 @@ impl Pipeline {
     fn drop_process(&mut self, key: ProcessKey) {
         if self.processes.get(&key.pid).is_some_and(|p| p.key == key) {
             let _ = self.sampler.untrack(key.pid);
+            self.alloc_probes.remove(key.pid);
             self.processes.remove(&key.pid);
         }
         self.exited.retain(|p| p.key != key);
@@ -314,6 +364,10 @@ impl Pipeline {
                     p.counts.with_span += e.span().is_some() as u64;
                 }
                 EventKind::OffCpu => p.counts.off_cpu_intervals += 1,
+                EventKind::Alloc => {
+                    p.counts.alloc_samples += 1;
+                    p.counts.alloc_with_span += e.span().is_some() as u64;
+                }
             }
             let sample = p.decoder.decode(e);
             p.aggregate.add(&sample);

@@ -20,6 +20,7 @@ pub struct ProfileBuilder {
     thread_names: HashMap<u32, String>,
     cpu_period_ns: u64,
     off_cpu: bool,
+    alloc: bool,
     /// Thread names dropped to keep the table bounded.
     pub thread_names_evicted: u64,
 }
@@ -35,6 +36,7 @@ impl ProfileBuilder {
             thread_names: HashMap::new(),
             cpu_period_ns: opts.cpu_period_ns(),
             off_cpu: opts.off_cpu,
+            alloc: opts.alloc,
             thread_names_evicted: 0,
         }
     }
@@ -72,6 +74,7 @@ impl ProfileBuilder {
         let mut p = Profile::new(self.symbolizer.pid());
         p.cpu_period_ns = self.cpu_period_ns;
         p.off_cpu_traced = self.off_cpu;
+        p.alloc_traced = self.alloc;
         p.times_complete = aggregate.times_complete();
         p.dropped_samples = aggregate.dropped_samples;
         // The stack of each aggregate stack id, as profile frames (one per distinct stack).

@@ -5,6 +5,7 @@
 //! It never reads the target: the agent runs it on its sampling thread.
 
 use super::sample::{Attrs, Sample, SampleKind};
+use crate::alloc_probe::{unbiased_bytes, DEFAULT_INTERVAL};
 use crate::ctx_record::decode_attrs;
 use crate::sampler::{Event, EventKind, SamplerOptions};
 use std::collections::HashMap;
@@ -31,6 +32,8 @@ pub struct Decoder {
     user_stacks: bool,
     kernel_stacks: bool,
     cpu_period_ns: u64,
+    /// V8's mean heap sampling interval in the process (bytes): scales allocation samples.
+    alloc_interval: u64,
     attrs: HashMap<Vec<u8>, Attrs>,
     no_attrs: Attrs,
     /// Samples without the stacks asked for, since the last [`Decoder::take_losses`].
@@ -46,6 +49,7 @@ impl Decoder {
             user_stacks: opts.user_stacks,
             kernel_stacks: opts.kernel_stacks,
             cpu_period_ns: opts.cpu_period_ns(),
+            alloc_interval: DEFAULT_INTERVAL,
             attrs: HashMap::new(),
             no_attrs: Attrs::from([]),
             losses: StackLosses::default(),
@@ -63,6 +67,15 @@ impl Decoder {
 
     pub fn key_map(&self) -> Option<&[String]> {
         self.key_map.as_deref()
+    }
+
+    /// The mean sampling interval the process publishes (None: the package's default).
+    pub fn set_alloc_interval(&mut self, interval: Option<u64>) {
+        self.alloc_interval = interval.unwrap_or(DEFAULT_INTERVAL);
+    }
+
+    pub fn alloc_interval(&self) -> u64 {
+        self.alloc_interval
     }
 
     pub fn take_losses(&mut self) -> StackLosses {
@@ -85,6 +98,7 @@ impl Decoder {
             (EventKind::Cpu, _) => (SampleKind::Cpu, self.cpu_period_ns),
             (EventKind::OffCpu, false) => (SampleKind::Blocked, e.duration_ns),
             (EventKind::OffCpu, true) => (SampleKind::Preempted, e.duration_ns),
+            (EventKind::Alloc, _) => (SampleKind::Alloc, unbiased_bytes(e.duration_ns, self.alloc_interval)),
         };
         Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, weight }
     }
@@ -154,7 +168,7 @@ mod tests {
 
     #[test]
     fn attributes_are_named_sorted_and_decoded_once() {
-        let opts = SamplerOptions { hz: 100, user_stacks: true, kernel_stacks: true, off_cpu: false };
+        let opts = SamplerOptions { hz: 100, user_stacks: true, kernel_stacks: true, off_cpu: false, alloc: false };
         let mut d = Decoder::new(Some(&["http.route".to_string()]), &opts);
         let raw = [7, 1, b'x', 0, 2, b'/', b'a'];
         let a = d.decode(event(&raw));
@@ -163,5 +177,17 @@ mod tests {
         assert!(Attrs::ptr_eq(&a.attrs, &b.attrs), "one decoding shared by both samples");
         assert_eq!((a.trace_id, a.span_id, a.weight, a.user_stack.as_slice()), (Some([1; 16]), Some([2; 8]), 10_000_000, &[0x10, 0x20][..]));
         assert_eq!(d.take_losses(), StackLosses::default(), "a user-mode sample's missing kernel stack is no loss");
+    }
+
+    #[test]
+    fn an_allocation_weighs_the_bytes_it_stands_for_at_the_published_interval() {
+        let opts = SamplerOptions { hz: 100, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc: true };
+        let mut d = Decoder::new(None, &opts);
+        let alloc = |size: u64| Event { kind: EventKind::Alloc, duration_ns: size, ..event(&[]) };
+        let a = d.decode(alloc(2048));
+        assert_eq!((a.kind, a.weight), (SampleKind::Alloc, unbiased_bytes(2048, DEFAULT_INTERVAL)));
+        d.set_alloc_interval(Some(16 * 1024));
+        assert_eq!(d.decode(alloc(2048)).weight, unbiased_bytes(2048, 16 * 1024));
+        assert!(d.decode(alloc(2048)).weight < a.weight, "a shorter interval: each sample stands for fewer bytes");
     }
 }

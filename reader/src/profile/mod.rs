@@ -34,6 +34,6 @@ pub use decode::{Decoder, StackLosses};
 pub use filter::Filter;
 pub use frame::{Frame, FrameKind, Generated, SourcePos};
 pub use native_symbols::NativeSymbols;
-pub use sample::{Measure, Sample, SampleKind};
+pub use sample::{Measure, Sample, SampleKind, Value};
 pub use symbolized::{Entry, Profile};
 pub use symbolizer::Symbolizer;

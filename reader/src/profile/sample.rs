@@ -15,6 +15,9 @@ pub enum SampleKind {
     Blocked,
     /// Off-CPU: the thread was preempted here while runnable (waited for a CPU).
     Preempted,
+    /// V8's sampling heap profiler sampled an allocation made here; the weight is the bytes
+    /// the sample stands for (see `alloc_probe::scale`).
+    Alloc,
 }
 
 impl SampleKind {
@@ -22,18 +25,27 @@ impl SampleKind {
         self.measure() == Measure::OffCpu
     }
 
+    pub fn is_cpu(self) -> bool {
+        self == SampleKind::Cpu
+    }
+
+    pub fn is_alloc(self) -> bool {
+        self == SampleKind::Alloc
+    }
+
     /// The profile this kind of sample is counted in.
     pub fn measure(self) -> Measure {
         match self {
             SampleKind::Cpu => Measure::Cpu,
             SampleKind::Blocked | SampleKind::Preempted => Measure::OffCpu,
+            SampleKind::Alloc => Measure::Alloc,
         }
     }
 
     /// Value of the `off_cpu` pprof label and the flame graph's marker frame.
     pub fn off_cpu_label(self) -> Option<&'static str> {
         match self {
-            SampleKind::Cpu => None,
+            SampleKind::Cpu | SampleKind::Alloc => None,
             SampleKind::Blocked => Some("blocked"),
             SampleKind::Preempted => Some("preempted"),
         }
@@ -41,24 +53,26 @@ impl SampleKind {
 }
 
 /// What a profile's values measure. Each has a count (how many samples) and a
-/// weight (what they stand for); an allocation measure would weigh bytes.
+/// weight (what they stand for): time, or for allocations bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Measure {
     Cpu,
     OffCpu,
+    Alloc,
 }
 
 /// An OTLP/pprof sample type: (type, unit).
 pub type ValueType = (&'static str, &'static str);
 
 impl Measure {
-    pub const ALL: [Measure; 2] = [Measure::Cpu, Measure::OffCpu];
+    pub const ALL: [Measure; 3] = [Measure::Cpu, Measure::OffCpu, Measure::Alloc];
 
     /// How many samples (or intervals) were taken.
     pub fn count_type(self) -> ValueType {
         match self {
             Measure::Cpu => ("samples", "count"),
             Measure::OffCpu => ("off_cpu_switches", "count"),
+            Measure::Alloc => ("alloc_objects", "count"),
         }
     }
 
@@ -67,17 +81,33 @@ impl Measure {
         match self {
             Measure::Cpu => ("cpu", "nanoseconds"),
             Measure::OffCpu => ("off_cpu", "nanoseconds"),
+            Measure::Alloc => ("alloc_space", "bytes"),
         }
     }
 
     /// The values an OTLP profile of this measure carries, one `Profile` each (the proto
     /// allows one sample type per profile): CPU samples count (the period gives the time),
-    /// off-CPU intervals weigh their time.
+    /// off-CPU intervals weigh their time, allocation samples go out twice (how many objects
+    /// were sampled, and the bytes they stand for), as pprof's heap profiles have them.
     pub fn otlp_values(self) -> &'static [Value] {
         match self {
             Measure::Cpu => &[Value::Count],
             Measure::OffCpu => &[Value::Weight],
+            Measure::Alloc => &[Value::Count, Value::Weight],
         }
+    }
+
+    /// The (type, unit) of one of its values.
+    pub fn value_type(self, v: Value) -> ValueType {
+        match v {
+            Value::Count => self.count_type(),
+            Value::Weight => self.weight_type(),
+        }
+    }
+
+    /// The measure and value an OTLP or pprof sample type names, if it is one of ours.
+    pub fn of_type(kind: &str) -> Option<(Measure, Value)> {
+        Measure::ALL.into_iter().find_map(|m| [Value::Count, Value::Weight].into_iter().find(|v| m.value_type(*v).0 == kind).map(|v| (m, v)))
     }
 }
 
@@ -108,7 +138,7 @@ pub struct Sample {
     /// Kernel stack, leaf first; empty unless kernel stacks were captured.
     pub kernel_stack: Vec<u64>,
     /// What this sample stands for, in its measure's weight unit: the sampling period for CPU
-    /// samples, the time switched out for off-CPU ones (ns).
+    /// samples, the time switched out for off-CPU ones (ns), the unbiased bytes for allocations.
     pub weight: u64,
 }
 
@@ -136,5 +166,10 @@ mod tests {
         assert_eq!(SampleKind::Cpu.measure(), Measure::Cpu);
         assert!(SampleKind::Blocked.is_off_cpu() && SampleKind::Preempted.is_off_cpu() && !SampleKind::Cpu.is_off_cpu());
         assert_eq!(Measure::OffCpu.weight_type(), ("off_cpu", "nanoseconds"));
+        assert_eq!(SampleKind::Alloc.measure(), Measure::Alloc);
+        assert!(SampleKind::Alloc.is_alloc() && !SampleKind::Alloc.is_cpu() && !SampleKind::Alloc.is_off_cpu());
+        assert_eq!(Measure::of_type("alloc_space"), Some((Measure::Alloc, Value::Weight)));
+        assert_eq!(Measure::of_type("alloc_objects"), Some((Measure::Alloc, Value::Count)));
+        assert_eq!(Measure::of_type("samples"), Some((Measure::Cpu, Value::Count)));
     }
 }

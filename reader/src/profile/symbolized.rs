@@ -66,6 +66,8 @@ pub struct Profile {
     pub dropped_samples: u64,
     /// Off-CPU time was traced (an off-CPU profile exists even when empty).
     pub off_cpu_traced: bool,
+    /// Allocations were traced (allocation profiles exist even when empty).
+    pub alloc_traced: bool,
     /// Nanoseconds one CPU sample stands for (the sampling period).
     pub cpu_period_ns: u64,
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC when the profile was finished:
@@ -90,7 +92,14 @@ impl Profile {
 
     /// The measures this profile has samples of, or was asked to trace.
     pub fn measures(&self) -> Vec<Measure> {
-        Measure::ALL.into_iter().filter(|m| *m == Measure::Cpu || (*m == Measure::OffCpu && self.off_cpu_traced)).collect()
+        Measure::ALL
+            .into_iter()
+            .filter(|m| match m {
+                Measure::Cpu => true,
+                Measure::OffCpu => self.off_cpu_traced,
+                Measure::Alloc => self.alloc_traced,
+            })
+            .collect()
     }
 
     /// Wall-clock ns since the Unix epoch of a CLOCK_MONOTONIC time.

@@ -3,13 +3,19 @@
 //! time), the sched_switch program adds off-CPU intervals when asked, and one
 //! bounded ring buffer carries their events to [`Sampler::poll`].
 
-use super::ctx_state::{Counters, CtxState, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_SAMPLES};
+mod alloc_attach;
+
+use super::ctx_state::{
+    Counters, CtxState, COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_OFF_CPU_DROPPED,
+    COUNTER_OFF_CPU_SAMPLES,
+};
 use super::error::SamplerError;
 use super::event::{Event, EVENT_SIZE};
 use super::perf_event::{online_cpus, open_cpu_clock};
 use super::skel::{types, OpenSamplerSkel, SamplerSkel, SamplerSkelBuilder};
 use crate::discovery::tls_access::TlsAccess;
 use crate::discovery::RecordReach;
+pub use alloc_attach::AllocCounters;
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBuffer, RingBufferBuilder};
@@ -40,6 +46,9 @@ pub struct SamplerOptions {
     pub kernel_stacks: bool,
     /// Also trace sched_switch: off-CPU intervals of tracked threads.
     pub off_cpu: bool,
+    /// Allocation samples: the pipeline attaches the allocation uprobe to each tracked
+    /// process's `node` (V8's sampling heap profiler must run in it: the package's `allocations`).
+    pub alloc: bool,
 }
 
 impl SamplerOptions {
@@ -218,7 +227,7 @@ impl Sampler {
         Ok(std::mem::take(&mut r.undecodable))
     }
 
-    /// Sums the per-CPU counters of both programs.
+    /// Sums the per-CPU counters of the programs.
     pub fn counters(&self) -> Result<Counters, SamplerError> {
         let map = &self.skel.maps.counters;
         let mut c = Counters::default();
@@ -232,6 +241,8 @@ impl Sampler {
                 COUNTER_CPU_DROPPED => c.dropped = sum,
                 COUNTER_OFF_CPU_DROPPED => c.off_cpu_dropped = sum,
                 COUNTER_OFF_CPU_SAMPLES => c.off_cpu_sent = sum,
+                COUNTER_ALLOC_VALID | COUNTER_ALLOC_OTHER => c.alloc_sent += sum,
+                COUNTER_ALLOC_DROPPED => c.alloc_dropped = sum,
                 i if (i as usize) < CtxState::ALL.len() => c.per_state[i as usize] = sum,
                 _ => {}
             }
@@ -311,6 +322,9 @@ fn open_and_load(storage: &'static mut MaybeUninit<OpenObject>, opts: SamplerOpt
         open.progs.off_cpu_switch.set_autoload(false);
     } else {
         open.maps.switched_out.set_max_entries(OFF_CPU_THREADS).map_err(sizing)?;
+    }
+    if !opts.alloc {
+        open.progs.alloc_sample.set_autoload(false);
     }
     open.load().map_err(|e| {
         // Privileges were checked before: EACCES with them is the verifier refusing the program.

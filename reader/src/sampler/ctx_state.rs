@@ -76,7 +76,10 @@ impl CtxState {
 pub(crate) const COUNTER_CPU_DROPPED: u32 = CtxState::ALL.len() as u32;
 pub(crate) const COUNTER_OFF_CPU_DROPPED: u32 = COUNTER_CPU_DROPPED + 1;
 pub(crate) const COUNTER_OFF_CPU_SAMPLES: u32 = COUNTER_CPU_DROPPED + 2;
-pub(crate) const COUNTER_COUNT: u32 = COUNTER_CPU_DROPPED + 3;
+pub(crate) const COUNTER_ALLOC_VALID: u32 = COUNTER_CPU_DROPPED + 3;
+pub(crate) const COUNTER_ALLOC_OTHER: u32 = COUNTER_CPU_DROPPED + 4;
+pub(crate) const COUNTER_ALLOC_DROPPED: u32 = COUNTER_CPU_DROPPED + 5;
+pub(crate) const COUNTER_COUNT: u32 = COUNTER_CPU_DROPPED + 6;
 
 /// Totals kept by the BPF programs themselves, independent of ring-buffer delivery.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,6 +91,9 @@ pub struct Counters {
     /// Off-CPU intervals sent, and lost because the ring buffer was full.
     pub off_cpu_sent: u64,
     pub off_cpu_dropped: u64,
+    /// Allocation samples sent, and lost because the ring buffer was full.
+    pub alloc_sent: u64,
+    pub alloc_dropped: u64,
 }
 
 impl Counters {
@@ -102,7 +108,7 @@ impl Counters {
 
     /// Events of either kind lost to a full ring buffer.
     pub fn all_dropped(&self) -> u64 {
-        self.dropped + self.off_cpu_dropped
+        self.dropped + self.off_cpu_dropped + self.alloc_dropped
     }
 
     /// What happened since `earlier` (counters only grow).
@@ -114,6 +120,8 @@ impl Counters {
         d.dropped = d.dropped.saturating_sub(earlier.dropped);
         d.off_cpu_sent = d.off_cpu_sent.saturating_sub(earlier.off_cpu_sent);
         d.off_cpu_dropped = d.off_cpu_dropped.saturating_sub(earlier.off_cpu_dropped);
+        d.alloc_sent = d.alloc_sent.saturating_sub(earlier.alloc_sent);
+        d.alloc_dropped = d.alloc_dropped.saturating_sub(earlier.alloc_dropped);
         d
     }
 }

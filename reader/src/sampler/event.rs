@@ -18,6 +18,7 @@ const _: () = assert!(std::mem::offset_of!(sample_event, attrs) == EVENT_HEAD_SI
 
 const EVENT_CPU_SAMPLE: u8 = 0;
 const EVENT_OFF_CPU: u8 = 1;
+const EVENT_ALLOC: u8 = 2;
 const EVENT_FLAG_PREEMPTED: u16 = 1;
 
 /// Which program sent the event.
@@ -27,6 +28,8 @@ pub enum EventKind {
     Cpu,
     /// The thread was switched out for `duration_ns` from `time_ns`.
     OffCpu,
+    /// V8 sampled an allocation of `duration_ns` bytes on the thread (the allocation uprobe).
+    Alloc,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +52,8 @@ pub struct Event {
     pub user_stack: Result<Vec<u64>, i32>,
     /// Likewise for the kernel stack (-EFAULT for a sample taken in user mode).
     pub kernel_stack: Result<Vec<u64>, i32>,
-    /// Off-CPU: nanoseconds the thread was switched out; 0 for CPU samples.
+    /// Off-CPU: nanoseconds the thread was switched out; allocations: the sampled object's
+    /// bytes ([`Event::alloc_size`]); 0 for CPU samples.
     pub duration_ns: u64,
     /// Off-CPU: switched out while runnable (waited for a CPU) rather than blocked.
     pub preempted: bool,
@@ -97,7 +101,12 @@ impl Event {
         let kind = match raw.kind {
             EVENT_CPU_SAMPLE => EventKind::Cpu,
             EVENT_OFF_CPU => EventKind::OffCpu,
-            k => return Err(format!("event kind {k}, expected {EVENT_CPU_SAMPLE} (CPU sample) or {EVENT_OFF_CPU} (off-CPU)")),
+            EVENT_ALLOC => EventKind::Alloc,
+            k => {
+                return Err(format!(
+                    "event kind {k}, expected {EVENT_CPU_SAMPLE} (CPU sample), {EVENT_OFF_CPU} (off-CPU) or {EVENT_ALLOC} (allocation)"
+                ))
+            }
         };
         let state = CtxState::from_raw(raw.state).ok_or_else(|| format!("event state {} out of range", raw.state))?;
         let header = state.has_header().then(|| {
@@ -130,6 +139,11 @@ impl Event {
         })
     }
 
+    /// The sampled object's size in bytes, for an allocation sample.
+    pub fn alloc_size(&self) -> Option<u64> {
+        (self.kind == EventKind::Alloc).then_some(self.duration_ns)
+    }
+
     /// (trace id, span id, flags) when the sample carries a span context.
     pub fn span(&self) -> Option<([u8; 16], [u8; 8], u8)> {
         let h = self.header.filter(|_| self.state == CtxState::Valid)?;
@@ -144,10 +158,11 @@ impl Event {
             json!({ "hex": hex(&self.attrs), "entries": entries, "problems": problems })
         });
         json!({
-            "kind": match self.kind { EventKind::Cpu => "cpu", EventKind::OffCpu => "off_cpu" },
+            "kind": match self.kind { EventKind::Cpu => "cpu", EventKind::OffCpu => "off_cpu", EventKind::Alloc => "alloc" },
             "time_ns": self.time_ns,
             "duration_ns": (self.kind == EventKind::OffCpu).then_some(self.duration_ns),
             "preempted": (self.kind == EventKind::OffCpu).then_some(self.preempted),
+            "size": self.alloc_size(),
             "pid": self.pid,
             "tid": self.tid,
             "cpu": self.cpu,

@@ -15,7 +15,7 @@ mod nodejs_target;
 pub mod perf_event;
 mod skel;
 
-pub use bpf_sampler::{ProgramStats, Sampler, SamplerOptions, MAX_TARGETS};
+pub use bpf_sampler::{AllocCounters, ProgramStats, Sampler, SamplerOptions, MAX_TARGETS};
 pub use ctx_state::{Counters, CtxState};
 pub use error::SamplerError;
 pub use event::{Event, EventKind};

@@ -103,7 +103,7 @@ pub fn record(pid: i32, reach: RecordReach, hz: u32, duration: Duration) -> Reco
 /// need N samples of a thread ask for them this way: on a busy machine the thread gets less CPU
 /// and the recording runs longer, instead of coming up short.
 pub fn record_until(pid: i32, reach: RecordReach, hz: u32, cap: Duration, mut enough: impl FnMut(&[Event]) -> bool) -> Recording {
-    let opts = SamplerOptions { hz, user_stacks: true, kernel_stacks: false, off_cpu: false };
+    let opts = SamplerOptions { hz, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc: false };
     let sampler = Sampler::start(opts).unwrap_or_else(|e| panic!("starting the sampler failed: {e}"));
     sampler.track_reach(pid as u32, Some(reach)).unwrap_or_else(|e| panic!("tracking pid {pid} ({reach:?}) failed: {e}"));
     let mut samples = Vec::new();
