@@ -133,7 +133,7 @@ function drawSlowestTrace(received, pid, spanLog, window) {
   for (const [rank, s] of roots.slice(0, 50).entries()) {
     const drawn = report(['--otlp', received, '--pid', String(pid), '--flamegraph', svg, '--trace', s.traceId]);
     if (drawn.code !== 0) continue; // no CPU samples in that trace
-    const samples = Number(/\((\d+) samples/.exec(drawn.stderr)?.[1]);
+    const samples = Number(/\((\d+) CPU samples/.exec(drawn.stderr)?.[1]);
     const which = rank === 0 ? 'the slowest trace' : `the slowest trace with CPU samples (the ${rank} slower ones had none)`;
     console.log(`\nflame graph of ${which}, ${s.traceId} (${s.name}): ${s.durationMs.toFixed(1)} ms long, ${samples} CPU samples at ${HZ} Hz ` +
       `(~${(samples * 1000 / HZ).toFixed(0)} ms on CPU; the rest of the time it waited: I/O, timers, or other requests on the event loop)\n  ${svg}`);

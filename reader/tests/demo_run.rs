@@ -194,6 +194,9 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
         all_svg.display()
     );
     assert!(out.contains("flame graph of the slowest trace"), "{test}: expected the slowest trace's flame graph:\n{out}");
+    let slowest = out.lines().find(|l| l.contains("flame graph of the slowest trace")).unwrap_or_default();
+    let samples = slowest.split(" CPU samples at ").next().and_then(|head| head.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    assert!(samples.is_some_and(|n| n > 0), "{test}: the slowest trace's line counts its CPU samples: {slowest}");
     assert!(std::fs::read_to_string(&slow_svg).unwrap_or_default().contains("<svg"), "{test}: {} is an SVG", slow_svg.display());
     let _ = writeln!(
         std::io::stderr(),
