@@ -178,11 +178,19 @@ class ThreadContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
-    announceSchema('tls');
+    this._announce('tls');
+    return this;
+  }
+
+  /**
+   * What enabling publishes, whichever the schema: the schema (with its layout), the process
+   * context, the SDK's resource once the provider has it, and allocation sampling if asked for.
+   */
+  _announce(schema, layout) {
+    announceSchema(schema, layout);
     this._commitProcessContext();
     followProviderResource();
     startAllocationSampling(this._allocations);
-    return this;
   }
 
   /** Removes the hooks, publishes none and disables the delegate. */

@@ -10,10 +10,7 @@
 
 const { threadWriter } = require('./thread-writer');
 const { ThreadContextManager, successor, attach: delegateAttach } = require('./context-manager');
-const { announceSchema } = require('./process-context');
-const { followProviderResource } = require('./sdk-resource');
 const { describe } = require('./describe');
-const { startAllocationSampling } = require('./allocations');
 
 class FrameContextManager extends ThreadContextManager {
   /** @param frames this thread's checked frame writer (js/schema.js) */
@@ -64,10 +61,7 @@ class FrameContextManager extends ThreadContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
-    announceSchema('nodejs', this._frames.layout);
-    this._commitProcessContext();
-    followProviderResource();
-    startAllocationSampling(this._allocations);
+    this._announce('nodejs', this._frames.layout);
     return this;
   }
 
