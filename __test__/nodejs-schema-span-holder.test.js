@@ -92,24 +92,6 @@ test('spanHolder agrees with a reference decode for every byte value, in each id
   }
 });
 
-test("spanHolder writes each span's own trace id when spans alternate between traces", { skip }, () => {
-  // The addon remembers the last trace id string by identity: a child span's context holds its
-  // parent's string. Another string, even with the same digits, is read and decoded again.
-  const other = 'f'.repeat(31) + '1';
-  const sameDigits = TRACE.slice(0, 16) + TRACE.slice(16).split('').join('');
-  const cases = [[TRACE, TRACE], [TRACE, TRACE], [other, other], [TRACE, TRACE], [sameDigits, TRACE], [TRACE.toUpperCase(), TRACE]];
-  for (const [traceId, expected] of cases) {
-    const { buffer, bytes } = freshSlot();
-    assert.notEqual(addon.spanHolder(buffer, 0, traceId, SPAN, CONTROL), null);
-    assert.equal(hexOf(bytes.subarray(RECORD, RECORD + 24)), expected + SPAN);
-  }
-  // An invalid span id with a remembered trace id: still nothing written.
-  const { buffer, bytes } = freshSlot();
-  const before = Buffer.from(bytes);
-  assert.equal(addon.spanHolder(buffer, 0, TRACE, '0'.repeat(16), CONTROL), null);
-  assert.ok(Buffer.from(bytes).equals(before), 'nothing written');
-});
-
 test('bad arguments are TypeError or RangeError naming the argument', { skip }, () => {
   const { buffer } = freshSlot();
   assert.throws(() => addon.spanHolder(buffer, 0, TRACE, SPAN), { name: 'TypeError', message: /expected 5 arguments/ });

@@ -20,10 +20,8 @@ constexpr size_t kMinSlot = kAddressSize + kRecordHeaderSize;
 // instantiation does from its cached boilerplate, without the template lookup and context save
 // around it: ~400 instructions per holder through ObjectTemplate::NewInstance). Dropped at the
 // environment's cleanup, while the isolate still exists.
-// Beside it, the last trace id the environment's spans were written with (span_record.h).
 struct HolderTemplate {
   v8::Global<v8::Object> pristine;
-  TraceIdCache trace_id;
 };
 
 v8::Local<v8::External> WrapTemplate(v8::Isolate* isolate, HolderTemplate* t) {
@@ -94,16 +92,15 @@ void SpanHolder(const v8::FunctionCallbackInfo<v8::Value>& args) {
   char* slot = SlotOf(args);
   if (slot == nullptr) return;
   if (!args[4]->IsUint32()) return Throw(isolate, false, "controlWord: expected an unsigned 32-bit integer");
-  HolderTemplate* t = TemplateOf(args);
-  if (!WriteSpanRecord(isolate, &t->trace_id, args[2], args[3], args[4].As<v8::Uint32>()->Value(),
+  if (!WriteSpanRecord(isolate, args[2], args[3], args[4].As<v8::Uint32>()->Value(),
                        reinterpret_cast<uint8_t*>(slot + kAddressSize))) {
     args.GetReturnValue().SetNull();
     return;
   }
 #if V8_MAJOR_VERSION >= 13
-  v8::Local<v8::Object> holder = t->pristine.Get(isolate)->Clone(isolate);
+  v8::Local<v8::Object> holder = TemplateOf(args)->pristine.Get(isolate)->Clone(isolate);
 #else
-  v8::Local<v8::Object> holder = t->pristine.Get(isolate)->Clone();
+  v8::Local<v8::Object> holder = TemplateOf(args)->pristine.Get(isolate)->Clone();
 #endif
   Hold(holder, slot, args[0]);
   args.GetReturnValue().Set(holder);

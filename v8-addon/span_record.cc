@@ -62,38 +62,26 @@ inline __m128i DecodeSixteen(const uint8_t* chars, bool* valid) {
 
 bool AllZero(__m128i v, int mask) { return (_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128())) & mask) == mask; }
 
-// Sixteen digits into eight id bytes at `out`; false on a non-hex digit.
-bool DecodeSpanId(const uint8_t* chars, uint8_t* out) {
-  bool valid = true;
-  const __m128i span = DecodeSixteen(chars, &valid);
-  if (!valid || AllZero(span, 0x00ff)) return false;
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), span);
-  return true;
-}
-
-// Thirty-two digits into sixteen id bytes at `out`; false on a non-hex digit or an all-zero id.
-bool DecodeTraceId(const uint8_t* chars, uint8_t* out) {
+// The 32 digits of a trace id then the 16 of a span id into the record's 24 id bytes; false on a
+// non-hex digit or an all-zero id (W3C: invalid).
+bool DecodeIds(const uint8_t* chars, uint8_t* ids) {
   bool valid = true;
   const __m128i trace = _mm_unpacklo_epi64(DecodeSixteen(chars, &valid), DecodeSixteen(chars + 16, &valid));
-  if (!valid || AllZero(trace, 0xffff)) return false;
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), trace);
+  const __m128i span = DecodeSixteen(chars + 32, &valid);
+  if (!valid || AllZero(trace, 0xffff) || AllZero(span, 0x00ff)) return false;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(ids), trace);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(ids + 16), span);
   return true;
 }
 
 }  // namespace
 
-bool WriteSpanRecord(v8::Isolate* isolate, TraceIdCache* cache, v8::Local<v8::Value> trace_id, v8::Local<v8::Value> span_id,
-                     uint32_t control, uint8_t* record) {
-  uint8_t chars[32];
+bool WriteSpanRecord(v8::Isolate* isolate, v8::Local<v8::Value> trace_id, v8::Local<v8::Value> span_id, uint32_t control,
+                     uint8_t* record) {
+  uint8_t chars[48];
   uint8_t ids[24];
-  if (!ReadChars(isolate, span_id, 16, chars) || !DecodeSpanId(chars, ids + 16)) return false;
-  // Identity, not content: the same string object has the same digits, already checked valid.
-  if (!cache->id.IsEmpty() && cache->id == trace_id) {
-    memcpy(ids, cache->bytes, sizeof(cache->bytes));
-  } else {
-    if (!ReadChars(isolate, trace_id, 32, chars) || !DecodeTraceId(chars, ids)) return false;
-    cache->id.Reset(isolate, trace_id.As<v8::String>());
-    memcpy(cache->bytes, ids, sizeof(cache->bytes));
+  if (!ReadChars(isolate, trace_id, 32, chars) || !ReadChars(isolate, span_id, 16, chars + 32) || !DecodeIds(chars, ids)) {
+    return false;
   }
   memcpy(record, ids, sizeof(ids));
   // The ids before the control word, in program order for a reader interrupting this thread.
