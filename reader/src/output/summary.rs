@@ -643,16 +643,9 @@ mod tests {
         let km = key_map();
         let (mut by_event, mut by_entry) =
             (Summary::new(GroupBy::Attr("http.route".into()), Some(&km)), Summary::new(GroupBy::Attr("http.route".into()), None));
-        let entry = |trace: Option<u8>, route: Option<&str>, count| Entry {
-            kind: crate::profile::SampleKind::Cpu,
-            stack: vec![],
-            tid: 1,
-            trace_id: trace.map(|t| [t; 16]),
-            span_id: trace.map(|t| [t; 8]),
-            attrs: route.map(|r| vec![("http.route".to_string(), r.to_string())]).unwrap_or_default(),
-            count,
-            weight: 0,
-            times: vec![],
+        let entry = |trace: Option<u8>, route: Option<&str>, count| {
+            let attrs: Vec<(&str, &str)> = route.map(|r| ("http.route", r)).into_iter().collect();
+            Entry::test(vec![], trace.map(|t| (t, t)), &attrs, count)
         };
         for (trace, route, count) in
             [(Some(1), Some("/a"), 3), (Some(2), Some("/a"), 1), (Some(3), Some("/b"), 2), (Some(4), None, 1), (None, None, 2)]
@@ -677,17 +670,7 @@ mod tests {
     fn entries_and_events_land_in_the_same_group() {
         let km = key_map();
         let e = sample(CtxState::Valid, 1, 2, Some("/x"));
-        let entry = Entry {
-            kind: crate::profile::SampleKind::Cpu,
-            stack: vec![],
-            tid: 1,
-            trace_id: Some([1; 16]),
-            span_id: Some([2; 8]),
-            attrs: vec![("http.route".into(), "/x".into())],
-            count: 1,
-            weight: 0,
-            times: vec![],
-        };
+        let entry = Entry::test(vec![], Some((1, 2)), &[("http.route", "/x")], 1);
         for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into()), GroupBy::Attr("missing".into())] {
             assert_eq!(by.group_of_event(&e, Some(&km)), by.group_of_entry(&entry), "{by:?}");
         }
