@@ -153,7 +153,7 @@ static __always_inline void fill_event(struct sample_event *e, const struct targ
 	e->cpu = bpf_get_smp_processor_id();
 	e->kind = kind;
 	e->flags = 0;
-	e->duration_ns = 0;
+	e->value = 0;
 	__builtin_memset(&e->header, 0, sizeof(e->header));
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
 	e->state = read_record(e, t, fsbase);

@@ -101,7 +101,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		__u32 tid = BPF_CORE_READ(next, pid);
 		struct sample_event *e = bpf_map_lookup_elem(&switched_out, &tid);
 		if (e) {
-			e->duration_ns = bpf_ktime_get_ns() - e->time_ns;
+			e->value = bpf_ktime_get_ns() - e->time_ns;
 			if (send_event(e))
 				count(COUNTER_OFF_CPU_DROPPED);
 			else
