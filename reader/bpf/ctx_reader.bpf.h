@@ -70,11 +70,16 @@ struct header_words {
 	__u32 w3;
 };
 
-static __always_inline void count(__u32 index)
+static __always_inline void add(__u32 index, __u64 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &index);
 	if (c)
-		*c += 1;
+		*c += n;
+}
+
+static __always_inline void count(__u32 index)
+{
+	add(index, 1);
 }
 
 /* Address of the thread's otel_thread_ctx_v1 slot, or why there is none. */

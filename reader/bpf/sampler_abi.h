@@ -85,7 +85,8 @@ enum counter_index {
 	COUNTER_ALLOC_VALID = CTX_STATE_COUNT + 3,   /* allocation samples sent with a valid record */
 	COUNTER_ALLOC_OTHER = CTX_STATE_COUNT + 4,   /* allocation samples sent without one */
 	COUNTER_ALLOC_DROPPED = CTX_STATE_COUNT + 5, /* allocation samples lost: ring buffer full */
-	COUNTER_COUNT = CTX_STATE_COUNT + 6,
+	COUNTER_CPU_SAMPLE_NS = CTX_STATE_COUNT + 6, /* ns the CPU program ran for tracked threads' ticks, while time_samples is set */
+	COUNTER_COUNT = CTX_STATE_COUNT + 7,
 };
 
 enum event_kind {
