@@ -14,7 +14,7 @@ echo "== types: index.d.ts against typed use of every export (tsc --noEmit, stri
 node_modules/.bin/tsc -p __test__/types/tsconfig.json --noEmit
 
 echo "== cargo test (addon unit tests, reader and sampler) =="
-cargo test --release --workspace
+cargo test --profile test-release --workspace
 
 echo "== node --test (Node $(node --version)) =="
 npm test
