@@ -23,7 +23,7 @@ use crate::profile::{Entry, FrameKind, Profile, Value};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::profiles::v1development as otlp;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 pub const FRAME_TYPE: &str = "profile.frame.type";
 pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";

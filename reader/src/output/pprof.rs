@@ -15,7 +15,7 @@ use crate::profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, Sour
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use prost::Message;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::io::{Read, Write};
 
 /// pprof's messages, generated from proto/pprof/profile.proto by build.rs.

@@ -20,7 +20,7 @@ use super::source_map::SourceMaps;
 use crate::discovery::maps::{read_maps, Mapping};
 use crate::error::{Error, Result};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
