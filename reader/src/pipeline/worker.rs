@@ -63,6 +63,11 @@ pub struct WorkerCounters {
     pub maps_reads: AtomicU64,
 }
 
+/// How long an idle worker sleeps before it looks at its heartbeat again. Closing the queue
+/// wakes it at once, and a retired worker is one stuck in a read, not one waiting here: a
+/// longer wait only saves wake-ups.
+const IDLE_WAIT: Duration = Duration::from_secs(5);
+
 /// Window ends kept waiting at most; past this the two oldest waiting ones
 /// are merged (a longer window: no sample and no exited process is lost).
 const MAX_QUEUED_WINDOWS: usize = 16;
@@ -213,7 +218,7 @@ pub(crate) fn run(cx: WorkerContext) {
         if w.cx.beat.retired() {
             return;
         }
-        let Some(job) = w.cx.queue.pop(Duration::from_millis(100)) else {
+        let Some(job) = w.cx.queue.pop(IDLE_WAIT) else {
             if w.cx.beat.retired() {
                 return;
             }
