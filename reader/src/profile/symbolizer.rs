@@ -261,6 +261,7 @@ impl Symbolizer {
     pub fn take_frames(&mut self) -> Vec<Frame> {
         self.named.clear();
         self.frame_ids.clear();
+        self.source_maps.new_window();
         std::mem::take(&mut self.frames)
     }
 
