@@ -105,7 +105,9 @@ async function measure(services, hz, endpoint, bin) {
   }
   const pids = children.map((c) => c.pid);
   const out = endpoint ? ['--endpoint', endpoint, '--protocol', 'grpc'] : ['--pprof-dir', tmp];
-  const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
+  // The agent is stopped (SIGTERM) after the measured span; its own --duration is only a backstop,
+  // long enough that a first window slowed by a busy machine does not end it before its last reading.
+  const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS + 120}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
   if (ALLOC) args.push('--alloc');
   const before = new Set(samplerProgs().map((p) => p.id));
   const allocBefore = new Set(samplerProgs('alloc_sample').map((p) => p.id));
