@@ -42,6 +42,19 @@ for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run
 if (!(ROUNDS >= 1)) throw new RangeError(`--rounds: expected at least 1, got ${ROUNDS}`);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Every process the benchmark starts is killed however it ends (an error, Ctrl-C): twenty busy
+// services left behind would load the machine long after.
+const started = new Set();
+function track(child) {
+  started.add(child);
+  child.on('exit', () => started.delete(child));
+  return child;
+}
+process.on('exit', () => {
+  for (const c of started) c.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(1));
 const clk = Number(execFileSync('getconf', ['CLK_TCK']).toString());
 
 function cpuSeconds(pid) {
@@ -96,20 +109,22 @@ async function measure(services, hz, endpoint, bin) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-agent-'));
   const children = [];
   for (let i = 0; i < services; i++) {
-    const c = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
+    const c = track(spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
       env: { ...process.env, OTEL_SERVICE_NAME: `bench-service-${i}`, ...(ALLOC ? { OTEL_THREAD_CTX_ALLOCATIONS: '1' } : {}) },
       stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    }));
     children.push(c);
     await waitFor(c, 'ready');
   }
   const pids = children.map((c) => c.pid);
   const out = endpoint ? ['--endpoint', endpoint, '--protocol', 'grpc'] : ['--pprof-dir', tmp];
-  const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
+  // The agent is stopped (SIGTERM) after the measured span; its own --duration is only a backstop,
+  // long enough that a first window slowed by a busy machine does not end it before its last reading.
+  const args = ['agent', '--hz', String(hz), '--interval', '10s', '--duration', `${SECONDS + 120}s`, ...pids.flatMap((p) => ['--pid', String(p)]), ...out];
   if (ALLOC) args.push('--alloc');
   const before = new Set(samplerProgs().map((p) => p.id));
   const allocBefore = new Set(samplerProgs('alloc_sample').map((p) => p.id));
-  const agent = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const agent = track(spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
   let stderr = '';
   agent.stderr.on('data', (d) => (stderr += d));
   await waitFor(agent, ': window ');
@@ -172,10 +187,10 @@ async function measure(services, hz, endpoint, bin) {
   if (fs.existsSync(collectorBin)) {
     const [grpc, http] = [await freePort(), await freePort()];
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-otelcol-'));
-    collector = spawn(collectorBin, ['--config', path.join(root, 'collector/config.yaml'), '--feature-gates=+service.profilesSupport'], {
+    collector = track(spawn(collectorBin, ['--config', path.join(root, 'collector/config.yaml'), '--feature-gates=+service.profilesSupport'], {
       env: { ...process.env, OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: '/dev/null' },
       stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    }));
     await waitFor(collector, 'Everything is ready');
     endpoint = `http://127.0.0.1:${grpc}`;
   }

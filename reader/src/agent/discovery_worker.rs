@@ -50,16 +50,13 @@ pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to
     beat.bind_current_thread();
     let mut worker =
         Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new(), probe_sites: ProbeSites::new() };
-    let mut next = Instant::now();
     loop {
-        while Instant::now() < next {
-            if worker.beat.retired() || worker.registry.stopping() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50).min(next.saturating_duration_since(Instant::now())));
+        let next = Instant::now() + worker.config.scan_interval;
+        if worker.beat.retired() || worker.registry.stopping() || !worker.scan() {
+            return;
         }
-        next = Instant::now() + worker.config.scan_interval;
-        if !worker.scan() {
+        // A retired worker (replaced while stuck) finds out when it wakes: it has nothing to send meanwhile.
+        if worker.registry.sleep_until(next) {
             return;
         }
     }

@@ -6,8 +6,8 @@
 
 use crate::discovery::host_scan::ProcessKey;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -20,7 +20,10 @@ pub enum State {
 #[derive(Default)]
 pub struct Registry {
     processes: Mutex<HashMap<u32, (ProcessKey, State)>>,
-    stopping: AtomicBool,
+    /// Set once by [`Registry::stop`]; workers sleep on `stopped` between scans rather than
+    /// waking to poll the flag.
+    stopping: Mutex<bool>,
+    stopped: Condvar,
 }
 
 impl Registry {
@@ -57,12 +60,31 @@ impl Registry {
         }
     }
 
-    /// Workers stop at their next chance.
+    fn stop_flag(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.stopping.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Workers stop at their next chance; a worker sleeping in [`Registry::sleep_until`] wakes now.
     pub fn stop(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
+        *self.stop_flag() = true;
+        self.stopped.notify_all();
     }
 
     pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
+        *self.stop_flag()
+    }
+
+    /// Sleeps until `deadline` or until [`Registry::stop`], whichever comes first: one wake-up
+    /// per scan, not one per check of the flag. True when stopping.
+    pub fn sleep_until(&self, deadline: Instant) -> bool {
+        let mut stopping = self.stop_flag();
+        while !*stopping {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            stopping = self.stopped.wait_timeout(stopping, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *stopping
     }
 }

@@ -20,10 +20,10 @@ use crate::discovery::maps::Mapping as MapsLine;
 use crate::discovery::process_context_proto::{any_value, string_value, AnyValue, Resource};
 use crate::profile::symbolized::StackFrame;
 use crate::profile::{Entry, FrameKind, Profile, Value};
+use foldhash::{HashMap, HashMapExt};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::profiles::v1development as otlp;
-use std::collections::HashMap;
 
 pub const FRAME_TYPE: &str = "profile.frame.type";
 pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
@@ -63,11 +63,12 @@ pub fn export_request(windows: &[ProcessWindow]) -> ExportProfilesServiceRequest
 fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
     let p = w.profile;
     let mappings = ProcessMappings::new(dict, p);
+    let mut known = KnownStacks::default();
     let mut out = Vec::new();
     for measure in p.measures() {
         let entries: Vec<&Entry> = p.entries.iter().filter(|e| e.kind.measure() == measure).collect();
         for &value in measure.otlp_values() {
-            let samples = entries.iter().map(|e| sample_of(dict, &mappings, p, e, value)).collect();
+            let samples = entries.iter().map(|e| sample_of(dict, &mappings, &mut known, p, e, value)).collect();
             let (kind, unit) = measure.value_type(value);
             out.push(otlp::Profile {
                 sample_type: Some(dict.value_type(kind, unit)),
@@ -83,18 +84,25 @@ fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
     out
 }
 
-fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: &Entry, value: Value) -> otlp::Sample {
-    let locations: Vec<i32> = e.stack.iter().map(|sf| dict.location(mappings, p, sf)).collect();
-    let stack_index = dict.stack(locations);
-    let mut attribute_indices = vec![dict.attribute(THREAD_ID, AttrValue::Int(e.tid as i64))];
+fn sample_of<'p>(
+    dict: &mut Dictionary,
+    mappings: &ProcessMappings,
+    known: &mut KnownStacks<'p>,
+    p: &Profile,
+    e: &'p Entry,
+    value: Value,
+) -> otlp::Sample {
+    let stack_index = known.stack_index(dict, mappings, p, &e.stack);
+    let mut attribute_indices = Vec::with_capacity(2 + e.attrs.len());
+    attribute_indices.push(dict.attribute(THREAD_ID, AttrValue::Int(e.tid as i64)));
     if let Some(name) = p.thread_name(e.tid) {
-        attribute_indices.push(dict.attribute(THREAD_NAME, AttrValue::Str(name.to_string())));
+        attribute_indices.push(dict.attribute(THREAD_NAME, AttrValue::Str(name)));
     }
     for (k, v) in &e.attrs {
-        attribute_indices.push(dict.attribute(k, AttrValue::Str(v.clone())));
+        attribute_indices.push(dict.attribute(k, AttrValue::Str(v)));
     }
     if let Some(state) = e.kind.off_cpu_label() {
-        attribute_indices.push(dict.attribute(OFF_CPU_STATE, AttrValue::Str(state.into())));
+        attribute_indices.push(dict.attribute(OFF_CPU_STATE, AttrValue::Str(state)));
     }
     let link_index = match (e.trace_id, e.span_id) {
         (Some(t), Some(s)) => dict.link(t, s),
@@ -112,6 +120,27 @@ fn sample_of(dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, e: 
     otlp::Sample { stack_index, attribute_indices, link_index, values, timestamps_unix_nano }
 }
 
+/// One process's stacks and frames already in the dictionary: entries of a window repeat few
+/// stacks (one per span, thread and attributes), so each stack and frame is looked up in the
+/// shared tables once per process, not once per sample.
+#[derive(Default)]
+struct KnownStacks<'p> {
+    stacks: HashMap<&'p [StackFrame], i32>,
+    locations: HashMap<StackFrame, i32>,
+}
+
+impl<'p> KnownStacks<'p> {
+    fn stack_index(&mut self, dict: &mut Dictionary, mappings: &ProcessMappings, p: &Profile, stack: &'p [StackFrame]) -> i32 {
+        if let Some(&i) = self.stacks.get(stack) {
+            return i;
+        }
+        let locations: Vec<i32> = stack.iter().map(|sf| *self.locations.entry(*sf).or_insert_with(|| dict.location(mappings, p, sf))).collect();
+        let i = dict.stack(locations);
+        self.stacks.insert(stack, i);
+        i
+    }
+}
+
 /// A profile's executable mappings (sorted, for address lookup) and their dictionary indices.
 struct ProcessMappings<'p> {
     exec: Vec<&'p MapsLine>,
@@ -126,7 +155,7 @@ impl<'p> ProcessMappings<'p> {
         let indices = exec
             .iter()
             .map(|m| {
-                let build_id = p.build_id(m).map(|id| dict.attribute(BUILD_ID_GNU, AttrValue::Str(id.to_string())));
+                let build_id = p.build_id(m).map(|id| dict.attribute(BUILD_ID_GNU, AttrValue::Str(id)));
                 let filename_strindex = dict.string(m.path());
                 dict.mapping(otlp::Mapping {
                     memory_start: m.start,
@@ -160,9 +189,9 @@ impl<'p> ProcessMappings<'p> {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum AttrValue {
-    Str(String),
+#[derive(Debug, Clone, Copy)]
+enum AttrValue<'a> {
+    Str(&'a str),
     Int(i64),
 }
 
@@ -170,7 +199,9 @@ enum AttrValue {
 struct Dictionary {
     table: otlp::ProfilesDictionary,
     strings: HashMap<String, i32>,
-    attributes: HashMap<(i32, AttrValue), i32>,
+    /// String and integer attributes by key index, then value (looked up without a copy of the value).
+    str_attributes: HashMap<i32, HashMap<String, i32>>,
+    int_attributes: HashMap<(i32, i64), i32>,
     functions: HashMap<(i32, i32, i64), i32>,
     locations: HashMap<(i32, u64, i32, i64, i64, i32), i32>,
     stacks: HashMap<Vec<i32>, i32>,
@@ -191,7 +222,8 @@ impl Dictionary {
         let mut d = Dictionary {
             table,
             strings: HashMap::new(),
-            attributes: HashMap::new(),
+            str_attributes: HashMap::new(),
+            int_attributes: HashMap::new(),
             functions: HashMap::new(),
             locations: HashMap::new(),
             stacks: HashMap::new(),
@@ -218,16 +250,25 @@ impl Dictionary {
 
     fn attribute(&mut self, key: &str, value: AttrValue) -> i32 {
         let key = self.string(key);
-        if let Some(&i) = self.attributes.get(&(key, value.clone())) {
+        let known = match value {
+            AttrValue::Str(s) => self.str_attributes.get(&key).and_then(|m| m.get(s)),
+            AttrValue::Int(n) => self.int_attributes.get(&(key, n)),
+        };
+        if let Some(&i) = known {
             return i;
         }
-        let any = match &value {
-            AttrValue::Str(s) => string_value(s.clone()),
-            AttrValue::Int(n) => AnyValue { value: Some(any_value::Value::IntValue(*n)) },
-        };
         let i = self.table.attribute_table.len() as i32;
+        let any = match value {
+            AttrValue::Str(s) => {
+                self.str_attributes.entry(key).or_default().insert(s.to_string(), i);
+                string_value(s.to_string())
+            }
+            AttrValue::Int(n) => {
+                self.int_attributes.insert((key, n), i);
+                AnyValue { value: Some(any_value::Value::IntValue(n)) }
+            }
+        };
         self.table.attribute_table.push(otlp::KeyValueAndUnit { key_strindex: key, value: Some(any), unit_strindex: 0 });
-        self.attributes.insert((key, value), i);
         i
     }
 
@@ -247,7 +288,7 @@ impl Dictionary {
             FrameKind::Unknown if mapping_index == 0 && f.file.is_none() && p.runs_v8 => "v8js",
             FrameKind::Unknown => "native",
         };
-        let frame_type = self.attribute(FRAME_TYPE, AttrValue::Str(frame_type.into()));
+        let frame_type = self.attribute(FRAME_TYPE, AttrValue::Str(frame_type));
         let name = self.string(&f.name);
         let file = f.file.as_deref().map_or(0, |s| self.string(s));
         let start_line = f.line.unwrap_or(0) as i64;

@@ -14,8 +14,8 @@ use crate::profile::symbolized::StackFrame;
 use crate::profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
+use foldhash::{HashMap, HashMapExt};
 use prost::Message;
-use std::collections::HashMap;
 use std::io::{Read, Write};
 
 /// pprof's messages, generated from proto/pprof/profile.proto by build.rs.

@@ -14,9 +14,10 @@ use crate::discovery::host_scan::ProcessKey;
 use crate::profile::aggregate::{Aggregate, Unnamed};
 use crate::profile::{NativeSymbols, ProfileBuilder, Symbolizer};
 use crate::sampler::SamplerOptions;
+use foldhash::{HashMap, HashMapExt};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -61,6 +62,11 @@ pub struct WorkerCounters {
     pub thread_names_evicted: AtomicU64,
     pub maps_reads: AtomicU64,
 }
+
+/// How long an idle worker sleeps before it looks at its heartbeat again. Closing the queue
+/// wakes it at once, and a retired worker is one stuck in a read, not one waiting here: a
+/// longer wait only saves wake-ups.
+const IDLE_WAIT: Duration = Duration::from_secs(5);
 
 /// Window ends kept waiting at most; past this the two oldest waiting ones
 /// are merged (a longer window: no sample and no exited process is lost).
@@ -212,7 +218,7 @@ pub(crate) fn run(cx: WorkerContext) {
         if w.cx.beat.retired() {
             return;
         }
-        let Some(job) = w.cx.queue.pop(Duration::from_millis(100)) else {
+        let Some(job) = w.cx.queue.pop(IDLE_WAIT) else {
             if w.cx.beat.retired() {
                 return;
             }

@@ -8,7 +8,7 @@
 use super::decode::StackLosses;
 use super::sample::{Attrs, Sample, SampleKind};
 use super::symbolized::Observation;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 /// Distinct entries kept; samples that would open more are counted in
 /// [`Aggregate::dropped_samples`] so memory stays bounded.

@@ -10,7 +10,7 @@ use super::symbolized::{monotonic_to_unix_ns, Entry, Profile, StackFrame};
 use super::symbolizer::Symbolizer;
 use crate::discovery::build_id::build_id;
 use crate::sampler::SamplerOptions;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 /// Thread names kept per process; past this the table starts over (counted).
 const MAX_THREAD_NAMES: usize = 10_000;
@@ -124,7 +124,7 @@ impl ProfileBuilder {
         for f in frames.into_iter().flatten() {
             p.intern(f);
         }
-        let tids: std::collections::HashSet<u32> = p.entries.iter().map(|e| e.tid).collect();
+        let tids: HashSet<u32> = p.entries.iter().map(|e| e.tid).collect();
         p.thread_names = tids.iter().filter_map(|t| self.thread_names.get(t).map(|n| (*t, n.clone()))).collect();
         self.finish_profile(&mut p, aggregate.losses);
         p

@@ -8,7 +8,7 @@ use super::sample::{Attrs, Sample, SampleKind};
 use crate::alloc_probe::{unbiased_bytes, DEFAULT_INTERVAL};
 use crate::ctx_record::decode_attrs;
 use crate::sampler::{Event, EventKind, SamplerOptions};
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 /// Distinct attrs-data decodings kept per process; past this the cache starts over (counted).
 const MAX_CACHED_ATTRS: usize = 4096;

@@ -17,7 +17,7 @@ use crate::discovery::maps::Mapping;
 use crate::target_file;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
@@ -115,7 +115,7 @@ impl NativeSymbols {
         let id = ObjectId(self.next_id);
         self.next_id += 1;
         let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        self.objects.insert(identity, Object { _file: file, path, id, users: HashSet::from([pid]) });
+        self.objects.insert(identity, Object { _file: file, path, id, users: [pid].into_iter().collect() });
         Some(id)
     }
 

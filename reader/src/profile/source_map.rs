@@ -13,6 +13,9 @@
 //!
 //! Each script is looked at once per (path, modification time, size); what
 //! was read is kept up to [`MAX_CACHED_MAP_BYTES`] of maps, then forgotten.
+//! Whether a script changed is checked once per window (at its first frame),
+//! not once per frame: a window's JS addresses from one script would each
+//! open it again.
 
 use super::frame::{Frame, FrameKind, Generated, SourcePos};
 use std::collections::HashMap;
@@ -144,6 +147,8 @@ fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, String> {
 pub struct SourceMaps {
     /// By (script path, mtime, size): the script's map, or None (no map, or an unusable one).
     by_script: HashMap<(PathBuf, i64, u64), Option<Rc<ScriptMap>>>,
+    /// What each script looked at in this window gave (None: no usable map, or no script).
+    this_window: HashMap<PathBuf, Option<Rc<ScriptMap>>>,
     cached_bytes: u64,
     /// Maps that could not be used, for the user.
     pub notes: Vec<String>,
@@ -153,6 +158,23 @@ pub struct SourceMaps {
 impl SourceMaps {
     /// The map of `script` in process `pid`'s file system, when it has one that parses.
     pub fn for_script(&mut self, pid: i32, script: &Path) -> Option<Rc<ScriptMap>> {
+        if let Some(known) = self.this_window.get(script) {
+            return known.clone();
+        }
+        if self.this_window.len() >= MAX_CACHED_SCRIPTS {
+            self.this_window.clear();
+        }
+        let map = self.look_at(pid, script);
+        self.this_window.insert(script.to_path_buf(), map.clone());
+        map
+    }
+
+    /// Scripts are looked at again (a change to one seen) from the next frame on.
+    pub fn new_window(&mut self) {
+        self.this_window.clear();
+    }
+
+    fn look_at(&mut self, pid: i32, script: &Path) -> Option<Rc<ScriptMap>> {
         let in_root = |p: &Path| PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
         let file = crate::target_file::open_any_owner(pid, &in_root(script)).ok()?;
         let meta = file.metadata().ok()?;

@@ -6,7 +6,7 @@
 use super::frame::Frame;
 use super::sample::{Measure, SampleKind};
 use crate::discovery::maps::Mapping;
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// The mapping kernel frames are in, as pprof and OTLP profiles name it, and where it starts.
 pub const KERNEL_MAPPING: &str = "[kernel.kallsyms]";

@@ -19,8 +19,8 @@ use super::perf_map_reader::{PerfMapReader, PerfMapStatus};
 use super::source_map::SourceMaps;
 use crate::discovery::maps::{read_maps, Mapping};
 use crate::error::{Error, Result};
+use foldhash::{HashMap, HashMapExt};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -261,6 +261,7 @@ impl Symbolizer {
     pub fn take_frames(&mut self) -> Vec<Frame> {
         self.named.clear();
         self.frame_ids.clear();
+        self.source_maps.new_window();
         std::mem::take(&mut self.frames)
     }
 
