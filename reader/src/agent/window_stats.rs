@@ -1,5 +1,6 @@
 //! What the agent says about each window: one status line on stderr.
 
+use super::HeapStats;
 use crate::otlp::ExporterStats;
 use crate::pipeline::PipelineCounters;
 
@@ -23,8 +24,10 @@ pub struct WindowStats {
     /// Allocation samples delivered (agent --alloc).
     pub alloc_samples: u64,
     pub dropped_ring_full: u64,
-    /// Cache evictions and drops since the agent started.
+    /// Cache evictions and drops since the agent started, and what the caches hold now.
     pub counters: PipelineCounters,
+    /// The agent's heap at the window's end.
+    pub heap: HeapStats,
 }
 
 impl WindowStats {
@@ -64,6 +67,19 @@ impl WindowStats {
         line += &format!(
             ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
             c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted
+        );
+        let (k, mib) = (&c.cached, |b: u64| b as f64 / (1 << 20) as f64);
+        line += &format!(
+            "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} attribute sets, {} thread names; \
+             heap: {:.1} MiB in use, {:.1} MiB free",
+            k.native_names,
+            mib(k.native_name_bytes),
+            k.objects_open,
+            k.js_functions,
+            k.attr_sets,
+            k.thread_names,
+            mib(self.heap.in_use),
+            mib(self.heap.free)
         );
         if let Some(stats) = export {
             line += &format!(", {stats}");
