@@ -22,6 +22,8 @@ function option(name, fallback) {
 }
 const MINUTES = Number(option('minutes', '22'));
 const bin = path.resolve(option('bin', path.join(root, 'target/release/thread-ctx')));
+// Every line the agent writes on stderr (status lines included) also goes to this file.
+const agentLog = option('agent-log', null);
 if (!(MINUTES >= 7)) throw new RangeError(`--minutes: expected at least 7 (warm-up is minutes 4-6), got ${MINUTES}`);
 if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
 if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
@@ -77,6 +79,31 @@ function mapPids(mapId) {
   });
 }
 
+// Of the CPU samples in the two JIT services' profiles written since the last call, how many
+// have a JS frame left unnamed ([anon:jit]): what the bound on each perf map costs in names.
+// The agent's own `flamegraph --folded` reads each pprof file back.
+const seenProfiles = new Set();
+function unnamedJsShare(dir) {
+  let samples = 0;
+  let unnamed = 0;
+  for (const f of fs.readdirSync(dir).filter((f) => /^soak-jit-[ab]-/.test(f) && !seenProfiles.has(f))) {
+    seenProfiles.add(f);
+    const folded = path.join(dir, `${f}.folded`);
+    try {
+      execFileSync(bin, ['flamegraph', '--folded', folded, path.join(dir, f)], { stdio: 'ignore' });
+    } catch {
+      continue; // a file being written: counted with the next minute's
+    }
+    for (const line of fs.readFileSync(folded, 'utf8').split('\n').filter(Boolean)) {
+      const count = Number(line.slice(line.lastIndexOf(' ') + 1));
+      samples += count;
+      if (line.includes('[anon:jit]')) unnamed += count;
+    }
+    fs.rmSync(folded);
+  }
+  return samples ? `${((100 * unnamed) / samples).toFixed(1)} % of ${samples}` : '-';
+}
+
 (async () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'soak-agent-'));
   startService('soak-jit-a');
@@ -86,7 +113,9 @@ function mapPids(mapId) {
   let lastStatus = '';
   const notes = [];
   let rest = '';
+  const logFd = agentLog ? fs.openSync(agentLog, 'w') : null;
   agent.stderr.on('data', (d) => {
+    if (logFd !== null) fs.writeSync(logFd, d);
     const lines = (rest + d).split('\n');
     rest = lines.pop();
     for (const l of lines) if (l.includes(': window ')) lastStatus = l; else notes.push(l);
@@ -97,8 +126,8 @@ function mapPids(mapId) {
   const spawner = setInterval(() => shortLived.push(startService(`soak-short-${shortLived.length}`, 20_000).pid), 20_000);
   const minutes = [];
   console.log(`thread-ctx agent soak: ${MINUTES} min, ${os.cpus().length} CPUs, load ${os.loadavg()[0].toFixed(1)}; agent pid ${agent.pid}`);
-  console.log('| minute | RSS mean (MiB) | RSS max (MiB) | of which anonymous / file (MiB) | fds | BPF targets entries | processes tracked | evicted (status line) |');
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('| minute | RSS mean (MiB) | RSS max (MiB) | of which anonymous / file (MiB) | fds | BPF targets entries | processes tracked | evicted (status line) | cached now | heap | JIT services\' samples with an unnamed JS frame |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (let minute = 1; minute <= MINUTES; minute++) {
     const rss = [];
     for (let i = 0; i < 6; i++) {
@@ -107,10 +136,13 @@ function mapPids(mapId) {
     }
     const tracked = Number((lastStatus.match(/: (\d+) processes/) || [])[1] || 0);
     const evicted = (lastStatus.match(/evicted: ([^;]*)/) || [])[1] || '';
+    // Builds whose status line says what the caches hold and what the allocator keeps.
+    const cached = (lastStatus.match(/cached now: ([^;]*)/) || [])[1] || '';
+    const heap = (lastStatus.match(/heap: ([^;]*)/) || [])[1] || '';
     const row = { minute, mean: rss.reduce((a, b) => a + b) / rss.length, max: Math.max(...rss), fds: fds(agent.pid), entries: mapPids(mapId).length, tracked };
     minutes.push(row);
     const split = `${rssMiB(agent.pid, 'RssAnon').toFixed(1)} / ${rssMiB(agent.pid, 'RssFile').toFixed(1)}`;
-    console.log(`| ${minute} | ${row.mean.toFixed(1)} | ${row.max.toFixed(1)} | ${split} | ${row.fds} | ${row.entries} | ${row.tracked} | ${evicted} |`);
+    console.log(`| ${minute} | ${row.mean.toFixed(1)} | ${row.max.toFixed(1)} | ${split} | ${row.fds} | ${row.entries} | ${row.tracked} | ${evicted} | ${cached} | ${heap} | ${unnamedJsShare(tmp)} |`);
   }
   clearInterval(spawner);
   // Every short-lived service has exited (20 s) and been seen gone (a scan, at most 5 s) by now.
