@@ -23,15 +23,15 @@ fn page_size() -> u64 {
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64
 }
 
-/// True for blazesym's mapping of `file`: all of it, from offset 0, read-only and private.
-/// The loader never maps an object that way (its segments are partial, the text executable),
-/// so the pages of such a mapping were never written: they are the file's own.
+/// True for blazesym's mapping of `file`: all of it, from offset 0, read-only (blazesym maps it
+/// shared). The loader never maps an object that way (its segments are partial and private), so
+/// the pages of such a mapping were never written: they are the file's own.
 fn is_whole_file_mapping(m: &Mapping, file: &MappedFile, page: u64) -> bool {
     let Some((major, minor)) = m.dev.split_once(':') else { return false };
     let (Ok(major), Ok(minor)) = (u32::from_str_radix(major, 16), u32::from_str_radix(minor, 16)) else { return false };
     m.inode == file.inode
         && libc::makedev(major, minor) == file.dev
-        && m.perms == "r--p"
+        && (m.perms == "r--s" || m.perms == "r--p")
         && m.offset == 0
         && m.end - m.start == file.size.div_ceil(page) * page
 }
@@ -46,7 +46,7 @@ pub fn drop_resident_pages(files: &[MappedFile]) -> u64 {
     let mut advised = 0;
     for m in maps.iter().filter(|m| files.iter().any(|f| is_whole_file_mapping(m, f, page))) {
         let len = (m.end - m.start) as usize;
-        // SAFETY: a private read-only mapping of a whole file, never written (see
+        // SAFETY: a read-only mapping of a whole file, never written (see
         // `is_whole_file_mapping`): MADV_DONTNEED only unmaps its pages, and the next read
         // faults the same bytes back from the page cache. Nothing else is touched.
         if unsafe { libc::madvise(m.start as *mut libc::c_void, len, libc::MADV_DONTNEED) } == 0 {
@@ -75,9 +75,9 @@ mod tests {
         file.write_all(&bytes).unwrap();
         let meta = file.as_file().metadata().unwrap();
         let len = bytes.len();
-        // SAFETY: a new private read-only mapping of a file this test owns, unmapped below.
+        // SAFETY: a new read-only mapping of a file this test owns (shared, as blazesym maps), unmapped below.
         let at =
-            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(file.as_file()), 0) };
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(file.as_file()), 0) };
         assert_ne!(at, libc::MAP_FAILED);
         // SAFETY: `len` readable bytes at `at`, mapped above.
         let view = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
