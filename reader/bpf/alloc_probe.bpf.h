@@ -6,7 +6,7 @@
  * is initialised. The event is the CPU sample's, read the same way: the
  * thread's record through read_record (ctx_reader.bpf.h), the user stack
  * through frame pointers from the probe's registers (the kernel adds the
- * caller's return address at a function's entry). duration_ns carries the
+ * caller's return address at a function's entry). `value` carries the
  * sampled object's size: SampleObject is a member function, so `this` is
  * the first argument register and the size the third.
  *
@@ -32,7 +32,7 @@ int alloc_sample(struct pt_regs *ctx)
 	if (!e)
 		return 0;
 	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_ALLOC);
-	e->duration_ns = PT_REGS_PARM3(ctx);
+	e->value = PT_REGS_PARM3(ctx);
 	capture_stacks(e, ctx);
 	if (send_event(e))
 		count(COUNTER_ALLOC_DROPPED);

@@ -70,11 +70,16 @@ struct header_words {
 	__u32 w3;
 };
 
-static __always_inline void count(__u32 index)
+static __always_inline void add(__u32 index, __u64 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &index);
 	if (c)
-		*c += 1;
+		*c += n;
+}
+
+static __always_inline void count(__u32 index)
+{
+	add(index, 1);
 }
 
 /* Address of the thread's otel_thread_ctx_v1 slot, or why there is none. */
@@ -153,7 +158,7 @@ static __always_inline void fill_event(struct sample_event *e, const struct targ
 	e->cpu = bpf_get_smp_processor_id();
 	e->kind = kind;
 	e->flags = 0;
-	e->duration_ns = 0;
+	e->value = 0;
 	__builtin_memset(&e->header, 0, sizeof(e->header));
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
 	e->state = read_record(e, t, fsbase);

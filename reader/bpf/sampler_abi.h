@@ -85,13 +85,14 @@ enum counter_index {
 	COUNTER_ALLOC_VALID = CTX_STATE_COUNT + 3,   /* allocation samples sent with a valid record */
 	COUNTER_ALLOC_OTHER = CTX_STATE_COUNT + 4,   /* allocation samples sent without one */
 	COUNTER_ALLOC_DROPPED = CTX_STATE_COUNT + 5, /* allocation samples lost: ring buffer full */
-	COUNTER_COUNT = CTX_STATE_COUNT + 6,
+	COUNTER_CPU_SAMPLE_NS = CTX_STATE_COUNT + 6, /* ns the CPU program ran for tracked threads' ticks, while time_samples is set */
+	COUNTER_COUNT = CTX_STATE_COUNT + 7,
 };
 
 enum event_kind {
 	EVENT_CPU_SAMPLE = 0, /* a cpu-clock tick on a tracked thread */
-	EVENT_OFF_CPU = 1,    /* a tracked thread was switched out for duration_ns */
-	EVENT_ALLOC = 2,      /* V8 sampled an allocation of duration_ns bytes on the thread (alloc_probe.bpf.h) */
+	EVENT_OFF_CPU = 1,    /* a tracked thread was switched out for `value` ns */
+	EVENT_ALLOC = 2,      /* V8 sampled an allocation of `value` bytes on the thread (alloc_probe.bpf.h) */
 };
 
 /* sample_event.flags */
@@ -115,7 +116,7 @@ struct sample_event {
 	__u8 kind;            /* enum event_kind */
 	__u8 state;           /* enum ctx_state */
 	__u16 flags;          /* EVENT_FLAG_* */
-	__u64 duration_ns;    /* 0 for CPU samples; off-CPU: switched out for this long from time_ns; allocations: the object's bytes */
+	__u64 value;          /* by kind: CPU 0; off-CPU the ns switched out from time_ns; allocation the object's bytes */
 	/* Bytes of user_stack/kernel_stack that bpf_get_stack filled, or -errno
 	 * (-ENOENT: not captured; kernel -EFAULT: the sample was taken in user mode). */
 	__s32 user_stack_bytes;

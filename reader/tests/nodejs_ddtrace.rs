@@ -240,6 +240,14 @@ fn record_links_each_functions_samples_to_its_own_span() {
         r.stderr.lines().filter(|l| l.contains("BPF program")).collect::<Vec<_>>().join("; ")
     ));
     assert!(enough(&seen), "the recording ended before each thread's functions had {MIN_SAMPLES_EACH} samples: {seen:?}\n{}", r.stderr);
+    // --bpf-stats: the program's own clock over the target's samples lies inside the kernel's run
+    // time of all runs over them (an interval inside each run).
+    let ns = |line_end: &str| {
+        let line = r.stderr.lines().find(|l| l.ends_with(line_end))?;
+        line.strip_suffix(line_end)?.rsplit([' ', '=']).next()?.parse::<f64>().ok()
+    };
+    let (own, bound) = (ns(" ns per sample of the target (its own clock)"), ns(" ns per sample of the target"));
+    assert!(matches!((own, bound), (Some(o), Some(b)) if o > 0.0 && o <= b * 1.05 + 50.0), "--bpf-stats: own {own:?}, bound {bound:?}\n{}", r.stderr);
     for ((thread, function), (n, linked)) in &seen {
         let share = *linked as f64 / *n as f64;
         assert!(

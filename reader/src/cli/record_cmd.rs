@@ -343,6 +343,12 @@ fn print_bpf_stats(pipeline: &Pipeline, target_samples: u64) -> Result<()> {
     if target_samples > 0 {
         // An upper bound: run_time_ns includes the cheap runs on other processes' ticks.
         eprintln!("thread-ctx: BPF program: <= {:.0} ns per sample of the target", st.run_time_ns as f64 / target_samples as f64);
+        // Exact for the target: the program's own clock around its runs on the target's ticks.
+        let timed = pipeline.sampler().counters()?;
+        let ticks = timed.total() + timed.dropped;
+        if ticks > 0 {
+            eprintln!("thread-ctx: BPF program: {:.0} ns per sample of the target (its own clock)", timed.cpu_sample_ns as f64 / ticks as f64);
+        }
     }
     if let Some(st) = pipeline.sampler().off_cpu_program_stats()? {
         let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };

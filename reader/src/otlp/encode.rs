@@ -334,24 +334,8 @@ pub(crate) mod tests {
         }];
         p.build_ids.insert(("08:01".into(), 7), "abcd".into());
         p.thread_names.insert(42, "node".into());
-        let native = p.intern(Frame {
-            kind: FrameKind::Native,
-            name: "uv_run".into(),
-            file: Some("/usr/bin/node".into()),
-            line: None,
-            column: None,
-            pos: None,
-            generated: None,
-        });
-        let js = p.intern(Frame {
-            kind: FrameKind::Js,
-            name: "burn".into(),
-            file: Some("/app/a.js".into()),
-            line: Some(3),
-            column: Some(9),
-            pos: None,
-            generated: None,
-        });
+        let native = p.intern(Frame::native("uv_run", Some("/usr/bin/node")));
+        let js = p.intern(Frame::js("burn", Some("/app/a.js"), Some(3), Some(9)));
         let jit = p.intern(Frame::unknown("[anon:jit]".into(), None));
         let stack = vec![
             StackFrame { addr: 0x7f00_0000_0000, frame: js, kernel: false },
@@ -360,26 +344,17 @@ pub(crate) mod tests {
         ];
         let at = |t: u64, w: u64| Observation { time_ns: t, weight: w };
         p.push_entry(Entry {
-            kind: SampleKind::Cpu,
-            stack: stack.clone(),
             tid: 42,
-            trace_id: Some([0xab; 16]),
-            span_id: Some([0xcd; 8]),
-            attrs: vec![("http.route".into(), "/users/:id".into())],
-            count: 2,
             weight: 20_000_000,
             times: vec![at(5, 10_000_000), at(7, 10_000_000)],
+            ..Entry::test(stack.clone(), Some((0xab, 0xcd)), &[("http.route", "/users/:id")], 2)
         });
         p.push_entry(Entry {
             kind: SampleKind::Blocked,
-            stack,
             tid: 42,
-            trace_id: None,
-            span_id: None,
-            attrs: vec![],
-            count: 1,
             weight: 50_000_000,
             times: vec![at(9, 50_000_000)],
+            ..Entry::test(stack, None, &[], 1)
         });
         p
     }

@@ -131,34 +131,16 @@ pub fn write_svg(path: &Path, p: &Profile, filter: &Filter, subtitle: &str) -> R
 mod tests {
     use super::*;
     use crate::profile::symbolized::StackFrame;
-    use crate::profile::{Frame, FrameKind, SampleKind};
+    use crate::profile::{Frame, SampleKind};
 
     fn profile(off_cpu: bool) -> Profile {
         let mut p = Profile::default();
         (p.off_cpu_traced, p.cpu_period_ns) = (off_cpu, 10_000_000);
-        let main = p.intern(Frame { kind: FrameKind::Native, name: "main".into(), file: None, line: None, column: None, pos: None, generated: None });
-        let burn = p.intern(Frame {
-            kind: FrameKind::Js,
-            name: "burn".into(),
-            file: Some("/a.js".into()),
-            line: Some(3),
-            column: None,
-            pos: None,
-            generated: None,
-        });
+        let main = p.intern(Frame::native("main", None));
+        let burn = p.intern(Frame::js("burn", Some("/a.js"), Some(3), None));
         p.thread_names.insert(7, "node".into());
         let stack = vec![StackFrame { addr: 2, frame: burn, kernel: false }, StackFrame { addr: 1, frame: main, kernel: false }];
-        let e = |kind, trace: u8, count, weight| Entry {
-            kind,
-            stack: stack.clone(),
-            tid: 7,
-            trace_id: Some([trace; 16]),
-            span_id: Some([trace; 8]),
-            attrs: vec![],
-            count,
-            weight,
-            times: vec![],
-        };
+        let e = |kind, trace: u8, count, weight| Entry { kind, tid: 7, weight, ..Entry::test(stack.clone(), Some((trace, trace)), &[], count) };
         p.push_entry(e(SampleKind::Cpu, 1, 3, 30_000_000));
         p.push_entry(e(SampleKind::Cpu, 2, 1, 10_000_000));
         if off_cpu {

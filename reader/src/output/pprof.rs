@@ -337,10 +337,6 @@ mod tests {
     use super::*;
     use crate::discovery::maps::Mapping;
 
-    fn frame(kind: FrameKind, name: &str, file: Option<&str>, line: Option<u32>) -> Frame {
-        Frame { kind, name: name.into(), file: file.map(str::to_string), line, column: None, pos: None, generated: None }
-    }
-
     #[test]
     fn decode_reads_back_what_encode_wrote() {
         let mut p = Profile::default();
@@ -356,28 +352,23 @@ mod tests {
         }];
         p.thread_names.insert(42, "node".into());
         let frames = [
-            (frame(FrameKind::Kernel, "schedule", None, None), 0xffff_ffff_8100_0000, true),
+            (Frame::kernel("schedule"), 0xffff_ffff_8100_0000, true),
             (
-                Frame { pos: Some(SourcePos { line: 5, column: Some(7) }), ..frame(FrameKind::Js, "burn", Some("/app/a.js"), Some(3)) },
+                Frame { pos: Some(SourcePos { line: 5, column: Some(7) }), ..Frame::js("burn", Some("/app/a.js"), Some(3), None) },
                 0x7f00_0000_0000,
                 false,
             ),
-            (frame(FrameKind::Js, "[Symbol.iterator]", Some("/app/a.js"), Some(9)), 0x7f00_0000_0100, false),
-            (frame(FrameKind::Unknown, "[anon:jit]", None, None), 0x7f00_0000_0200, false),
-            (frame(FrameKind::Native, "uv_run", Some("/usr/bin/node"), None), 0x1100, false),
+            (Frame::js("[Symbol.iterator]", Some("/app/a.js"), Some(9), None), 0x7f00_0000_0100, false),
+            (Frame::unknown("[anon:jit]".into(), None), 0x7f00_0000_0200, false),
+            (Frame::native("uv_run", Some("/usr/bin/node")), 0x1100, false),
         ];
         let stack: Vec<StackFrame> =
             frames.iter().map(|(f, addr, kernel)| StackFrame { addr: *addr, frame: p.intern(f.clone()), kernel: *kernel }).collect();
         let entry = |kind, count, weight| Entry {
             kind,
-            stack: stack.clone(),
             tid: 42,
-            trace_id: Some([0xab; 16]),
-            span_id: Some([0xcd; 8]),
-            attrs: vec![("http.route".into(), "/users/:id".into())],
-            count,
             weight,
-            times: vec![],
+            ..Entry::test(stack.clone(), Some((0xab, 0xcd)), &[("http.route", "/users/:id")], count)
         };
         p.push_entry(entry(SampleKind::Cpu, 3, 30_000_000));
         p.push_entry(entry(SampleKind::Blocked, 2, 75_000_000));

@@ -33,29 +33,19 @@ pub fn selection_summary(p: &Profile, filter: &Filter, by: &GroupBy, hz: u32, to
 mod tests {
     use super::*;
     use crate::profile::symbolized::{Entry, StackFrame};
-    use crate::profile::{Frame, FrameKind, SampleKind};
+    use crate::profile::Frame;
 
     fn profile() -> Profile {
         let mut p = Profile::default();
-        let burn = p.intern(Frame {
-            kind: FrameKind::Js,
-            name: "burn".into(),
-            file: Some("/a.js".into()),
-            line: Some(3),
-            column: None,
-            pos: None,
-            generated: None,
-        });
+        let burn = p.intern(Frame::js("burn", Some("/a.js"), Some(3), None));
         let e = |trace: u8, span: u8, count| Entry {
-            kind: SampleKind::Cpu,
-            stack: vec![StackFrame { addr: 1, frame: burn, kernel: false }],
-            tid: 7,
-            trace_id: Some([trace; 16]),
-            span_id: Some([span; 8]),
-            attrs: vec![("http.route".into(), format!("/r{trace}"))],
-            count,
             weight: count * 10_000_000,
-            times: vec![],
+            ..Entry::test(
+                vec![StackFrame { addr: 1, frame: burn, kernel: false }],
+                Some((trace, span)),
+                &[("http.route", &format!("/r{trace}"))],
+                count,
+            )
         };
         for entry in [e(1, 1, 5), e(1, 2, 3), e(2, 3, 40)] {
             p.push_entry(entry);

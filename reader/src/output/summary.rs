@@ -241,7 +241,7 @@ impl Summary {
         }
         let Some(group) = self.by.group_of_event(e, self.key_map.as_deref()) else {
             if off_cpu {
-                self.off_cpu_no_context.add(OffCpu::of(e.duration_ns, e.preempted));
+                self.off_cpu_no_context.add(OffCpu::of(e.value, e.preempted));
             } else {
                 *self.no_context.entry(e.state).or_default() += 1;
             }
@@ -249,11 +249,8 @@ impl Summary {
         };
         let by_span = matches!(self.by, GroupBy::Span);
         let ids = e.span().map(|(trace, span, _)| (trace, span));
-        let row = if off_cpu {
-            self.count_in(group, ids, 0, OffCpu::of(e.duration_ns, e.preempted))
-        } else {
-            self.count_in(group, ids, 1, OffCpu::default())
-        };
+        let row =
+            if off_cpu { self.count_in(group, ids, 0, OffCpu::of(e.value, e.preempted)) } else { self.count_in(group, ids, 1, OffCpu::default()) };
         if by_span && row.attrs != e.attrs {
             row.attrs.clone_from(&e.attrs);
         }
@@ -539,7 +536,7 @@ mod tests {
             attrs,
             user_stack: Err(-2),
             kernel_stack: Err(-2),
-            duration_ns: 0,
+            value: 0,
             preempted: false,
         }
     }
@@ -604,7 +601,7 @@ mod tests {
         s.add(&sample(CtxState::Valid, 1, 2, Some("/x")));
         let off_cpu = |trace: u8, state, ms: u64, preempted| {
             let mut e = sample(state, trace, trace + 1, None);
-            (e.kind, e.duration_ns, e.preempted) = (EventKind::OffCpu, ms * 1_000_000, preempted);
+            (e.kind, e.value, e.preempted) = (EventKind::OffCpu, ms * 1_000_000, preempted);
             e
         };
         s.add(&off_cpu(3, CtxState::Valid, 50, false));
@@ -629,7 +626,7 @@ mod tests {
         let mut s = Summary::new(GroupBy::Trace, None);
         for trace in 1..=5u8 {
             let mut e = sample(CtxState::Valid, trace, trace, None);
-            (e.kind, e.duration_ns, e.preempted) = (EventKind::OffCpu, u64::from(trace) * 1_000_000, trace % 2 == 0);
+            (e.kind, e.value, e.preempted) = (EventKind::OffCpu, u64::from(trace) * 1_000_000, trace % 2 == 0);
             s.add(&e);
         }
         let text = s.render_table(49, 2, None);
@@ -643,16 +640,9 @@ mod tests {
         let km = key_map();
         let (mut by_event, mut by_entry) =
             (Summary::new(GroupBy::Attr("http.route".into()), Some(&km)), Summary::new(GroupBy::Attr("http.route".into()), None));
-        let entry = |trace: Option<u8>, route: Option<&str>, count| Entry {
-            kind: crate::profile::SampleKind::Cpu,
-            stack: vec![],
-            tid: 1,
-            trace_id: trace.map(|t| [t; 16]),
-            span_id: trace.map(|t| [t; 8]),
-            attrs: route.map(|r| vec![("http.route".to_string(), r.to_string())]).unwrap_or_default(),
-            count,
-            weight: 0,
-            times: vec![],
+        let entry = |trace: Option<u8>, route: Option<&str>, count| {
+            let attrs: Vec<(&str, &str)> = route.map(|r| ("http.route", r)).into_iter().collect();
+            Entry::test(vec![], trace.map(|t| (t, t)), &attrs, count)
         };
         for (trace, route, count) in
             [(Some(1), Some("/a"), 3), (Some(2), Some("/a"), 1), (Some(3), Some("/b"), 2), (Some(4), None, 1), (None, None, 2)]
@@ -677,17 +667,7 @@ mod tests {
     fn entries_and_events_land_in_the_same_group() {
         let km = key_map();
         let e = sample(CtxState::Valid, 1, 2, Some("/x"));
-        let entry = Entry {
-            kind: crate::profile::SampleKind::Cpu,
-            stack: vec![],
-            tid: 1,
-            trace_id: Some([1; 16]),
-            span_id: Some([2; 8]),
-            attrs: vec![("http.route".into(), "/x".into())],
-            count: 1,
-            weight: 0,
-            times: vec![],
-        };
+        let entry = Entry::test(vec![], Some((1, 2)), &[("http.route", "/x")], 1);
         for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into()), GroupBy::Attr("missing".into())] {
             assert_eq!(by.group_of_event(&e, Some(&km)), by.group_of_entry(&entry), "{by:?}");
         }

@@ -43,7 +43,7 @@ pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
 mod tests {
     use super::*;
     use crate::profile::symbolized::StackFrame;
-    use crate::profile::{Frame, SampleKind, SourcePos};
+    use crate::profile::{Frame, SourcePos};
 
     #[test]
     fn names_the_innermost_js_function_else_the_leaf_per_group() {
@@ -52,17 +52,7 @@ mod tests {
         let burn = p.intern(Frame { pos: Some(SourcePos { line: 5, column: Some(9) }), ..Frame::js("burn", Some("/app/a.js"), Some(3), None) });
         let gc = p.intern(Frame::native("Heap::Scavenge", None));
         let sf = |frame| StackFrame { addr: frame as u64, frame, kernel: false };
-        let e = |stack, count, route: &str| Entry {
-            kind: SampleKind::Cpu,
-            stack,
-            tid: 1,
-            trace_id: Some([1; 16]),
-            span_id: Some([2; 8]),
-            attrs: vec![("http.route".into(), route.into())],
-            count,
-            weight: 0,
-            times: vec![],
-        };
+        let e = |stack, count, route: &str| Entry::test(stack, Some((1, 2)), &[("http.route", route)], count);
         p.push_entry(e(vec![sf(sin), sf(burn)], 3, "/a"));
         p.push_entry(e(vec![sf(gc)], 1, "/a"));
         p.push_entry(e(vec![sf(gc)], 2, "/b"));

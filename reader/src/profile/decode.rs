@@ -101,9 +101,9 @@ impl Decoder {
         };
         let (kind, weight) = match (e.kind, e.preempted) {
             (EventKind::Cpu, _) => (SampleKind::Cpu, self.cpu_period_ns),
-            (EventKind::OffCpu, false) => (SampleKind::Blocked, e.duration_ns),
-            (EventKind::OffCpu, true) => (SampleKind::Preempted, e.duration_ns),
-            (EventKind::Alloc, _) => (SampleKind::Alloc, unbiased_bytes(e.duration_ns, self.alloc_interval)),
+            (EventKind::OffCpu, false) => (SampleKind::Blocked, e.value),
+            (EventKind::OffCpu, true) => (SampleKind::Preempted, e.value),
+            (EventKind::Alloc, _) => (SampleKind::Alloc, unbiased_bytes(e.value, self.alloc_interval)),
         };
         Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, weight }
     }
@@ -166,7 +166,7 @@ mod tests {
             attrs: attrs.to_vec(),
             user_stack: Ok(vec![0x10, 0x20]),
             kernel_stack: Err(-libc::EFAULT),
-            duration_ns: 0,
+            value: 0,
             preempted: false,
         }
     }
@@ -188,7 +188,7 @@ mod tests {
     fn an_allocation_weighs_the_bytes_it_stands_for_at_the_published_interval() {
         let opts = SamplerOptions { hz: 100, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc: true };
         let mut d = Decoder::new(None, &opts);
-        let alloc = |size: u64| Event { kind: EventKind::Alloc, duration_ns: size, ..event(&[]) };
+        let alloc = |size: u64| Event { kind: EventKind::Alloc, value: size, ..event(&[]) };
         let a = d.decode(alloc(2048));
         assert_eq!((a.kind, a.weight), (SampleKind::Alloc, unbiased_bytes(2048, DEFAULT_INTERVAL)));
         d.set_alloc_interval(Some(16 * 1024));

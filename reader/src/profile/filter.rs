@@ -59,17 +59,7 @@ mod tests {
     use super::*;
 
     fn entry(trace: u8, span: u8, route: &str) -> Entry {
-        Entry {
-            kind: crate::profile::SampleKind::Cpu,
-            stack: vec![],
-            tid: 1,
-            trace_id: Some([trace; 16]),
-            span_id: Some([span; 8]),
-            attrs: vec![("http.route".into(), route.into())],
-            count: 1,
-            weight: 1,
-            times: vec![],
-        }
+        Entry { weight: 1, ..Entry::test(vec![], Some((trace, span)), &[("http.route", route)], 1) }
     }
 
     #[test]

@@ -85,6 +85,26 @@ pub struct Profile {
 
 type EntryKey = (SampleKind, Vec<(u64, bool)>, u32, Option<[u8; 16]>, Option<[u8; 8]>, Vec<(String, String)>);
 
+/// The entry the output tests build on: `count` CPU samples of `stack` on thread 1, in the span
+/// whose trace id bytes are all `ids.0` and span id bytes all `ids.1`, with these attributes;
+/// each test sets what else it needs with `..Entry::test(..)`.
+#[cfg(test)]
+impl Entry {
+    pub(crate) fn test(stack: Vec<StackFrame>, ids: Option<(u8, u8)>, attrs: &[(&str, &str)], count: u64) -> Entry {
+        Entry {
+            kind: SampleKind::Cpu,
+            stack,
+            tid: 1,
+            trace_id: ids.map(|(t, _)| [t; 16]),
+            span_id: ids.map(|(_, s)| [s; 8]),
+            attrs: attrs.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
+            count,
+            weight: 0,
+            times: vec![],
+        }
+    }
+}
+
 impl Profile {
     pub fn new(pid: i32) -> Profile {
         Profile { pid, times_complete: true, ..Default::default() }

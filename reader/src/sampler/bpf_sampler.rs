@@ -6,8 +6,8 @@
 mod alloc_attach;
 
 use super::ctx_state::{
-    Counters, CtxState, COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_OFF_CPU_DROPPED,
-    COUNTER_OFF_CPU_SAMPLES,
+    Counters, CtxState, COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_CPU_SAMPLE_NS,
+    COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_SAMPLES,
 };
 use super::error::SamplerError;
 use super::event::{Event, EVENT_SIZE};
@@ -243,6 +243,7 @@ impl Sampler {
                 COUNTER_OFF_CPU_SAMPLES => c.off_cpu_sent = sum,
                 COUNTER_ALLOC_VALID | COUNTER_ALLOC_OTHER => c.alloc_sent += sum,
                 COUNTER_ALLOC_DROPPED => c.alloc_dropped = sum,
+                COUNTER_CPU_SAMPLE_NS => c.cpu_sample_ns = sum,
                 i if (i as usize) < CtxState::ALL.len() => c.per_state[i as usize] = sum,
                 _ => {}
             }
@@ -260,6 +261,10 @@ impl Sampler {
         }
         // SAFETY: fresh descriptor owned by us.
         self.stats = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        // And have the CPU program time its runs on tracked threads (Counters::cpu_sample_ns).
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.time_samples = 1;
+        }
         Ok(())
     }
 

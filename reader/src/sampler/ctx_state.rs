@@ -79,7 +79,8 @@ pub(crate) const COUNTER_OFF_CPU_SAMPLES: u32 = COUNTER_CPU_DROPPED + 2;
 pub(crate) const COUNTER_ALLOC_VALID: u32 = COUNTER_CPU_DROPPED + 3;
 pub(crate) const COUNTER_ALLOC_OTHER: u32 = COUNTER_CPU_DROPPED + 4;
 pub(crate) const COUNTER_ALLOC_DROPPED: u32 = COUNTER_CPU_DROPPED + 5;
-pub(crate) const COUNTER_COUNT: u32 = COUNTER_CPU_DROPPED + 6;
+pub(crate) const COUNTER_CPU_SAMPLE_NS: u32 = COUNTER_CPU_DROPPED + 6;
+pub(crate) const COUNTER_COUNT: u32 = COUNTER_CPU_DROPPED + 7;
 
 /// Totals kept by the BPF programs themselves, independent of ring-buffer delivery.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -94,6 +95,9 @@ pub struct Counters {
     /// Allocation samples sent, and lost because the ring buffer was full.
     pub alloc_sent: u64,
     pub alloc_dropped: u64,
+    /// Nanoseconds the CPU program ran for tracked threads' ticks while it was being measured
+    /// ([`crate::sampler::Sampler::enable_run_time_stats`]).
+    pub cpu_sample_ns: u64,
 }
 
 impl Counters {
@@ -122,6 +126,7 @@ impl Counters {
         d.off_cpu_dropped = d.off_cpu_dropped.saturating_sub(earlier.off_cpu_dropped);
         d.alloc_sent = d.alloc_sent.saturating_sub(earlier.alloc_sent);
         d.alloc_dropped = d.alloc_dropped.saturating_sub(earlier.alloc_dropped);
+        d.cpu_sample_ns = d.cpu_sample_ns.saturating_sub(earlier.cpu_sample_ns);
         d
     }
 }

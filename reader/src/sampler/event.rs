@@ -26,9 +26,9 @@ const EVENT_FLAG_PREEMPTED: u16 = 1;
 pub enum EventKind {
     /// A cpu-clock tick on the thread.
     Cpu,
-    /// The thread was switched out for `duration_ns` from `time_ns`.
+    /// The thread was switched out for [`Event::off_cpu_ns`] from `time_ns`.
     OffCpu,
-    /// V8 sampled an allocation of `duration_ns` bytes on the thread (the allocation uprobe).
+    /// V8 sampled an allocation of [`Event::alloc_size`] bytes on the thread (the allocation uprobe).
     Alloc,
 }
 
@@ -52,9 +52,9 @@ pub struct Event {
     pub user_stack: Result<Vec<u64>, i32>,
     /// Likewise for the kernel stack (-EFAULT for a sample taken in user mode).
     pub kernel_stack: Result<Vec<u64>, i32>,
-    /// Off-CPU: nanoseconds the thread was switched out; allocations: the sampled object's
-    /// bytes ([`Event::alloc_size`]); 0 for CPU samples.
-    pub duration_ns: u64,
+    /// What the sample weighs, in its kind's unit: off-CPU the nanoseconds the thread was
+    /// switched out, allocations the sampled object's bytes, 0 for CPU samples.
+    pub value: u64,
     /// Off-CPU: switched out while runnable (waited for a CPU) rather than blocked.
     pub preempted: bool,
 }
@@ -134,14 +134,19 @@ impl Event {
             attrs,
             user_stack: stack(raw.user_stack_bytes, &raw.user_stack),
             kernel_stack: stack(raw.kernel_stack_bytes, &raw.kernel_stack),
-            duration_ns: raw.duration_ns,
+            value: raw.value,
             preempted: raw.flags & EVENT_FLAG_PREEMPTED != 0,
         })
     }
 
     /// The sampled object's size in bytes, for an allocation sample.
     pub fn alloc_size(&self) -> Option<u64> {
-        (self.kind == EventKind::Alloc).then_some(self.duration_ns)
+        (self.kind == EventKind::Alloc).then_some(self.value)
+    }
+
+    /// Nanoseconds the thread was switched out, for an off-CPU sample.
+    pub fn off_cpu_ns(&self) -> Option<u64> {
+        (self.kind == EventKind::OffCpu).then_some(self.value)
     }
 
     /// (trace id, span id, flags) when the sample carries a span context.
@@ -160,7 +165,7 @@ impl Event {
         json!({
             "kind": match self.kind { EventKind::Cpu => "cpu", EventKind::OffCpu => "off_cpu", EventKind::Alloc => "alloc" },
             "time_ns": self.time_ns,
-            "duration_ns": (self.kind == EventKind::OffCpu).then_some(self.duration_ns),
+            "duration_ns": self.off_cpu_ns(),
             "preempted": (self.kind == EventKind::OffCpu).then_some(self.preempted),
             "size": self.alloc_size(),
             "pid": self.pid,
@@ -218,7 +223,7 @@ mod tests {
         assert_eq!(s.span(), Some(([0xaa; 16], [0xbb; 8], 1)));
         assert_eq!(s.user_stack, Err(-14));
         assert_eq!(s.kernel_stack, Ok(vec![0xffff_ffff_8100_0000, 0xffff_ffff_8100_0100]));
-        assert_eq!((s.kind, s.duration_ns, s.preempted), (EventKind::Cpu, 0, false));
+        assert_eq!((s.kind, s.value, s.preempted), (EventKind::Cpu, 0, false));
         let j = s.to_json(Some(&["http.route".to_string()]));
         assert_eq!(j["trace_id"], "aa".repeat(16));
         assert_eq!(j["attrs"]["hex"], "00022f61");
@@ -231,9 +236,9 @@ mod tests {
     #[test]
     fn off_cpu_events_carry_duration_and_preemption() {
         let mut e = raw(CtxState::Valid, 1, &[]);
-        (e.kind, e.flags, e.duration_ns) = (1, 1, 50_000_000);
+        (e.kind, e.flags, e.value) = (1, 1, 50_000_000);
         let s = Event::decode(&bytes(&e)).unwrap();
-        assert_eq!((s.kind, s.duration_ns, s.preempted), (EventKind::OffCpu, 50_000_000, true));
+        assert_eq!((s.kind, s.off_cpu_ns(), s.preempted), (EventKind::OffCpu, Some(50_000_000), true));
         let j = s.to_json(None);
         assert_eq!((j["kind"].as_str(), j["duration_ns"].as_u64(), j["preempted"].as_bool()), (Some("off_cpu"), Some(50_000_000), Some(true)));
     }
