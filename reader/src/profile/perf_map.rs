@@ -39,14 +39,16 @@ struct Range {
     name: Box<str>,
     /// Order of insertion: the newest functions are kept by [`PerfMap::evict`].
     seq: u64,
-    /// Looked up since the last [`PerfMap::evict`]: code that runs is kept however old it is.
-    used: Cell<bool>,
+    /// The window it was last looked up in, plus one (0: never); see [`PerfMap::evict`].
+    used_in: Cell<u64>,
 }
 
 #[derive(Debug, Default, Clone)]
 pub struct PerfMap {
     by_start: BTreeMap<u64, Range>,
     next_seq: u64,
+    /// The window lookups happen in ([`PerfMap::next_window`]).
+    window: u64,
     /// Lines that did not parse or were too long (reported, not fatal: a line may be mid-write).
     pub bad_lines: usize,
     /// Lines not kept because the map already held `MAX_FUNCTIONS`.
@@ -117,26 +119,34 @@ impl PerfMap {
         for s in overlapping {
             self.by_start.remove(&s);
         }
-        self.by_start.insert(start, Range { end, name, seq: self.next_seq, used: Cell::new(false) });
+        self.by_start.insert(start, Range { end, name, seq: self.next_seq, used_in: Cell::new(0) });
         self.next_seq += 1;
     }
 
     pub fn lookup(&self, addr: u64) -> Option<JsFunction> {
         let (_, r) = self.by_start.range(..=addr).next_back()?;
         (addr < r.end).then(|| {
-            r.used.set(true);
+            r.used_in.set(self.window + 1);
             parse_v8_name(&r.name)
         })
     }
 
-    /// Keeps the `keep_newest` functions added last and those looked up since the last
-    /// eviction (the code that runs: a hot function compiled at start-up must stay named
-    /// however much code came after it); drops the rest. Returns how many were dropped.
-    /// When the code looked up alone is more than `keep_newest`, only the newest stay.
+    /// Lookups from now on belong to the next window. A symbolizer looks an address up once per
+    /// window, so "looked up in this window or the last" is "ran lately".
+    pub fn next_window(&mut self) {
+        self.window += 1;
+    }
+
+    /// Keeps the `keep_newest` functions added last and those looked up in this window or the
+    /// last (the code that runs: a hot function compiled at start-up must stay named however
+    /// much code came after it); drops the rest. Returns how many were dropped. When the code
+    /// looked up alone is more than `keep_newest`, only the newest stay.
     pub fn evict(&mut self, keep_newest: usize) -> usize {
         let before = self.by_start.len();
         let newest_from = self.next_seq.saturating_sub(keep_newest as u64);
-        self.by_start.retain(|_, r| std::mem::take(r.used.get_mut()) || r.seq >= newest_from);
+        // Looked up in the last window or this one: `used_in` is that window plus one.
+        let used_lately = self.window.max(1);
+        self.by_start.retain(|_, r| r.used_in.get() >= used_lately || r.seq >= newest_from);
         if self.by_start.len() > 2 * keep_newest {
             self.by_start.retain(|_, r| r.seq >= newest_from);
         }

@@ -2,7 +2,7 @@
 //! only the bytes added since the last one (whole lines), so a service that
 //! keeps compiling costs what it adds, not its whole map again. The map is
 //! bounded: past [`MAX_JS_FUNCTIONS`] it keeps the newest half and every
-//! function looked up since the last eviction (see [`PerfMap::evict`]: older
+//! function looked up in this window or the last (see [`PerfMap::evict`]: older
 //! code is the likeliest to be gone, but code that runs stays named however
 //! old it is), and the functions dropped are counted.
 
@@ -61,6 +61,13 @@ pub struct PerfMapReader {
 impl PerfMapReader {
     pub fn new(pid: i32, started_at: Option<SystemTime>) -> PerfMapReader {
         PerfMapReader { pid, path: perf_map::path_for(pid), started_at, map: None, inode: 0, offset: 0, error: None, stale: false, evicted: 0 }
+    }
+
+    /// A new window starts: see [`PerfMap::next_window`].
+    pub fn next_window(&mut self) {
+        if let Some(m) = self.map.as_mut() {
+            m.next_window();
+        }
     }
 
     pub fn map(&self) -> Option<&PerfMap> {
@@ -191,7 +198,7 @@ mod tests {
     }
 
     #[test]
-    fn code_looked_up_since_the_last_eviction_stays_however_old() {
+    fn code_looked_up_lately_stays_however_old() {
         let pid = std::process::id() as i32;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("perf.map");
@@ -200,16 +207,27 @@ mod tests {
         let mut r = PerfMapReader::new(pid, None);
         r.path = path.clone();
         r.refresh();
-        assert_eq!(r.map().unwrap().lookup(0x10000).unwrap().name, "f0", "the hot function, compiled first");
         let mut more = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-        for round in 0..3 {
-            let text: String = (2..MAX_JS_FUNCTIONS as u64 + 2).map(|i| line(i + round * MAX_JS_FUNCTIONS as u64)).collect();
-            more.write_all(text.as_bytes()).unwrap();
-            r.refresh();
-            let m = r.map().unwrap();
-            assert!(m.len() <= MAX_JS_FUNCTIONS && r.evicted > 0, "round {round}: {} kept", m.len());
-            assert_eq!(m.lookup(0x10000).map(|f| f.name), Some("f0".into()), "round {round}: still named while it runs");
+        let mut lines = 2;
+        // A window looks each address up once; evictions come several times a window.
+        for window in 0..3 {
+            assert_eq!(r.map().unwrap().lookup(0x10000).map(|f| f.name), Some("f0".into()), "window {window}: the hot function, compiled first");
+            for _ in 0..3 {
+                let text: String = (lines..lines + MAX_JS_FUNCTIONS as u64).map(line).collect();
+                lines += MAX_JS_FUNCTIONS as u64;
+                more.write_all(text.as_bytes()).unwrap();
+                r.refresh();
+                assert!(r.map().unwrap().len() <= MAX_JS_FUNCTIONS && r.evicted > 0, "{} kept", r.map().unwrap().len());
+            }
+            r.next_window();
         }
         assert!(r.map().unwrap().lookup(0x10004).is_none(), "old code that did not run is dropped");
+        for _ in 0..2 {
+            r.next_window();
+            more.write_all((lines..lines + MAX_JS_FUNCTIONS as u64).map(line).collect::<String>().as_bytes()).unwrap();
+            lines += MAX_JS_FUNCTIONS as u64;
+            r.refresh();
+        }
+        assert!(r.map().unwrap().lookup(0x10000).is_none(), "and so is code that stopped running");
     }
 }

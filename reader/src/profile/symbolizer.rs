@@ -264,6 +264,7 @@ impl Symbolizer {
 
     /// This window's frames (indexed as [`Symbolizer::frame_index`] said); the next window names anew.
     pub fn take_frames(&mut self) -> Vec<Frame> {
+        self.perf_map.next_window();
         self.named.clear();
         self.frame_ids.clear();
         std::mem::take(&mut self.frames)
