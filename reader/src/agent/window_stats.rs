@@ -31,11 +31,12 @@ pub struct WindowStats {
 }
 
 impl WindowStats {
-    /// The status line, in two labelled parts: what happened in this window (`window 10.0s:`
+    /// The status line, in labelled parts: what happened in this window (`window 10.0s:`
     /// processes, samples, ring-buffer drops), then the running counts (`since start:` drops
     /// past the stack cap or symbolization, cache evictions, and with `export` the exporter's
-    /// counters). The exporter's last error is added when it differs from `last_error` (which it
-    /// then becomes).
+    /// counters), then gauges: what each bounded cache holds (`cached now:`) and what the
+    /// allocator holds (`heap:`). The exporter's last error is added when it differs from
+    /// `last_error` (which it then becomes).
     pub fn status_line(&self, export: Option<&ExporterStats>, last_error: &mut Option<String>) -> String {
         let c = &self.counters;
         let mut line = format!(
@@ -68,6 +69,15 @@ impl WindowStats {
             ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
             c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted
         );
+        if let Some(stats) = export {
+            line += &format!(", {stats}");
+            if stats.last_error != *last_error {
+                if let Some(e) = &stats.last_error {
+                    line += &format!("; export error: {e}");
+                }
+                last_error.clone_from(&stats.last_error);
+            }
+        }
         let (k, mib) = (&c.cached, |b: u64| b as f64 / (1 << 20) as f64);
         line += &format!(
             "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} attribute sets, {} thread names; \
@@ -81,15 +91,6 @@ impl WindowStats {
             mib(self.heap.in_use),
             mib(self.heap.free)
         );
-        if let Some(stats) = export {
-            line += &format!(", {stats}");
-            if stats.last_error != *last_error {
-                if let Some(e) = &stats.last_error {
-                    line += &format!("; export error: {e}");
-                }
-                last_error.clone_from(&stats.last_error);
-            }
-        }
         line
     }
 }
@@ -117,6 +118,9 @@ mod tests {
         );
         assert!(since.starts_with("dropped 0 over the distinct-stack cap, evicted: 0 JS names"), "{since}");
         assert!(since.contains(", exported 0 requests (0 OTLP Sample messages"), "the exporter's counts are running ones: {since}");
-        assert!(since.ends_with("0 queued now"), "a gauge says it is one: {since}");
+        assert!(since.contains(", 0 queued now; "), "a gauge says it is one: {since}");
+        let (_, now) = since.split_once("; cached now: ").expect(&since);
+        assert!(now.starts_with("0 native functions (0.0 MiB of names), 0 objects open, 0 JS functions"), "{now}");
+        assert!(now.contains("; heap: ") && now.ends_with(" MiB free"), "what the caches and the allocator hold, last: {now}");
     }
 }
