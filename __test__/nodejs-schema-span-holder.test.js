@@ -69,6 +69,29 @@ test('spanHolder returns null and writes nothing for ids that are not valid W3C 
   }
 });
 
+test('spanHolder agrees with a reference decode for every byte value, in each id and each 16-digit step', { skip }, () => {
+  // The decode takes 16 digits per step: each step's first and last digit, in both ids.
+  const positions = [[0, 'trace'], [15, 'trace'], [16, 'trace'], [31, 'trace'], [0, 'span'], [15, 'span']];
+  const hex = new Set('0123456789abcdefABCDEF');
+  const { buffer, bytes } = freshSlot();
+  for (const [at, id] of positions) {
+    for (let code = 0; code < 256; code++) {
+      const c = String.fromCharCode(code);
+      const traceId = id === 'trace' ? TRACE.slice(0, at) + c + TRACE.slice(at + 1) : TRACE;
+      const spanId = id === 'span' ? SPAN.slice(0, at) + c + SPAN.slice(at + 1) : SPAN;
+      bytes.fill(0);
+      const holder = addon.spanHolder(buffer, 0, traceId, spanId, CONTROL);
+      const what = `${id} id, digit ${at}, character ${code}`;
+      if (!hex.has(c)) {
+        assert.equal(holder, null, what);
+        continue;
+      }
+      assert.notEqual(holder, null, what);
+      assert.equal(hexOf(bytes.subarray(RECORD, RECORD + 24)), (traceId + spanId).toLowerCase(), what);
+    }
+  }
+});
+
 test('bad arguments are TypeError or RangeError naming the argument', { skip }, () => {
   const { buffer } = freshSlot();
   assert.throws(() => addon.spanHolder(buffer, 0, TRACE, SPAN), { name: 'TypeError', message: /expected 5 arguments/ });

@@ -191,6 +191,9 @@ test('one process context for all threads: a worker appends to the same key map,
   const pc = require('../js/process-context');
   pc.publishProcessContext({ resource: { attributes: { 'service.name': 'main-thread' } } });
   const before = pc.processContextInfo();
+  // What every thread reads per new span instead of a call: the process-wide count, in place.
+  const countView = require('../js/native').keyCountView();
+  assert.ok(countView instanceof Uint32Array && countView.length === 1, 'keyCountView(): one Uint32 over the count');
   const worker = new Worker(`
     process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
     const { parentPort } = require('node:worker_threads');
@@ -206,6 +209,7 @@ test('one process context for all threads: a worker appends to the same key map,
   assert.deepEqual(pc.attributeKeyMap().slice(-1), ['worker.key']);
   assert.equal(indices[0], known - 1);
   assert.equal(pc.keyIndex('worker.key'), known - 1, "the main thread's mirror of the key map follows the worker's append");
+  assert.equal(countView[0], known, "a view made before the worker's append reads the count after it");
   const header = readOnce(fs.openSync(`/proc/${process.pid}/mem`, 'r'), Number(before.headerAddress));
   assert.ok(header.payload !== null);
   if (hasProtoc) assert.equal(decodePayload(header.payload).resource['service.name'], 'main-thread', "a worker's register() must keep the resource");

@@ -26,6 +26,18 @@ function linkBuilt(dir) {
   fs.symlinkSync(path.join(ROOT, ADDON), path.join(dir, OLD_ADDON_NAME));
 }
 
+// The V8 part of schema 'nodejs' of that revision, built from its own sources with this checkout's
+// Node headers (.node-versions), where the revision has one: its js/ and its addon change together.
+function buildV8AddonAt(commit, dir) {
+  const sources = ['v8-addon', 'scripts/build-v8-addon.sh'];
+  const listed = execFileSync('git', ['ls-tree', '--name-only', commit, ...sources], { cwd: ROOT, encoding: 'utf8' }).trim().split('\n');
+  if (listed.length !== sources.length) return;
+  const archive = execFileSync('git', ['archive', commit, ...sources], { cwd: ROOT, maxBuffer: 1 << 28 });
+  execFileSync('tar', ['-x', '-C', dir], { input: archive });
+  fs.symlinkSync(path.join(ROOT, '.node-versions'), path.join(dir, '.node-versions'));
+  execFileSync('bash', ['scripts/build-v8-addon.sh'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
 // The package at git revision `rev` (its js/, package.json, index.d.ts), extracted once per commit.
 function packageAtRevision(rev) {
   let commit;
@@ -43,6 +55,7 @@ function packageAtRevision(rev) {
   const archive = execFileSync('git', ['archive', commit, ...COPIED], { cwd: ROOT, maxBuffer: 1 << 28 });
   execFileSync('tar', ['-x', '-C', staging], { input: archive });
   linkBuilt(staging);
+  buildV8AddonAt(commit, staging);
   try {
     fs.renameSync(staging, dir);
   } catch (err) {

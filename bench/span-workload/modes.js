@@ -3,7 +3,8 @@
 // package: `hooks` modes are the stock manager plus bench/lib/hook-modes.js; `manager` modes load
 // the package from the working tree, or from a patched copy (bench/prototypes/NAME.patch, see
 // bench/lib/package-copy.js). `proto:A+B` is the ThreadContextManager with patches A then B;
-// `rev:REV` the ThreadContextManager of git revision REV's js/ (before/after in one run).
+// `rev:REV` the ThreadContextManager of git revision REV's js/ (before/after in one run);
+// `nodejs@rev:REV` the same with schema 'nodejs' (and that revision's V8 addon).
 
 const { buildContextManager, mechanismOf } = require('../lib/managers');
 
@@ -30,6 +31,14 @@ const MODES = Object.freeze({
 const DEFAULT_MODES = ['stock', 'floor', 'lookup', 'full', 'no-span-work'];
 
 function modeByName(name) {
+  if (typeof name === 'string' && name.startsWith('nodejs@rev:') && name.length > 'nodejs@rev:'.length) {
+    // Schema 'nodejs' of another git revision: its js/ and its V8 addon, built from its sources.
+    const revision = name.slice('nodejs@rev:'.length);
+    return {
+      kind: 'manager', patches: [], revision, managerOptions: { schema: 'nodejs' },
+      label: `ThreadContextManager, schema 'nodejs', js/ and v8-addon/ of git revision ${revision}`,
+    };
+  }
   if (typeof name === 'string' && name.startsWith('rev:') && name.length > 'rev:'.length) {
     // The manager of another git revision's js/ (e.g. the commit before a change), same run.
     const revision = name.slice('rev:'.length);
@@ -41,7 +50,7 @@ function modeByName(name) {
   }
   const mode = MODES[name];
   if (mode === undefined) {
-    throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')} or proto:PATCH[+PATCH] or rev:REV, got ${JSON.stringify(name)}`);
+    throw new TypeError(`mode: expected one of ${Object.keys(MODES).join(', ')} or proto:PATCH[+PATCH] or rev:REV or nodejs@rev:REV, got ${JSON.stringify(name)}`);
   }
   return mode;
 }

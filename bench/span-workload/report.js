@@ -53,6 +53,10 @@ function markdown(result, run) {
     lines.push('', `full ÷ ${name} (after ÷ before), median [95 % CI]: ${interval(pairedRatio(run.samples, 'full', name, cpu))}; ` +
       `added ns/req: ${interval(pairedDifference(run.samples, 'full', name, cpu), 0, { sign: true })}.`);
   }
+  for (const name of run.modes.filter((m) => m.startsWith('nodejs@rev:') && run.modes.includes('nodejs'))) {
+    lines.push('', `nodejs ÷ ${name} (after ÷ before), median [95 % CI]: ${interval(pairedRatio(run.samples, 'nodejs', name, cpu))}; ` +
+      `added ns/req: ${interval(pairedDifference(run.samples, 'nodejs', name, cpu), 0, { sign: true })}.`);
+  }
   lines.push('');
   lines.push(`Command: \`${result.command}\` at ${result.revision}. Thread CPU = the event-loop thread's ` +
     'scheduler run time (/proc/thread-self/schedstat) over the measured requests; ratios are per round (modes of one round ' +

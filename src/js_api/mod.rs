@@ -5,7 +5,7 @@
 //! - `process_context`: the process-wide OTEP 4719 context and attribute key map;
 //! - `bench_clock`: a thread CPU clock for the repository's benchmarks, not part of the package.
 //!
-//! The calls made often (`setSpanContext`, `recordView`, `attributeKeyCount`) are registered as
+//! The calls made often (`setSpanContext`, `recordView`, `attributeKeyCount`, `keyCountView`) are registered as
 //! raw Node-API callbacks: napi-rs's generated wrappers cost ~20 ns per call without arguments and
 //! ~100 ns with, a raw callback a few ns. The rest goes through napi-rs.
 
@@ -29,6 +29,7 @@ pub fn init(exports: Object, env: Env) -> Result<()> {
         define(raw_env, exports.raw(), c"setSpanContext", record::set_span_context)?;
         define(raw_env, exports.raw(), c"recordView", record::record_view)?;
         define(raw_env, exports.raw(), c"attributeKeyCount", process_context::attribute_key_count)?;
+        define(raw_env, exports.raw(), c"keyCountView", process_context::key_count_view)?;
         define(raw_env, exports.raw(), c"__benchThreadCpuTimeNs", bench_clock::thread_cpu_time_ns)?;
     }
     Ok(())
