@@ -3,11 +3,12 @@
 // or more for a real run) it profiles, host-wide, two services whose perf maps keep growing
 // (bench/agent/jit-service.js: a new JS function compiled every few ms, under --perf-basic-prof
 // --interpreted-frames-native-stack) plus a short-lived one (20 s) started every 20 s, with
-// `agent --interval 10s --hz 99 --pprof-dir`. Every minute it prints the agent's RSS, its open
-// file descriptors, the entries of its BPF `targets` map and its status line's evictions; at the
-// end, whether RSS stayed flat after warm-up (the last 3 minutes within 10 % of minutes 4-6) and
-// whether any exited service left a BPF map entry or a descriptor behind.
-//   node bench/agent/soak.js [--minutes 22] [--bin target/release/thread-ctx]
+// `agent --interval 10s --hz 99 --pprof-dir`. Every minute it prints the agent's RSS (anonymous
+// and file apart), its open file descriptors, the entries of its BPF `targets` map, its status
+// line's evictions, cache sizes and heap, and the share of the JIT services' samples with an
+// unnamed JS frame; at the end, whether RSS stayed flat after warm-up (the last 3 minutes within
+// 10 % of minutes 4-6) and whether any exited service left a BPF map entry or a descriptor behind.
+//   node bench/agent/soak.js [--minutes 22] [--bin target/release/thread-ctx] [--agent-log FILE]
 // Host-wide discovery also tracks other publishing processes on the machine: the per-minute
 // line says how many were tracked.
 const { spawn, execFileSync } = require('node:child_process');
