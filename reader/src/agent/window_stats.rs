@@ -118,7 +118,7 @@ mod tests {
         );
         assert!(since.starts_with("dropped 0 over the distinct-stack cap, evicted: 0 JS names"), "{since}");
         assert!(since.contains(", exported 0 requests (0 OTLP Sample messages"), "the exporter's counts are running ones: {since}");
-        assert!(since.contains(", 0 queued now; "), "a gauge says it is one: {since}");
+        assert!(since.contains("; 0 queued now; cached now: "), "a gauge says it is one: {since}");
         let (_, now) = since.split_once("; cached now: ").expect(&since);
         assert!(now.starts_with("0 native functions (0.0 MiB of names), 0 objects open, 0 JS functions"), "{now}");
         assert!(now.contains("; heap: ") && now.ends_with(" MiB free"), "what the caches and the allocator hold, last: {now}");
