@@ -3,11 +3,12 @@
 // or more for a real run) it profiles, host-wide, two services whose perf maps keep growing
 // (bench/agent/jit-service.js: a new JS function compiled every few ms, under --perf-basic-prof
 // --interpreted-frames-native-stack) plus a short-lived one (20 s) started every 20 s, with
-// `agent --interval 10s --hz 99 --pprof-dir`. Every minute it prints the agent's RSS, its open
-// file descriptors, the entries of its BPF `targets` map and its status line's evictions; at the
-// end, whether RSS stayed flat after warm-up (the last 3 minutes within 10 % of minutes 4-6) and
-// whether any exited service left a BPF map entry or a descriptor behind.
-//   node bench/agent/soak.js [--minutes 22] [--bin target/release/thread-ctx]
+// `agent --interval 10s --hz 99 --pprof-dir`. Every minute it prints the agent's RSS (anonymous
+// and file apart), its open file descriptors, the entries of its BPF `targets` map, its status
+// line's evictions, cache sizes and heap, and the share of the JIT services' samples with an
+// unnamed JS frame; at the end, whether RSS stayed flat after warm-up (the last 3 minutes within
+// 10 % of minutes 4-6) and whether any exited service left a BPF map entry or a descriptor behind.
+//   node bench/agent/soak.js [--minutes 22] [--bin target/release/thread-ctx] [--agent-log FILE]
 // Host-wide discovery also tracks other publishing processes on the machine: the per-minute
 // line says how many were tracked.
 const { spawn, execFileSync } = require('node:child_process');
@@ -22,6 +23,8 @@ function option(name, fallback) {
 }
 const MINUTES = Number(option('minutes', '22'));
 const bin = path.resolve(option('bin', path.join(root, 'target/release/thread-ctx')));
+// Every line the agent writes on stderr (status lines included) also goes to this file.
+const agentLog = option('agent-log', null);
 if (!(MINUTES >= 7)) throw new RangeError(`--minutes: expected at least 7 (warm-up is minutes 4-6), got ${MINUTES}`);
 if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
 if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
@@ -77,6 +80,31 @@ function mapPids(mapId) {
   });
 }
 
+// Of the CPU samples in the two JIT services' profiles written since the last call, how many
+// have a JS frame left unnamed ([anon:jit]): what the bound on each perf map costs in names.
+// The agent's own `flamegraph --folded` reads each pprof file back.
+const seenProfiles = new Set();
+function unnamedJsShare(dir) {
+  let samples = 0;
+  let unnamed = 0;
+  for (const f of fs.readdirSync(dir).filter((f) => /^soak-jit-[ab]-/.test(f) && !seenProfiles.has(f))) {
+    seenProfiles.add(f);
+    const folded = path.join(dir, `${f}.folded`);
+    try {
+      execFileSync(bin, ['flamegraph', '--folded', folded, path.join(dir, f)], { stdio: 'ignore' });
+    } catch {
+      continue; // a file being written: counted with the next minute's
+    }
+    for (const line of fs.readFileSync(folded, 'utf8').split('\n').filter(Boolean)) {
+      const count = Number(line.slice(line.lastIndexOf(' ') + 1));
+      samples += count;
+      if (line.includes('[anon:jit]')) unnamed += count;
+    }
+    fs.rmSync(folded);
+  }
+  return samples ? `${((100 * unnamed) / samples).toFixed(1)} % of ${samples}` : '-';
+}
+
 (async () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'soak-agent-'));
   startService('soak-jit-a');
@@ -86,7 +114,9 @@ function mapPids(mapId) {
   let lastStatus = '';
   const notes = [];
   let rest = '';
+  const logFd = agentLog ? fs.openSync(agentLog, 'w') : null;
   agent.stderr.on('data', (d) => {
+    if (logFd !== null) fs.writeSync(logFd, d);
     const lines = (rest + d).split('\n');
     rest = lines.pop();
     for (const l of lines) if (l.includes(': window ')) lastStatus = l; else notes.push(l);
@@ -97,8 +127,8 @@ function mapPids(mapId) {
   const spawner = setInterval(() => shortLived.push(startService(`soak-short-${shortLived.length}`, 20_000).pid), 20_000);
   const minutes = [];
   console.log(`thread-ctx agent soak: ${MINUTES} min, ${os.cpus().length} CPUs, load ${os.loadavg()[0].toFixed(1)}; agent pid ${agent.pid}`);
-  console.log('| minute | RSS mean (MiB) | RSS max (MiB) | of which anonymous / file (MiB) | fds | BPF targets entries | processes tracked | evicted (status line) |');
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('| minute | RSS mean (MiB) | RSS max (MiB) | of which anonymous / file (MiB) | fds | BPF targets entries | processes tracked | evicted (status line) | cached now | heap | JIT services\' samples with an unnamed JS frame |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (let minute = 1; minute <= MINUTES; minute++) {
     const rss = [];
     for (let i = 0; i < 6; i++) {
@@ -107,10 +137,13 @@ function mapPids(mapId) {
     }
     const tracked = Number((lastStatus.match(/: (\d+) processes/) || [])[1] || 0);
     const evicted = (lastStatus.match(/evicted: ([^;]*)/) || [])[1] || '';
+    // Builds whose status line says what the caches hold and what the allocator keeps.
+    const cached = (lastStatus.match(/cached now: ([^;]*)/) || [])[1] || '';
+    const heap = (lastStatus.match(/heap: ([^;]*)/) || [])[1] || '';
     const row = { minute, mean: rss.reduce((a, b) => a + b) / rss.length, max: Math.max(...rss), fds: fds(agent.pid), entries: mapPids(mapId).length, tracked };
     minutes.push(row);
     const split = `${rssMiB(agent.pid, 'RssAnon').toFixed(1)} / ${rssMiB(agent.pid, 'RssFile').toFixed(1)}`;
-    console.log(`| ${minute} | ${row.mean.toFixed(1)} | ${row.max.toFixed(1)} | ${split} | ${row.fds} | ${row.entries} | ${row.tracked} | ${evicted} |`);
+    console.log(`| ${minute} | ${row.mean.toFixed(1)} | ${row.max.toFixed(1)} | ${split} | ${row.fds} | ${row.entries} | ${row.tracked} | ${evicted} | ${cached} | ${heap} | ${unnamedJsShare(tmp)} |`);
   }
   clearInterval(spawner);
   // Every short-lived service has exited (20 s) and been seen gone (a scan, at most 5 s) by now.

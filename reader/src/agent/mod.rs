@@ -15,9 +15,11 @@
 //! blocks past `process_timeout` (see [`crate::pipeline::watchdog`]).
 
 mod discovery_worker;
+mod heap;
 mod registry;
 mod window_stats;
 
+pub use heap::HeapStats;
 pub use window_stats::WindowStats;
 
 use crate::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
@@ -165,6 +167,7 @@ impl Agent {
         stats.alloc_samples = delta.alloc_sent;
         stats.dropped_ring_full = delta.all_dropped();
         stats.counters = self.pipeline.counters();
+        stats.heap = HeapStats::now();
         self.counters_at_start = counters;
         self.begin_window();
         Ok(stats)

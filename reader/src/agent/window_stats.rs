@@ -1,5 +1,6 @@
 //! What the agent says about each window: one status line on stderr.
 
+use super::HeapStats;
 use crate::otlp::ExporterStats;
 use crate::pipeline::PipelineCounters;
 
@@ -23,16 +24,19 @@ pub struct WindowStats {
     /// Allocation samples delivered (agent --alloc).
     pub alloc_samples: u64,
     pub dropped_ring_full: u64,
-    /// Cache evictions and drops since the agent started.
+    /// Cache evictions and drops since the agent started, and what the caches hold now.
     pub counters: PipelineCounters,
+    /// The agent's heap at the window's end.
+    pub heap: HeapStats,
 }
 
 impl WindowStats {
-    /// The status line, in two labelled parts: what happened in this window (`window 10.0s:`
+    /// The status line, in labelled parts: what happened in this window (`window 10.0s:`
     /// processes, samples, ring-buffer drops), then the running counts (`since start:` drops
     /// past the stack cap or symbolization, cache evictions, and with `export` the exporter's
-    /// counters). The exporter's last error is added when it differs from `last_error` (which it
-    /// then becomes).
+    /// counters), then gauges: what each bounded cache holds (`cached now:`) and what the
+    /// allocator holds (`heap:`). The exporter's last error is added when it differs from
+    /// `last_error` (which it then becomes).
     pub fn status_line(&self, export: Option<&ExporterStats>, last_error: &mut Option<String>) -> String {
         let c = &self.counters;
         let mut line = format!(
@@ -74,6 +78,19 @@ impl WindowStats {
                 last_error.clone_from(&stats.last_error);
             }
         }
+        let (k, mib) = (&c.cached, |b: u64| b as f64 / (1 << 20) as f64);
+        line += &format!(
+            "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} attribute sets, {} thread names; \
+             heap: {:.1} MiB in use, {:.1} MiB free",
+            k.native_names,
+            mib(k.native_name_bytes),
+            k.objects_open,
+            k.js_functions,
+            k.attr_sets,
+            k.thread_names,
+            mib(self.heap.in_use),
+            mib(self.heap.free)
+        );
         line
     }
 }
@@ -101,6 +118,9 @@ mod tests {
         );
         assert!(since.starts_with("dropped 0 over the distinct-stack cap, evicted: 0 JS names"), "{since}");
         assert!(since.contains(", exported 0 requests (0 OTLP Sample messages"), "the exporter's counts are running ones: {since}");
-        assert!(since.ends_with("0 queued now"), "a gauge says it is one: {since}");
+        assert!(since.contains("; 0 queued now; cached now: "), "a gauge says it is one: {since}");
+        let (_, now) = since.split_once("; cached now: ").expect(since);
+        assert!(now.starts_with("0 native functions (0.0 MiB of names), 0 objects open, 0 JS functions"), "{now}");
+        assert!(now.contains("; heap: ") && now.ends_with(" MiB free"), "what the caches and the allocator hold, last: {now}");
     }
 }

@@ -133,6 +133,23 @@ pub struct PipelineCounters {
     pub dropped_behind: u64,
     /// Samples left out of a window for the distinct-entry cap.
     pub dropped_entry_cap: u64,
+    /// What the bounded caches hold now.
+    pub cached: CacheSizes,
+}
+
+/// Entries held now by each bounded cache (gauges, unlike the evictions beside them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Native symbol names by (object, file offset), and the bytes of their text.
+    pub native_names: u64,
+    pub native_name_bytes: u64,
+    /// Objects (ELF files) held open for symbols.
+    pub objects_open: u64,
+    /// JS functions from perf maps and jitdumps, over every tracked process.
+    pub js_functions: u64,
+    /// Decoded attribute sets, over every tracked process.
+    pub attr_sets: u64,
+    pub thread_names: u64,
 }
 
 struct WorkerStage {
@@ -495,7 +512,14 @@ impl Pipeline {
             c.native_names_evicted = w.counters.native_names_evicted.load(Ordering::Relaxed);
             c.js_names_evicted = w.counters.js_names_evicted.load(Ordering::Relaxed);
             c.thread_names_evicted = w.counters.thread_names_evicted.load(Ordering::Relaxed);
+            let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            c.cached.native_names = g(&w.counters.native_names);
+            c.cached.native_name_bytes = g(&w.counters.native_name_bytes);
+            c.cached.objects_open = g(&w.counters.objects_open);
+            c.cached.js_functions = g(&w.counters.js_functions);
+            c.cached.thread_names = g(&w.counters.thread_names);
         }
+        c.cached.attr_sets = self.processes.values().map(|p| p.decoder.attrs_cached() as u64).sum();
         for b in self.processes.values().filter_map(|p| p.builder.as_ref()) {
             c.js_names_evicted += b.symbolizer().js_names_evicted();
             c.thread_names_evicted += b.thread_names_evicted;

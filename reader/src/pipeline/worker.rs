@@ -61,6 +61,12 @@ pub struct WorkerCounters {
     pub js_names_evicted: AtomicU64,
     pub thread_names_evicted: AtomicU64,
     pub maps_reads: AtomicU64,
+    /// What the worker's caches hold after its last window (gauges).
+    pub native_names: AtomicU64,
+    pub native_name_bytes: AtomicU64,
+    pub objects_open: AtomicU64,
+    pub js_functions: AtomicU64,
+    pub thread_names: AtomicU64,
 }
 
 /// How long an idle worker sleeps before it looks at its heartbeat again. Closing the queue
@@ -237,6 +243,7 @@ pub(crate) fn run(cx: WorkerContext) {
             Job::EndWindow(end) => {
                 let window = w.end_window(end);
                 w.publish_counters();
+                w.natives.borrow().drop_resident_pages();
                 // The window's aggregates and names were freed: give their pages back rather than
                 // keep the peak of every window resident (glibc keeps freed heap otherwise).
                 // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
@@ -293,13 +300,22 @@ impl Worker {
 
     fn publish_counters(&self) {
         let c = &self.cx.counters;
-        c.native_names_evicted.store(self.natives.borrow().names_evicted, Ordering::Relaxed);
-        let (mut js, mut threads, mut maps) = (0, 0, 0);
+        let natives = self.natives.borrow();
+        c.native_names_evicted.store(natives.names_evicted, Ordering::Relaxed);
+        let (names, name_bytes) = natives.functions_cached();
+        c.native_names.store(names as u64, Ordering::Relaxed);
+        c.native_name_bytes.store(name_bytes as u64, Ordering::Relaxed);
+        c.objects_open.store(natives.objects_open() as u64, Ordering::Relaxed);
+        let (mut js, mut threads, mut maps, mut js_held, mut threads_held) = (0, 0, 0, 0, 0);
         for (_, b) in self.builders.values() {
             js += b.symbolizer().js_names_evicted();
             threads += b.thread_names_evicted;
             maps += b.symbolizer().maps_reads;
+            js_held += b.symbolizer().js_functions_cached() as u64;
+            threads_held += b.thread_names_cached() as u64;
         }
+        c.js_functions.store(js_held, Ordering::Relaxed);
+        c.thread_names.store(threads_held, Ordering::Relaxed);
         c.js_names_evicted.fetch_max(js, Ordering::Relaxed);
         c.thread_names_evicted.fetch_max(threads, Ordering::Relaxed);
         c.maps_reads.store(maps, Ordering::Relaxed);

@@ -45,6 +45,11 @@ impl ProfileBuilder {
         &self.symbolizer
     }
 
+    /// Thread names cached now.
+    pub fn thread_names_cached(&self) -> usize {
+        self.thread_names.len()
+    }
+
     /// Names what the aggregate saw first since the last call.
     pub fn name(&mut self, unnamed: &Unnamed) {
         self.symbolizer.name(&unnamed.user, &unnamed.kernel);

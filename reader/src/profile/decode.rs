@@ -65,6 +65,11 @@ impl Decoder {
         }
     }
 
+    /// Decoded attribute sets cached now.
+    pub fn attrs_cached(&self) -> usize {
+        self.attrs.len()
+    }
+
     pub fn key_map(&self) -> Option<&[String]> {
         self.key_map.as_deref()
     }

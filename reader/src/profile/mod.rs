@@ -25,6 +25,7 @@ pub mod perf_map;
 pub mod perf_map_reader;
 pub mod sample;
 pub mod source_map;
+pub mod symbol_pages;
 pub mod symbolized;
 pub mod symbolizer;
 

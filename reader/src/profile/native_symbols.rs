@@ -9,25 +9,55 @@
 //! deleted files and other mount namespaces), and hand blazesym its
 //! `/proc/self/fd/N` path: its file cache then keys the parsed symbols by that
 //! file, however many processes map it, and blazesym never reads a target's
-//! /proc itself. Names are cached per (object, file offset). An object is
+//! /proc itself. Names are cached per function found (object, file offsets of
+//! its start and end): any address inside a function already named is named
+//! without a lookup, so the cache grows with the functions sampled (a few
+//! thousand in a busy `node`), not with every distinct return address in them
+//! (which keep appearing for as long as V8's compilers run). An object is
 //! closed and its symbols dropped once no process that maps it is tracked.
 
 use super::frame::Frame;
+use super::symbol_pages::{drop_resident_pages, MappedFile};
 use crate::discovery::maps::Mapping;
 use crate::target_file;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use foldhash::{HashMap, HashMapExt, HashSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-/// Names kept per (object, offset) (~100 bytes each); past this the cache starts over.
-const MAX_CACHED_NAMES: usize = 200_000;
+/// Functions kept (~150 bytes each with their names: 7 MiB at most); past this the cache starts
+/// over. The soak benchmark's services sample ~3,000 distinct functions of `node` (docs/benchmarks.md).
+const MAX_CACHED_FUNCTIONS: usize = 50_000;
 /// Objects held open at once; past this, objects of new processes stay unnamed
 /// (a bound on file descriptors on a host with churn).
 const MAX_OBJECTS: usize = 2048;
+
+/// A function of an object, as file offsets: `start..end` (blazesym's symbol at `start`).
+struct Function {
+    start: u64,
+    end: u64,
+    name: Option<String>,
+}
+
+impl Function {
+    /// The function blazesym found for file offset `offset`. A symbol without a size names
+    /// this offset only: blazesym stretches it to the next symbol, which only it knows.
+    fn found(offset: u64, sym: Option<blazesym::symbolize::Sym<'_>>) -> Function {
+        let Some(sym) = sym else { return Function::unnamed(offset) };
+        let start = offset.saturating_sub(sym.offset as u64);
+        let end = sym.size.map_or(offset + 1, |size| start.saturating_add(size as u64));
+        let (start, end) = if start <= offset && offset < end { (start, end) } else { (offset, offset + 1) };
+        Function { start, end, name: Some(sym.name.into_owned()) }
+    }
+
+    fn unnamed(offset: u64) -> Function {
+        Function { start: offset, end: offset + 1, name: None }
+    }
+}
 
 /// One object: a file as the kernel identifies it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,7 +80,7 @@ impl FileIdentity {
 }
 
 /// Which object a mapping is, for [`NativeSymbols::names`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectId(u64);
 
 struct Object {
@@ -66,8 +96,12 @@ struct Object {
 pub struct NativeSymbols {
     blaze: Blaze,
     objects: HashMap<FileIdentity, Object>,
-    names: HashMap<(ObjectId, u64), Option<String>>,
+    /// Functions found, by (object, file offset of their start); an offset with no symbol, or a
+    /// symbol of unknown size, is kept as a function one byte long.
+    functions: BTreeMap<(ObjectId, u64), Function>,
     next_id: u64,
+    /// Heap bytes of the names held in `functions` (their text).
+    name_bytes: usize,
     /// Names dropped from the cache (it starts over past its bound).
     pub names_evicted: u64,
 }
@@ -80,12 +114,30 @@ impl Default for NativeSymbols {
 
 impl NativeSymbols {
     pub fn new() -> NativeSymbols {
-        NativeSymbols { blaze: Blaze::new(), objects: HashMap::new(), names: HashMap::new(), next_id: 0, names_evicted: 0 }
+        NativeSymbols { blaze: Blaze::new(), objects: HashMap::new(), functions: BTreeMap::new(), next_id: 0, name_bytes: 0, names_evicted: 0 }
     }
 
     /// Objects held open now.
     pub fn objects_open(&self) -> usize {
         self.objects.len()
+    }
+
+    /// Gives back the resident pages of every open object's symbol tables (after a window: see
+    /// [`super::symbol_pages`]); the bytes advised.
+    pub fn drop_resident_pages(&self) -> u64 {
+        let files: Vec<MappedFile> = self.objects.keys().map(|f| MappedFile { dev: f.dev, inode: f.inode, size: f.size }).collect();
+        drop_resident_pages(&files)
+    }
+
+    /// Functions cached now, and the bytes of their names.
+    pub fn functions_cached(&self) -> (usize, usize) {
+        (self.functions.len(), self.name_bytes)
+    }
+
+    /// The cached function of object `id` that holds file offset `offset`.
+    fn cached(&self, id: ObjectId, offset: u64) -> Option<&Function> {
+        let ((object, _), f) = self.functions.range(..=(id, offset)).next_back()?;
+        (*object == id && offset < f.end).then_some(f)
     }
 
     /// The object behind file mapping `m` of process `pid`, opened on first
@@ -121,33 +173,37 @@ impl NativeSymbols {
 
     /// ELF symbol names at `offsets` (file offsets) of object `id`, None where there is none.
     pub fn names(&mut self, id: ObjectId, offsets: &[u64]) -> Vec<Option<String>> {
-        if self.names.len() > MAX_CACHED_NAMES {
-            self.names_evicted += self.names.len() as u64;
-            self.names.clear();
+        if self.functions.len() > MAX_CACHED_FUNCTIONS {
+            self.names_evicted += self.functions.len() as u64;
+            self.functions.clear();
+            self.name_bytes = 0;
         }
         let missing: Vec<u64> = {
-            let mut m: Vec<u64> = offsets.iter().copied().filter(|o| !self.names.contains_key(&(id, *o))).collect();
+            let mut m: Vec<u64> = offsets.iter().copied().filter(|&o| self.cached(id, o).is_none()).collect();
             m.sort_unstable();
             m.dedup();
             m
         };
         if !missing.is_empty() {
-            let resolved = match self.objects.values().find(|o| o.id == id) {
+            let resolved: Vec<Function> = match self.objects.values().find(|o| o.id == id) {
                 Some(o) => {
                     let mut elf = Elf::new(&o.path);
                     elf.debug_syms = false;
                     match self.blaze.symbolize(&Source::Elf(elf), Input::FileOffset(&missing)) {
-                        Ok(v) => v.into_iter().map(|s| s.into_sym().map(|s| s.name.into_owned())).collect(),
-                        Err(_) => vec![None; missing.len()],
+                        Ok(v) => missing.iter().zip(v).map(|(&offset, s)| Function::found(offset, s.into_sym())).collect(),
+                        Err(_) => missing.iter().map(|&o| Function::unnamed(o)).collect(),
                     }
                 }
-                None => vec![None; missing.len()],
+                None => missing.iter().map(|&o| Function::unnamed(o)).collect(),
             };
-            for (offset, name) in missing.into_iter().zip(resolved) {
-                self.names.insert((id, offset), name);
+            for f in resolved {
+                self.name_bytes += f.name.as_ref().map_or(0, String::capacity);
+                if let Some(old) = self.functions.insert((id, f.start), f) {
+                    self.name_bytes -= old.name.as_ref().map_or(0, String::capacity);
+                }
             }
         }
-        offsets.iter().map(|o| self.names.get(&(id, *o)).cloned().flatten()).collect()
+        offsets.iter().map(|&o| self.cached(id, o).and_then(|f| f.name.clone())).collect()
     }
 
     /// Kernel frames for `addrs` (kallsyms, parsed once).
@@ -177,7 +233,8 @@ impl NativeSymbols {
         for identity in unused {
             if let Some(o) = self.objects.remove(&identity) {
                 let _ = self.blaze.evict(&blazesym::symbolize::evict::Elf::new(&o.path).into());
-                self.names.retain(|(id, _), _| *id != o.id);
+                self.functions.retain(|(id, _), _| *id != o.id);
+                self.name_bytes = self.functions.values().filter_map(|f| f.name.as_ref()).map(String::capacity).sum();
             }
         }
     }
@@ -236,5 +293,24 @@ mod tests {
         let addr = names_come_from_the_objects_symbols as fn() as usize as u64;
         let names = n.names(id, &[addr - text.start + text.offset]);
         assert!(names[0].as_deref().is_some_and(|s| s.contains("names_come_from_the_objects_symbols")), "{names:?}");
+    }
+
+    #[test]
+    fn an_address_inside_a_function_already_named_is_named_from_the_cache_as_blazesym_would() {
+        let me = std::process::id() as i32;
+        let text = text_mapping(me);
+        let mut n = NativeSymbols::new();
+        let id = n.object(me, &text).unwrap();
+        let entry = an_address_inside_a_function_already_named_is_named_from_the_cache_as_blazesym_would as fn() as usize as u64;
+        let at = entry - text.start + text.offset;
+        let first = n.names(id, &[at]);
+        assert!(first[0].as_deref().is_some_and(|s| s.contains("named_from_the_cache")), "{first:?}");
+        assert_eq!(n.functions_cached().0, 1);
+        let inside = n.names(id, &[at + 1, at + 7]);
+        assert_eq!(n.functions_cached().0, 1, "no second entry: the function's range answered");
+        assert_eq!(inside, vec![first[0].clone(); 2]);
+        let mut fresh = NativeSymbols::new();
+        let fresh_id = fresh.object(me, &text).unwrap();
+        assert_eq!(fresh.names(fresh_id, &[at + 7]), vec![first[0].clone()], "what a lookup of its own gives");
     }
 }

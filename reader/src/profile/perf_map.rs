@@ -3,6 +3,7 @@
 //! 0x) per piece of generated code, appended as V8 compiles. V8 reuses code
 //! space after GC, so a later line overrides every earlier range it overlaps.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -28,15 +29,26 @@ pub struct JsFunction {
     pub column: Option<u32>,
 }
 
+/// A function's code range and its name as V8 wrote it, parsed when looked up: a service that
+/// keeps compiling fills the map to its bound, and one string per function (~130 bytes with the
+/// tree's share) is a third of a parsed [`JsFunction`] (name, kind and script apart, ~330 bytes
+/// with the allocator's share), while each address is looked up once per window at most.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Range {
     end: u64,
-    func: JsFunction,
+    name: Box<str>,
+    /// Order of insertion: the newest functions are kept by [`PerfMap::evict`].
+    seq: u64,
+    /// The window it was last looked up in, plus one (0: never); see [`PerfMap::evict`].
+    used_in: Cell<u64>,
 }
 
 #[derive(Debug, Default, Clone)]
 pub struct PerfMap {
     by_start: BTreeMap<u64, Range>,
+    next_seq: u64,
+    /// The window lookups happen in ([`PerfMap::next_window`]).
+    window: u64,
     /// Lines that did not parse or were too long (reported, not fatal: a line may be mid-write).
     pub bad_lines: usize,
     /// Lines not kept because the map already held `MAX_FUNCTIONS`.
@@ -94,25 +106,51 @@ impl PerfMap {
             }
             match parse_line(&String::from_utf8_lossy(line)) {
                 Some(_) if self.by_start.len() >= MAX_FUNCTIONS => self.dropped_lines += 1,
-                Some((start, size, func)) => self.insert(start, start.saturating_add(size.max(1)), func),
+                Some((start, size, name)) => self.insert(start, start.saturating_add(size.max(1)), name.into()),
                 None => self.bad_lines += 1,
             }
         }
     }
 
-    fn insert(&mut self, start: u64, end: u64, func: JsFunction) {
+    fn insert(&mut self, start: u64, end: u64, name: Box<str>) {
         // Drop every older range this one overlaps: the newer line is what lives there now.
         // Stored ranges never overlap, so ends rise with starts and the walk back can stop early.
         let overlapping: Vec<u64> = self.by_start.range(..end).rev().take_while(|(_, r)| r.end > start).map(|(s, _)| *s).collect();
         for s in overlapping {
             self.by_start.remove(&s);
         }
-        self.by_start.insert(start, Range { end, func });
+        self.by_start.insert(start, Range { end, name, seq: self.next_seq, used_in: Cell::new(0) });
+        self.next_seq += 1;
     }
 
-    pub fn lookup(&self, addr: u64) -> Option<&JsFunction> {
+    pub fn lookup(&self, addr: u64) -> Option<JsFunction> {
         let (_, r) = self.by_start.range(..=addr).next_back()?;
-        (addr < r.end).then_some(&r.func)
+        (addr < r.end).then(|| {
+            r.used_in.set(self.window + 1);
+            parse_v8_name(&r.name)
+        })
+    }
+
+    /// Lookups from now on belong to the next window. A symbolizer looks an address up once per
+    /// window, so "looked up in this window or the last" is "ran lately".
+    pub fn next_window(&mut self) {
+        self.window += 1;
+    }
+
+    /// Keeps the `keep_newest` functions added last and those looked up in this window or the
+    /// last (the code that runs: a hot function compiled at start-up must stay named however
+    /// much code came after it); drops the rest. Returns how many were dropped. When the code
+    /// looked up alone is more than `keep_newest`, only the newest stay.
+    pub fn evict(&mut self, keep_newest: usize) -> usize {
+        let before = self.by_start.len();
+        let newest_from = self.next_seq.saturating_sub(keep_newest as u64);
+        // Looked up in the last window or this one: `used_in` is that window plus one.
+        let used_lately = self.window.max(1);
+        self.by_start.retain(|_, r| r.used_in.get() >= used_lately || r.seq >= newest_from);
+        if self.by_start.len() > 2 * keep_newest {
+            self.by_start.retain(|_, r| r.seq >= newest_from);
+        }
+        before - self.by_start.len()
     }
 
     pub fn len(&self) -> usize {
@@ -124,13 +162,14 @@ impl PerfMap {
     }
 }
 
-fn parse_line(line: &str) -> Option<(u64, u64, JsFunction)> {
+/// Start, size and the name as written (see [`parse_v8_name`]).
+fn parse_line(line: &str) -> Option<(u64, u64, &str)> {
     let line = line.trim_end();
     let (start, rest) = line.split_once(' ')?;
     let (size, name) = rest.trim_start().split_once(' ').unwrap_or((rest.trim_start(), ""));
     let start = u64::from_str_radix(start.trim_start_matches("0x"), 16).ok()?;
     let size = u64::from_str_radix(size.trim_start_matches("0x"), 16).ok()?;
-    Some((start, size, parse_v8_name(name.trim())))
+    Some((start, size, name.trim()))
 }
 
 /// Splits V8's `Kind:<tier>name location` (e.g. `JS:*burn /app/a.js:3:19`).

@@ -1,9 +1,10 @@
 //! Follows one process's V8 perf map as V8 appends to it: each refresh reads
 //! only the bytes added since the last one (whole lines), so a service that
 //! keeps compiling costs what it adds, not its whole map again. The map is
-//! bounded: past [`MAX_JS_FUNCTIONS`] it is rebuilt from the file's newest
-//! lines (older code is the likeliest to be gone), and the functions dropped
-//! are counted.
+//! bounded: past [`MAX_JS_FUNCTIONS`] it keeps the newest half and every
+//! function looked up in this window or the last (see [`PerfMap::evict`]: older
+//! code is the likeliest to be gone, but code that runs stays named however
+//! old it is), and the functions dropped are counted.
 
 use super::perf_map::{self, PerfMap};
 use std::io::{Read, Seek, SeekFrom};
@@ -11,8 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// JS functions kept per process: ~500 bytes each with their names and the allocator's share
-/// (measured in the soak benchmark), so 4 MiB. A service run with `--perf-basic-prof-only-functions`
+/// JS functions kept per process: ~130 bytes each with their names and the allocator's share
+/// (see `perf_map::Range`), so ~1 MiB. A service run with `--perf-basic-prof-only-functions`
 /// logs a few thousand; one that keeps compiling new code reaches it and keeps its newest half.
 pub const MAX_JS_FUNCTIONS: usize = 8_192;
 /// Bytes read per refresh at most; the rest waits for the next one.
@@ -51,7 +52,6 @@ pub struct PerfMapReader {
     /// The file (inode) and how many of its bytes were parsed.
     inode: u64,
     offset: u64,
-    lines: u64,
     error: Option<String>,
     stale: bool,
     /// Functions dropped to stay under [`MAX_JS_FUNCTIONS`].
@@ -60,17 +60,13 @@ pub struct PerfMapReader {
 
 impl PerfMapReader {
     pub fn new(pid: i32, started_at: Option<SystemTime>) -> PerfMapReader {
-        PerfMapReader {
-            pid,
-            path: perf_map::path_for(pid),
-            started_at,
-            map: None,
-            inode: 0,
-            offset: 0,
-            lines: 0,
-            error: None,
-            stale: false,
-            evicted: 0,
+        PerfMapReader { pid, path: perf_map::path_for(pid), started_at, map: None, inode: 0, offset: 0, error: None, stale: false, evicted: 0 }
+    }
+
+    /// A new window starts: see [`PerfMap::next_window`].
+    pub fn next_window(&mut self) {
+        if let Some(m) = self.map.as_mut() {
+            m.next_window();
         }
     }
 
@@ -107,7 +103,7 @@ impl PerfMapReader {
             return;
         }
         if meta.ino() != self.inode || meta.len() < self.offset {
-            (self.map, self.inode, self.offset, self.lines) = (None, meta.ino(), 0, 0);
+            (self.map, self.inode, self.offset) = (None, meta.ino(), 0);
         }
         // Anything but a regular file goes to the open, which refuses it and says why (a FIFO has no length).
         if meta.is_file() && meta.len() == self.offset {
@@ -140,7 +136,6 @@ impl PerfMapReader {
             let Some(last) = text.iter().rposition(|&b| b == b'\n') else { break };
             let whole = &text[..=last];
             map.extend(whole);
-            self.lines += whole.iter().filter(|&&b| b == b'\n').count() as u64;
             start += whole.len() as u64;
             if start >= len || bytes.len() as u64 >= MAX_READ_BYTES {
                 break;
@@ -148,24 +143,8 @@ impl PerfMapReader {
         }
         self.offset = start;
         if map.len() > MAX_JS_FUNCTIONS {
-            self.evict(&mut file)?;
+            self.evicted += map.evict(MAX_JS_FUNCTIONS / 2) as u64;
         }
-        Ok(())
-    }
-
-    /// Rebuilds the map from the newest lines, about half the bound's worth.
-    fn evict(&mut self, file: &mut std::fs::File) -> std::io::Result<()> {
-        let before = self.map.as_ref().map_or(0, PerfMap::len);
-        let per_line = (self.offset / self.lines.max(1)).max(1);
-        let tail = per_line * MAX_JS_FUNCTIONS as u64 / 2;
-        let start = self.offset.saturating_sub(tail);
-        file.seek(SeekFrom::Start(start))?;
-        let mut bytes = Vec::new();
-        file.take(self.offset - start).read_to_end(&mut bytes)?;
-        let first = if start > 0 { bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1) } else { 0 };
-        let map = PerfMap::parse(&bytes[first..]);
-        self.evicted += before.saturating_sub(map.len()) as u64;
-        self.map = Some(map);
         Ok(())
     }
 
@@ -216,5 +195,39 @@ mod tests {
         assert!(m.len() <= MAX_JS_FUNCTIONS / 2 + 1 && r.evicted > 0, "{} kept, {} evicted", m.len(), r.evicted);
         let newest = 0x10000 + (MAX_JS_FUNCTIONS as u64 + 99) * 4;
         assert!(m.lookup(newest).is_some() && m.lookup(0x10000).is_none(), "the newest code is kept");
+    }
+
+    #[test]
+    fn code_looked_up_lately_stays_however_old() {
+        let pid = std::process::id() as i32;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf.map");
+        let line = |i: u64| format!("{:x} 2 JS:*f{i} /a.js:1:1\n", 0x10000 + i * 4);
+        std::fs::write(&path, line(0) + &line(1)).unwrap();
+        let mut r = PerfMapReader::new(pid, None);
+        r.path = path.clone();
+        r.refresh();
+        let mut more = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut lines = 2;
+        // A window looks each address up once; evictions come several times a window.
+        for window in 0..3 {
+            assert_eq!(r.map().unwrap().lookup(0x10000).map(|f| f.name), Some("f0".into()), "window {window}: the hot function, compiled first");
+            for _ in 0..3 {
+                let text: String = (lines..lines + MAX_JS_FUNCTIONS as u64).map(line).collect();
+                lines += MAX_JS_FUNCTIONS as u64;
+                more.write_all(text.as_bytes()).unwrap();
+                r.refresh();
+                assert!(r.map().unwrap().len() <= MAX_JS_FUNCTIONS && r.evicted > 0, "{} kept", r.map().unwrap().len());
+            }
+            r.next_window();
+        }
+        assert!(r.map().unwrap().lookup(0x10004).is_none(), "old code that did not run is dropped");
+        for _ in 0..2 {
+            r.next_window();
+            more.write_all((lines..lines + MAX_JS_FUNCTIONS as u64).map(line).collect::<String>().as_bytes()).unwrap();
+            lines += MAX_JS_FUNCTIONS as u64;
+            r.refresh();
+        }
+        assert!(r.map().unwrap().lookup(0x10000).is_none(), "and so is code that stopped running");
     }
 }

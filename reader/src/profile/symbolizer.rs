@@ -116,6 +116,11 @@ impl Symbolizer {
         self.perf_map.status()
     }
 
+    /// JS functions held now from the perf map and the jitdump.
+    pub fn js_functions_cached(&self) -> usize {
+        self.perf_map.map().map_or(0, |m| m.len()) + self.jitdump.as_ref().map_or(0, |j| j.dump.len())
+    }
+
     /// JS functions dropped from the perf map to keep it bounded.
     pub fn js_names_evicted(&self) -> u64 {
         self.perf_map.evicted
@@ -259,6 +264,7 @@ impl Symbolizer {
 
     /// This window's frames (indexed as [`Symbolizer::frame_index`] said); the next window names anew.
     pub fn take_frames(&mut self) -> Vec<Frame> {
+        self.perf_map.next_window();
         self.named.clear();
         self.frame_ids.clear();
         self.source_maps.new_window();
