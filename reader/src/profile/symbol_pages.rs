@@ -1,5 +1,5 @@
 //! Gives back the agent's resident pages of the object files whose symbol
-//! tables it reads. Blazesym maps each object whole (read-only, private) and
+//! tables it reads. Blazesym maps each object whole (read-only, shared) and
 //! reads `.symtab` and `.strtab` through that mapping; every page a lookup
 //! touched stays in the agent's RSS until the object is closed: ~10 MiB per
 //! `node` build (`/usr/bin/node` 20: 2.6 MB of `.symtab`, 7.5 MB of `.strtab`;
@@ -23,15 +23,15 @@ fn page_size() -> u64 {
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64
 }
 
-/// True for blazesym's mapping of `file`: all of it, from offset 0, read-only (blazesym maps it
-/// shared). The loader never maps an object that way (its segments are partial and private), so
-/// the pages of such a mapping were never written: they are the file's own.
+/// True for blazesym's mapping of `file`: all of it, from offset 0, read-only and shared (memmap2's
+/// `map`). The loader never maps an object shared (its segments are private, and RELRO's pages
+/// are copies it wrote), so the pages of such a mapping are the file's own.
 fn is_whole_file_mapping(m: &Mapping, file: &MappedFile, page: u64) -> bool {
     let Some((major, minor)) = m.dev.split_once(':') else { return false };
     let (Ok(major), Ok(minor)) = (u32::from_str_radix(major, 16), u32::from_str_radix(minor, 16)) else { return false };
     m.inode == file.inode
         && libc::makedev(major, minor) == file.dev
-        && (m.perms == "r--s" || m.perms == "r--p")
+        && m.perms == "r--s"
         && m.offset == 0
         && m.end - m.start == file.size.div_ceil(page) * page
 }
