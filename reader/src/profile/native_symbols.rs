@@ -57,6 +57,11 @@ impl Function {
     fn unnamed(offset: u64) -> Function {
         Function { start: offset, end: offset + 1, name: None }
     }
+
+    /// Heap bytes of its name (what `NativeSymbols::name_bytes` adds up).
+    fn name_bytes(&self) -> usize {
+        self.name.as_ref().map_or(0, String::capacity)
+    }
 }
 
 /// One object: a file as the kernel identifies it.
@@ -197,9 +202,9 @@ impl NativeSymbols {
                 None => missing.iter().map(|&o| Function::unnamed(o)).collect(),
             };
             for f in resolved {
-                self.name_bytes += f.name.as_ref().map_or(0, String::capacity);
+                self.name_bytes += f.name_bytes();
                 if let Some(old) = self.functions.insert((id, f.start), f) {
-                    self.name_bytes -= old.name.as_ref().map_or(0, String::capacity);
+                    self.name_bytes -= old.name_bytes();
                 }
             }
         }
@@ -233,8 +238,15 @@ impl NativeSymbols {
         for identity in unused {
             if let Some(o) = self.objects.remove(&identity) {
                 let _ = self.blaze.evict(&blazesym::symbolize::evict::Elf::new(&o.path).into());
-                self.functions.retain(|(id, _), _| *id != o.id);
-                self.name_bytes = self.functions.values().filter_map(|f| f.name.as_ref()).map(String::capacity).sum();
+                let mut freed = 0;
+                self.functions.retain(|(id, _), f| {
+                    let keep = *id != o.id;
+                    if !keep {
+                        freed += f.name_bytes();
+                    }
+                    keep
+                });
+                self.name_bytes -= freed;
             }
         }
     }
