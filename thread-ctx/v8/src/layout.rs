@@ -1,0 +1,587 @@
+//! The V8 layout of one node binary: where the frame keeps its function and
+//! bytecode position, the type ids of the objects the readers follow, and the
+//! offsets of their fields.
+//!
+//! Each V8 that a supported Node ships has its layout written out here
+//! ([`Layout::defaults`]: V8 10.2, 11.3, 12.4, 13.6 and 14.6, i.e. Node 18,
+//! 20, 22, 24 and 26), because the binary's `v8dbg_*` postmortem symbols do not
+//! publish every field the readers need (Node 24 publishes no JSFunction code
+//! field, Node 20 no Code flags, none the ScopeInfo flag bits). A binary's
+//! layout is those defaults *checked* against every symbol it does publish
+//! ([`Layout::checked`]): one disagreement and the binary is refused, never
+//! guessed at, and its processes' JS frames fall back to the perf map and
+//! jitdump. The symbols a layout is checked against, with their values in the
+//! official binaries, are in `tests/official_binaries.rs`.
+
+use crate::error::LayoutError;
+use crate::symbols::PostmortemSymbols;
+use crate::version::V8Version;
+
+/// Type ids (`Map::instance_type`) of the objects the readers follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Types {
+    /// Instance types below this are strings.
+    pub first_nonstring: u16,
+    pub shared_function_info: u16,
+    pub script: u16,
+    pub scope_info: u16,
+    pub bytecode_array: u16,
+    pub code: u16,
+    /// The object holding a Code's instructions (V8 11+); None: instructions inside the Code itself.
+    pub instruction_stream: Option<u16>,
+    /// Source position tables (bytecode and code).
+    pub position_table: u16,
+    pub deoptimization_data: u16,
+    pub deoptimization_literals: u16,
+    pub inlining_positions: u16,
+    /// The wrapper a Code's deoptimization data holds its function through (V8 13+).
+    pub shared_function_info_wrapper: Option<u16>,
+}
+
+/// String instance-type bits and fields (`v8-internal.h`, `string.tq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StringLayout {
+    pub representation_mask: u16,
+    pub seq_tag: u16,
+    pub cons_tag: u16,
+    pub external_tag: u16,
+    pub sliced_tag: u16,
+    pub thin_tag: u16,
+    pub encoding_mask: u16,
+    pub one_byte_tag: u16,
+    /// Set in an external string whose data pointer is not cached in the object.
+    pub uncached_external_mask: u16,
+    pub length: u64,
+    pub seq_chars: u64,
+    pub cons_first: u64,
+    pub cons_second: u64,
+    pub sliced_parent: u64,
+    pub sliced_offset: u64,
+    pub thin_actual: u64,
+    /// An external string's cached pointer to its characters.
+    pub external_data: u64,
+}
+
+/// `ScopeInfo`, where a compiled function keeps its name, inferred name and position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScopeInfoLayout {
+    /// Flags are a Smi (V8 ≤ 12) or a raw 32-bit field (V8 13+).
+    pub flags_are_smi: bool,
+    /// Slot indexes after the map (`v8dbg_scopeinfo_idx_*`).
+    pub context_local_count_index: u64,
+    pub first_vars_index: u64,
+    /// (start, end) slot indexes when positions are fixed slots (V8 12.8+).
+    pub fixed_positions: Option<(u64, u64)>,
+    /// Context locals from this many on are named in a hash table (one slot), not inline.
+    pub max_inlined_local_names: u64,
+    pub scope_type_mask: u32,
+    pub has_saved_class_variable_bit: u32,
+    /// Two bits: NONE (0) means no function-name slot pair.
+    pub function_variable_shift: u32,
+    pub has_inferred_name_bit: u32,
+    /// Scope types whose ScopeInfo carries (start, end) after the inferred name (when not fixed).
+    pub position_scope_types: &'static [u32],
+}
+
+/// `Code`: the generated code of a function (baseline, Maglev, TurboFan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeLayout {
+    pub flags: u64,
+    pub kind_mask: u32,
+    pub kind_shift: u32,
+    pub kind_baseline: u32,
+    pub kind_maglev: u32,
+    pub kind_turbofan: u32,
+    pub instruction_size: u64,
+    pub instructions: Instructions,
+    /// Source positions (optimized code) or the pc → bytecode table (baseline code).
+    pub position_table: u64,
+    /// Deoptimization data (optimized code) or the BytecodeArray (baseline code).
+    pub deoptimization_data: u64,
+}
+
+/// Where a Code's instructions are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Instructions {
+    /// Right after the Code's own header of this many bytes (V8 10).
+    Inline { header: u64 },
+    /// In an InstructionStream whose header is `header` bytes (its map, then a
+    /// pointer back to the Code at `code_field`); the Code holds their address at `start_field`.
+    Stream { start_field: u64, header: u64, code_field: u64 },
+}
+
+/// Indexes of a Code's deoptimization data (a fixed array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeoptLayout {
+    pub inlined_function_count: u64,
+    pub literal_array: u64,
+    pub shared_function_info: u64,
+    /// The SharedFunctionInfo is behind a wrapper, at this offset in it (V8 13+).
+    pub shared_function_info_wrapped: Option<u64>,
+    pub inlining_positions: u64,
+    /// `InliningPosition`: a 64-bit SourcePosition, an int32 function index, padding.
+    pub inlining_position_size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub version: V8Version,
+    /// Byte offsets from the frame pointer of a JS frame's slots.
+    pub fp_context: i64,
+    pub fp_function: i64,
+    pub fp_bytecode_array: i64,
+    pub fp_bytecode_offset: i64,
+    /// Register codes (x86-64 numbering) the interpreter keeps the bytecode array and offset in.
+    pub reg_bytecode_array: u8,
+    pub reg_bytecode_offset: u8,
+    pub map_instance_type: u64,
+    pub types: Types,
+    pub string: StringLayout,
+    pub fixed_array_length: u64,
+    pub fixed_array_data: u64,
+    pub js_function_shared: u64,
+    pub sfi_name_or_scope_info: u64,
+    pub sfi_script: u64,
+    pub scope_info: ScopeInfoLayout,
+    pub script_source: u64,
+    pub script_name: u64,
+    pub script_line_ends: u64,
+    pub script_eval_from_shared: u64,
+    pub script_eval_from_position: u64,
+    pub bytecode_length: u64,
+    pub bytecode_position_table: u64,
+    pub bytecode_data: u64,
+    /// Source position tables of V8 14 carry one more bit below each code offset delta.
+    pub position_code_shift: u32,
+    pub code: CodeLayout,
+    pub deopt: DeoptLayout,
+}
+
+const STRINGS: StringLayout = StringLayout {
+    representation_mask: 7,
+    seq_tag: 0,
+    cons_tag: 1,
+    external_tag: 2,
+    sliced_tag: 3,
+    thin_tag: 5,
+    encoding_mask: 8,
+    one_byte_tag: 8,
+    uncached_external_mask: 0x10,
+    length: 12,
+    seq_chars: 16,
+    cons_first: 16,
+    cons_second: 24,
+    sliced_parent: 16,
+    sliced_offset: 24,
+    thin_actual: 16,
+    external_data: 24,
+};
+
+/// ScopeInfo of V8 10.2 – 12.4: Smi flags, positions after the inferred name.
+const SCOPE_INFO_SMI_FLAGS: ScopeInfoLayout = ScopeInfoLayout {
+    flags_are_smi: true,
+    context_local_count_index: 2,
+    first_vars_index: 3,
+    fixed_positions: None,
+    max_inlined_local_names: 75,
+    scope_type_mask: 0xf,
+    has_saved_class_variable_bit: 10,
+    function_variable_shift: 12,
+    has_inferred_name_bit: 14,
+    // EVAL_SCOPE, FUNCTION_SCOPE, MODULE_SCOPE, SCRIPT_SCOPE
+    position_scope_types: &[1, 2, 3, 4],
+};
+
+/// ScopeInfo of V8 13.6 and 14.6: raw flags, positions in fixed slots 3 and 4.
+const SCOPE_INFO_FIXED_POSITIONS: ScopeInfoLayout =
+    ScopeInfoLayout { flags_are_smi: false, first_vars_index: 5, fixed_positions: Some((3, 4)), position_scope_types: &[], ..SCOPE_INFO_SMI_FLAGS };
+
+impl Layout {
+    /// The layout this reader knows for `version` (by major.minor), unchecked.
+    pub fn defaults(version: V8Version) -> Option<Layout> {
+        let common = |types: Types, code: CodeLayout, deopt: DeoptLayout| Layout {
+            version,
+            fp_context: -8,
+            fp_function: -16,
+            fp_bytecode_array: -32,
+            fp_bytecode_offset: -40,
+            reg_bytecode_array: 12,
+            reg_bytecode_offset: 9,
+            map_instance_type: 12,
+            types,
+            string: STRINGS,
+            fixed_array_length: 8,
+            fixed_array_data: 16,
+            js_function_shared: 32,
+            sfi_name_or_scope_info: 16,
+            sfi_script: 32,
+            scope_info: SCOPE_INFO_SMI_FLAGS,
+            script_source: 8,
+            script_name: 16,
+            script_line_ends: 56,
+            script_eval_from_shared: 72,
+            script_eval_from_position: 80,
+            bytecode_length: 8,
+            bytecode_position_table: 24,
+            bytecode_data: 64,
+            position_code_shift: 0,
+            code,
+            deopt,
+        };
+        let deopt_v10 = DeoptLayout {
+            inlined_function_count: 1,
+            literal_array: 2,
+            shared_function_info: 6,
+            shared_function_info_wrapped: None,
+            inlining_positions: 7,
+            inlining_position_size: 16,
+        };
+        let deopt_v13 =
+            DeoptLayout { literal_array: 3, shared_function_info: 7, shared_function_info_wrapped: Some(8), inlining_positions: 8, ..deopt_v10 };
+        let stream32 = Instructions::Stream { start_field: 40, header: 32, code_field: 8 };
+        match (version.major, version.minor) {
+            // Node 18
+            (10, 2) => Some(Layout {
+                js_function_shared: 24,
+                bytecode_position_table: 32,
+                bytecode_data: 56,
+                ..common(
+                    Types {
+                        first_nonstring: 128,
+                        shared_function_info: 257,
+                        script: 170,
+                        scope_info: 256,
+                        bytecode_array: 195,
+                        code: 240,
+                        instruction_stream: None,
+                        position_table: 194,
+                        deoptimization_data: 179,
+                        deoptimization_literals: 237,
+                        inlining_positions: 194,
+                        shared_function_info_wrapper: None,
+                    },
+                    CodeLayout {
+                        flags: 48,
+                        kind_mask: 0xf,
+                        kind_shift: 0,
+                        kind_baseline: 11,
+                        kind_maglev: 12,
+                        kind_turbofan: 13,
+                        instruction_size: 40,
+                        instructions: Instructions::Inline { header: 128 },
+                        position_table: 24,
+                        deoptimization_data: 16,
+                    },
+                    deopt_v10,
+                )
+            }),
+            // Node 20
+            (11, 3) => Some(Layout {
+                js_function_shared: 24,
+                bytecode_position_table: 32,
+                bytecode_data: 54,
+                ..common(
+                    Types {
+                        first_nonstring: 128,
+                        shared_function_info: 262,
+                        script: 167,
+                        scope_info: 261,
+                        bytecode_array: 191,
+                        code: 245,
+                        instruction_stream: Some(252),
+                        position_table: 190,
+                        deoptimization_data: 175,
+                        deoptimization_literals: 240,
+                        inlining_positions: 190,
+                        shared_function_info_wrapper: None,
+                    },
+                    CodeLayout {
+                        flags: 48,
+                        kind_mask: 0xf,
+                        kind_shift: 0,
+                        kind_baseline: 11,
+                        kind_maglev: 12,
+                        kind_turbofan: 13,
+                        instruction_size: 56,
+                        instructions: Instructions::Stream { start_field: 40, header: 16, code_field: 8 },
+                        position_table: 24,
+                        deoptimization_data: 16,
+                    },
+                    deopt_v10,
+                )
+            }),
+            // Node 22
+            (12, 4) => Some(common(
+                Types {
+                    first_nonstring: 128,
+                    shared_function_info: 274,
+                    script: 167,
+                    scope_info: 272,
+                    bytecode_array: 205,
+                    code: 206,
+                    instruction_stream: Some(210),
+                    position_table: 212,
+                    deoptimization_data: 213,
+                    deoptimization_literals: 247,
+                    inlining_positions: 186,
+                    shared_function_info_wrapper: None,
+                },
+                CodeLayout {
+                    flags: 48,
+                    kind_mask: 0xf,
+                    kind_shift: 0,
+                    kind_baseline: 10,
+                    kind_maglev: 11,
+                    kind_turbofan: 12,
+                    instruction_size: 52,
+                    instructions: stream32,
+                    position_table: 16,
+                    deoptimization_data: 8,
+                },
+                deopt_v10,
+            )),
+            // Node 24 (13.6) and 26 (14.6): the same shapes, other type ids and code kinds.
+            (13, 6) | (14, 6) => {
+                let v13 = version.major == 13;
+                Some(Layout {
+                    position_code_shift: if v13 { 0 } else { 1 },
+                    sfi_name_or_scope_info: 24,
+                    sfi_script: 40,
+                    scope_info: SCOPE_INFO_FIXED_POSITIONS,
+                    ..common(
+                        Types {
+                            first_nonstring: 128,
+                            shared_function_info: if v13 { 282 } else { 288 },
+                            script: if v13 { 167 } else { 166 },
+                            scope_info: if v13 { 280 } else { 286 },
+                            bytecode_array: if v13 { 186 } else { 185 },
+                            code: if v13 { 187 } else { 186 },
+                            instruction_stream: Some(192),
+                            position_table: 196,
+                            deoptimization_data: 193,
+                            deoptimization_literals: 199,
+                            inlining_positions: 196,
+                            shared_function_info_wrapper: Some(195),
+                        },
+                        CodeLayout {
+                            flags: 52,
+                            kind_mask: 0xf,
+                            kind_shift: 0,
+                            kind_baseline: if v13 { 10 } else { 11 },
+                            kind_maglev: if v13 { 11 } else { 12 },
+                            kind_turbofan: if v13 { 12 } else { 13 },
+                            instruction_size: 56,
+                            instructions: stream32,
+                            position_table: 16,
+                            deoptimization_data: 8,
+                        },
+                        deopt_v13,
+                    )
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The defaults for the binary's V8, checked against every `v8dbg_*` symbol it publishes.
+    pub fn checked(symbols: &PostmortemSymbols) -> Result<Layout, LayoutError> {
+        let path = symbols.path.clone();
+        if symbols.values.is_empty() {
+            return Err(LayoutError::NoSymbols { path });
+        }
+        let Some(version) = symbols.version else { return Err(LayoutError::NoVersion { path }) };
+        let Some(layout) = Layout::defaults(version) else { return Err(LayoutError::UnknownVersion { path, version }) };
+        for check in layout.checks() {
+            match check.aliases.iter().find_map(|name| symbols.values.get(*name).map(|v| (*name, *v))) {
+                Some((symbol, published)) if published != check.expected => {
+                    return Err(LayoutError::Mismatch { path, version, symbol: symbol.to_string(), published, expected: check.expected });
+                }
+                Some(_) => {}
+                None if check.required => {
+                    return Err(LayoutError::Missing { path, version, symbol: check.aliases[0].to_string() });
+                }
+                None => {}
+            }
+        }
+        Ok(layout)
+    }
+
+    /// Every symbol a binary of this V8 may publish about a field the readers
+    /// use, with the value this layout holds. `required`: every official build
+    /// of this V8 carries it (its absence means another kind of build).
+    pub fn checks(&self) -> Vec<Check> {
+        let t = &self.types;
+        let s = &self.string;
+        let c = &self.code;
+        let d = &self.deopt;
+        let req = |aliases: &'static [&'static str], expected: i64| Check { aliases, expected, required: true };
+        let opt = |aliases: &'static [&'static str], expected: i64| Check { aliases, expected, required: false };
+        let mut v = vec![
+            req(&["v8dbg_HeapObjectTag"], 1),
+            req(&["v8dbg_HeapObjectTagMask"], 3),
+            req(&["v8dbg_SmiTag"], 0),
+            req(&["v8dbg_SmiTagMask"], 1),
+            req(&["v8dbg_SmiShiftSize"], 31),
+            req(&["v8dbg_TaggedSize"], 8),
+            req(&["v8dbg_SystemPointerSize"], 8),
+            req(&["v8dbg_off_fp_context"], self.fp_context),
+            req(&["v8dbg_off_fp_function"], self.fp_function),
+            req(&["v8dbg_off_fp_bytecode_array"], self.fp_bytecode_array),
+            req(&["v8dbg_off_fp_bytecode_offset"], self.fp_bytecode_offset),
+            req(&["v8dbg_InterpreterBytecodeArrayRegister"], self.reg_bytecode_array as i64),
+            req(&["v8dbg_InterpreterBytecodeOffsetRegister"], self.reg_bytecode_offset as i64),
+            req(&["v8dbg_class_HeapObject__map__Map"], 0),
+            req(&["v8dbg_class_Map__instance_type__uint16_t"], self.map_instance_type as i64),
+            req(&["v8dbg_FirstNonstringType"], t.first_nonstring as i64),
+            req(&["v8dbg_StringRepresentationMask"], s.representation_mask as i64),
+            req(&["v8dbg_SeqStringTag"], s.seq_tag as i64),
+            req(&["v8dbg_ConsStringTag"], s.cons_tag as i64),
+            req(&["v8dbg_ExternalStringTag"], s.external_tag as i64),
+            req(&["v8dbg_SlicedStringTag"], s.sliced_tag as i64),
+            req(&["v8dbg_ThinStringTag"], s.thin_tag as i64),
+            req(&["v8dbg_StringEncodingMask"], s.encoding_mask as i64),
+            req(&["v8dbg_OneByteStringTag"], s.one_byte_tag as i64),
+            req(&["v8dbg_TwoByteStringTag"], 0),
+            req(&["v8dbg_class_String__length__int32_t"], s.length as i64),
+            req(&["v8dbg_class_SeqOneByteString__chars__char"], s.seq_chars as i64),
+            req(&["v8dbg_class_SeqTwoByteString__chars__char"], s.seq_chars as i64),
+            req(&["v8dbg_class_ConsString__first__String"], s.cons_first as i64),
+            req(&["v8dbg_class_ConsString__second__String"], s.cons_second as i64),
+            req(&["v8dbg_class_SlicedString__parent__String"], s.sliced_parent as i64),
+            req(&["v8dbg_class_SlicedString__offset__SMI"], s.sliced_offset as i64),
+            req(&["v8dbg_class_ThinString__actual__String"], s.thin_actual as i64),
+            req(&["v8dbg_class_ExternalString__resource__Object"], 16),
+            req(&["v8dbg_class_FixedArrayBase__length__SMI"], self.fixed_array_length as i64),
+            req(&["v8dbg_class_FixedArray__data__uintptr_t"], self.fixed_array_data as i64),
+            req(&["v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE"], t.shared_function_info as i64),
+            req(&["v8dbg_type_Script__SCRIPT_TYPE"], t.script as i64),
+            req(&["v8dbg_type_ScopeInfo__SCOPE_INFO_TYPE"], t.scope_info as i64),
+            req(&["v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE"], t.bytecode_array as i64),
+            req(&["v8dbg_type_Code__CODE_TYPE"], t.code as i64),
+            req(&["v8dbg_class_JSFunction__shared__SharedFunctionInfo"], self.js_function_shared as i64),
+            req(
+                &[
+                    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
+                    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_",
+                    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_",
+                ],
+                self.sfi_name_or_scope_info as i64,
+            ),
+            req(
+                &["v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject", "v8dbg_class_SharedFunctionInfo__script__Tagged_HeapObject_"],
+                self.sfi_script as i64,
+            ),
+            opt(&["v8dbg_class_SharedFunctionInfo__raw_script__Tagged_Object_"], self.sfi_script as i64),
+            req(&["v8dbg_scopeinfo_idx_ncontextlocals"], self.scope_info.context_local_count_index as i64),
+            req(&["v8dbg_scopeinfo_idx_first_vars"], self.scope_info.first_vars_index as i64),
+            req(&["v8dbg_class_Script__source__Object"], self.script_source as i64),
+            req(&["v8dbg_class_Script__name__Object"], self.script_name as i64),
+            req(&["v8dbg_class_Script__line_ends__Object"], self.script_line_ends as i64),
+            req(
+                &[
+                    "v8dbg_class_Script__eval_from_shared_or_wrapped_arguments__Object",
+                    "v8dbg_class_Script__eval_from_shared_or_wrapped_arguments__Tagged_Object_",
+                    "v8dbg_class_Script__eval_from_shared_or_wrapped_arguments_or_sfi_table__Object",
+                ],
+                self.script_eval_from_shared as i64,
+            ),
+            req(&["v8dbg_class_Script__eval_from_position__SMI"], self.script_eval_from_position as i64),
+            req(&["v8dbg_class_BytecodeArray__data__uintptr_t"], self.bytecode_data as i64),
+            opt(&["v8dbg_class_BytecodeArray__length__SMI"], self.bytecode_length as i64),
+            req(&["v8dbg_CodeKindFieldMask"], c.kind_mask as i64),
+            req(&["v8dbg_CodeKindFieldShift"], c.kind_shift as i64),
+            req(&["v8dbg_CodeKindBaseline"], c.kind_baseline as i64),
+            req(&["v8dbg_CodeKindInterpretedFunction"], c.kind_baseline as i64 - 1),
+            opt(&["v8dbg_class_Code__flags__uint32_t"], c.flags as i64),
+            opt(&["v8dbg_class_Code__instruction_size__int"], c.instruction_size as i64),
+            opt(&["v8dbg_class_Code__deoptimization_data__FixedArray"], c.deoptimization_data as i64),
+            opt(&["v8dbg_class_Code__bytecode_or_interpreter_data__HeapObject"], c.deoptimization_data as i64),
+            opt(&["v8dbg_class_Code__source_position_table__ByteArray"], c.position_table as i64),
+            opt(&["v8dbg_class_Code__bytecode_offset_table__ByteArray"], c.position_table as i64),
+            opt(&["v8dbg_DeoptimizationDataInlinedFunctionCountIndex"], d.inlined_function_count as i64),
+            opt(&["v8dbg_DeoptimizationDataLiteralArrayIndex"], d.literal_array as i64),
+            opt(&["v8dbg_DeoptimizationDataInliningPositionsIndex"], d.inlining_positions as i64),
+        ];
+        match c.instructions {
+            Instructions::Inline { header } => {
+                v.push(req(&["v8dbg_class_Code__instruction_start__uintptr_t"], header as i64));
+            }
+            Instructions::Stream { start_field, header, .. } => {
+                v.push(opt(&["v8dbg_class_Code__instruction_start__Address"], start_field as i64));
+                v.push(req(&["v8dbg_class_InstructionStream__instruction_start__uintptr_t"], header as i64));
+                v.push(req(&["v8dbg_type_InstructionStream__INSTRUCTION_STREAM_TYPE"], t.instruction_stream.unwrap_or(0) as i64));
+            }
+        }
+        if d.shared_function_info_wrapped.is_some() {
+            v.push(req(&["v8dbg_DeoptimizationDataWrappedSharedFunctionInfoIndex"], d.shared_function_info as i64));
+            v.push(req(
+                &["v8dbg_type_SharedFunctionInfoWrapper__SHARED_FUNCTION_INFO_WRAPPER_TYPE"],
+                t.shared_function_info_wrapper.unwrap_or(0) as i64,
+            ));
+            v.push(req(
+                &["v8dbg_class_SharedFunctionInfoWrapper__shared_info__Tagged_SharedFunctionInfo_"],
+                d.shared_function_info_wrapped.unwrap_or(0) as i64,
+            ));
+        } else {
+            v.push(opt(&["v8dbg_DeoptimizationDataSharedFunctionInfoIndex"], d.shared_function_info as i64));
+        }
+        // The array types: each id must be the one V8 publishes for the kind of array this layout expects there.
+        for id in [t.position_table, t.deoptimization_data, t.deoptimization_literals, t.inlining_positions] {
+            v.push(Check { aliases: array_type_symbol(self, id), expected: id as i64, required: true });
+        }
+        v
+    }
+}
+
+/// The `v8dbg_type_*` symbol naming the array type `id` in this layout.
+fn array_type_symbol(l: &Layout, id: u16) -> &'static [&'static str] {
+    let v = (l.version.major, l.version.minor);
+    let known: &[(u16, &'static [&'static str])] = match v {
+        (10, 2) => &[
+            (194, &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"]),
+            (179, &["v8dbg_type_FixedArray__FIXED_ARRAY_TYPE"]),
+            (237, &["v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"]),
+        ],
+        (11, 3) => &[
+            (190, &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"]),
+            (175, &["v8dbg_type_FixedArray__FIXED_ARRAY_TYPE"]),
+            (240, &["v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"]),
+        ],
+        (12, 4) => &[
+            (186, &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"]),
+            (212, &["v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"]),
+            (213, &["v8dbg_type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE"]),
+            (247, &["v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"]),
+        ],
+        _ => &[
+            (196, &["v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"]),
+            (193, &["v8dbg_type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE"]),
+            (199, &["v8dbg_type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE"]),
+        ],
+    };
+    known.iter().find(|(k, _)| *k == id).map_or(&["v8dbg_type_unknown_array"], |(_, names)| names)
+}
+
+/// One symbol check: the first alias the binary publishes must hold `expected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    pub aliases: &'static [&'static str],
+    pub expected: i64,
+    pub required: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_v8_has_a_layout_and_no_other() {
+        for (major, minor) in [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)] {
+            let l = Layout::defaults(V8Version::new(major, minor, 0, 0)).unwrap();
+            assert!(l.checks().iter().all(|c| !c.aliases.is_empty() && c.aliases[0] != "v8dbg_type_unknown_array"), "{major}.{minor}");
+        }
+        for (major, minor) in [(9, 4), (12, 9), (14, 1), (15, 0)] {
+            assert!(Layout::defaults(V8Version::new(major, minor, 0, 0)).is_none());
+        }
+    }
+}

