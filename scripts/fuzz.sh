@@ -4,6 +4,7 @@
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 60 s, every target)
 #   FUZZ_KEEP=1 bash scripts/fuzz.sh ...           also merge new coverage into reader/fuzz/corpus/
+#   FUZZ_DIR=thread-ctx/v8/fuzz bash scripts/fuzz.sh ...   the V8 heap readers' targets instead
 #
 # `cargo fuzz run` needs nightly only for -Zsanitizer; without a sanitizer, the coverage
 # instrumentation libFuzzer needs is stable rustc flags (the ones cargo-fuzz passes), and
@@ -13,14 +14,15 @@
 # keep it as a regression input under reader/fuzz/crashers/TARGET/ once fixed
 # (`cargo test -p thread-ctx --test fuzz_corpus` replays corpus and crashers on stable).
 set -euo pipefail
-cd "$(dirname "$0")/../reader/fuzz"
+fuzz_dir="${FUZZ_DIR:-reader/fuzz}"
+cd "$(dirname "$0")/../$fuzz_dir"
 
 seconds="${1:-60}"
 shift || true
 if [[ $# -gt 0 ]]; then
   targets=("$@")
 else
-  mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^thread-ctx-fuzz$')
+  mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v -- '-fuzz$')
 fi
 
 triple="$(rustc -vV | sed -n 's/^host: //p')"
@@ -39,7 +41,7 @@ for t in "${targets[@]}"; do
   echo "== fuzzing $t for ${seconds}s =="
   if ! "$bin/$t" -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 -max_len=65536 \
       -artifact_prefix="artifacts/$t/" -print_final_stats=1 "$work" 2>"target/$t.log"; then
-    echo "!! $t found a crash: see artifacts/$t/ and reader/fuzz/target/$t.log" >&2
+    echo "!! $t found a crash: see artifacts/$t/ and $fuzz_dir/target/$t.log" >&2
     tail -30 "target/$t.log" >&2
     status=1
   fi

@@ -89,7 +89,7 @@ impl<V> BoundedCache<V> {
         }
     }
 
-    fn remove(&mut self, key: u64) {
+    pub fn remove(&mut self, key: u64) {
         if let Some(e) = self.entries.remove(&key) {
             self.bytes -= e.bytes;
         }

@@ -62,6 +62,8 @@ pub struct CodeInfo {
     pub size: u64,
     /// The word before `start` (the holder's map) and the Code it leads to: checked again before the cache is trusted.
     pub holder: u64,
+    /// The Code's header (map, tables, flags, size): checked again too, since V8 reuses addresses.
+    pub header: Vec<u8>,
     /// Optimized code: pc offset → source position; baseline: its pc → bytecode table.
     pub table: Vec<u8>,
     /// Optimized code: the function it was compiled for (tagged SharedFunctionInfo).
@@ -178,6 +180,7 @@ fn read<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, code: u64, start: u64, size:
         start,
         size,
         holder,
+        header: code_header(heap, code)?,
         table: Vec::new(),
         function: None,
         inlined: Vec::new(),
@@ -228,14 +231,21 @@ fn deoptimization_data<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, data: u64, in
     Ok(())
 }
 
-/// The Code holding `pc` still holds it: the holder's map and back pointer (or V8 10's
-/// Code map) are where the cached entry saw them. One read.
+/// The first bytes of the Code `code` (tagged), up to the last field naming reads.
+fn code_header<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, code: u64) -> Result<Vec<u8>, Miss> {
+    let c = &heap.layout.code;
+    let end = c.flags.max(c.instruction_size).max(c.position_table).max(c.deoptimization_data) + 8;
+    heap.mem.bytes_at(untag(code)?, end as usize)
+}
+
+/// The Code holding `pc` still holds it: the holder's map and back pointer (V8 11+), and the
+/// Code's header, are what the cached entry saw. Two reads (one on V8 10).
 pub fn still_there<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, info: &CodeInfo) -> bool {
-    match heap.layout.code.instructions {
-        Instructions::Inline { header } => heap.mem.u64(info.start - header).is_ok_and(|w| w == info.holder),
-        Instructions::Stream { header, code_field, .. } => {
-            let Ok(b) = heap.mem.bytes_at(info.start - header, (code_field + 8) as usize) else { return false };
-            word(&b, 0) == info.holder && word(&b, code_field as usize) == info.code
+    if let Instructions::Stream { header, code_field, .. } = heap.layout.code.instructions {
+        let Ok(b) = heap.mem.bytes_at(info.start - header, (code_field + 8) as usize) else { return false };
+        if word(&b, 0) != info.holder || word(&b, code_field as usize) != info.code {
+            return false;
         }
     }
+    code_header(heap, info.code).is_ok_and(|h| h == info.header)
 }

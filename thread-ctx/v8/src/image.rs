@@ -2,8 +2,11 @@
 //! what the unit tests name frames from, and what the fuzz targets feed the
 //! readers (a corpus input is a heap image whose words a fuzzer then changes).
 
+use crate::frame::{FrameInput, LeafRegisters, PcRegion};
 use crate::layout::{Instructions, Layout};
 use crate::memory::{Fault, HeapMemory};
+use crate::position_table::{encode, raw_position};
+use crate::symbols::BytecodeSizes;
 use crate::tagged::{smi_word, HEAP_OBJECT_TAG};
 
 /// Sparse memory: regions of bytes at addresses.
@@ -77,6 +80,7 @@ impl HeapMemory for HeapImage {
 
 /// Allocates V8 objects of `layout` in a [`HeapImage`], bump-pointer style.
 /// Returns tagged pointers, as V8's own fields hold them.
+#[derive(Clone)]
 pub struct HeapBuilder {
     pub layout: Layout,
     pub image: HeapImage,
@@ -87,7 +91,7 @@ pub struct HeapBuilder {
 
 /// Where builders put the heap; the code region follows it.
 pub const HEAP_BASE: u64 = 0x1000_0000;
-pub const HEAP_SIZE: usize = 1 << 20;
+pub const HEAP_SIZE: usize = 256 << 10;
 pub const CODE_BASE: u64 = 0x7f00_0000_0000;
 pub const CODE_SIZE: usize = 1 << 16;
 
@@ -278,4 +282,133 @@ impl HeapBuilder {
         self.set(code, c.deoptimization_data, deoptimization_data);
         code
     }
+}
+
+/// The source of the script every [`example`] heap holds.
+pub const EXAMPLE_SOURCE: &str = "function outer(x) {\n  let a = x;\n  return inner(a) + 1;\n}\nfunction inner(y) {\n  return y * 2;\n}\n";
+
+/// A heap holding one script with two functions, `outer` calling `inner`,
+/// and one frame of `outer` in each tier (interpreted, interpreted sampled in a
+/// bytecode handler, baseline, TurboFan with `inner` inlined), with the names
+/// each must get. What the namer's tests check and the fuzz targets lie about.
+#[derive(Clone)]
+pub struct Example {
+    pub builder: HeapBuilder,
+    /// (frame, expected innermost-first (function, line) pairs).
+    pub frames: Vec<(FrameInput, Vec<(&'static str, u32)>)>,
+    pub bytecode_sizes: BytecodeSizes,
+}
+
+fn offset_of(needle: &str) -> u32 {
+    EXAMPLE_SOURCE.find(needle).unwrap() as u32
+}
+
+pub fn example(layout: Layout) -> Example {
+    let mut b = HeapBuilder::new(layout);
+    let l = b.layout.clone();
+    let shift = l.position_code_shift;
+    let file = b.string("/app/example.js");
+    let script = b.script(file, EXAMPLE_SOURCE);
+    let outer_name = b.string("outer");
+    let inner_name = b.string("inner");
+    let outer_si = b.scope_info(outer_name, None, offset_of("(x)") as i32, offset_of("}\nfunction inner") as i32);
+    let inner_si = b.scope_info(inner_name, None, offset_of("(y)") as i32, EXAMPLE_SOURCE.len() as i32 - 2);
+    let outer = b.shared_function_info(outer_si, script);
+    let inner = b.shared_function_info(inner_si, script);
+
+    // outer's bytecode: three bytecodes of 1, 2 and 1 bytes (sizes below), on lines 2, 3, 3.
+    let bytecode_sizes = {
+        let mut t = vec![1u8; 3 * 0x20];
+        t[0x10] = 2;
+        t[0x20 + 0x10] = 3;
+        t[0x40 + 0x10] = 5;
+        BytecodeSizes::new(t).unwrap()
+    };
+    let bytecodes = [0x0b, 0x10, 0x01, 0x0c];
+    let positions = encode(&[(0, raw_position(offset_of("let a"), 0), true), (1, raw_position(offset_of("return inner"), 0), true)], shift);
+    let array = b.bytecode_array(&bytecodes, &positions);
+    let slot = |bytecode_offset: i64| smi_word((bytecode_offset + l.bytecode_data as i64 - 1) as i32);
+    let feedback = b.object(l.types.script, 32); // any heap object: baseline frames hold their feedback there
+
+    // Baseline code: an 8-byte prologue, then 4, 10 and 6 bytes of machine code per bytecode.
+    let baseline_start = CODE_BASE + 0x100;
+    let pc_table = b.byte_array(l.types.position_table, &[8, 4, 10, 6]);
+    b.code(l.code.kind_baseline, baseline_start, 0x40, pc_table, array);
+
+    // TurboFan code of outer with inner inlined at its call: inner's body at offsets 0x20..0x40.
+    let opt_start = CODE_BASE + 0x400;
+    let opt_positions = encode(
+        &[
+            (0, raw_position(offset_of("let a"), 0), true),
+            (0x20, raw_position(offset_of("y * 2"), 1), true),
+            (0x40, raw_position(offset_of("+ 1"), 0), false),
+        ],
+        shift,
+    );
+    let table = b.byte_array(l.types.position_table, &opt_positions);
+    let mut inlining = raw_position(offset_of("inner(a)"), 0).to_le_bytes().to_vec();
+    inlining.extend_from_slice(&0i32.to_le_bytes());
+    inlining.extend_from_slice(&[0; 4]);
+    let inlining_positions = b.byte_array(l.types.inlining_positions, &inlining);
+    let literals = b.fixed_array(l.types.deoptimization_literals, &[inner]);
+    let function_word = match (l.deopt.shared_function_info_wrapped, l.types.shared_function_info_wrapper) {
+        (Some(offset), Some(t)) => {
+            let w = b.object(t, offset + 8);
+            b.set(w, offset, outer);
+            w
+        }
+        _ => outer,
+    };
+    let d = l.deopt;
+    let mut words = vec![smi_word(0); (d.inlining_positions.max(d.shared_function_info).max(d.literal_array) + 1) as usize];
+    words[d.inlined_function_count as usize] = smi_word(1);
+    words[d.literal_array as usize] = literals;
+    words[d.shared_function_info as usize] = function_word;
+    words[d.inlining_positions as usize] = inlining_positions;
+    let deopt = b.fixed_array(l.types.deoptimization_data, &words);
+    b.code(l.code.kind_turbofan, opt_start, 0x100, table, deopt);
+
+    let frame = |pc: u64, region: PcRegion, leaf: bool, offset_slot: u64, registers: Option<LeafRegisters>| FrameInput {
+        pc,
+        region,
+        leaf,
+        shared: outer,
+        bytecode_array: array,
+        bytecode_offset: offset_slot,
+        registers,
+    };
+    let jit = PcRegion::Jit { floor: CODE_BASE };
+    let frames = vec![
+        // Interpreted, at the call (bytecode 1): line 3.
+        (frame(0x40_0000, PcRegion::Builtin, false, slot(1), None), vec![("outer", 3)]),
+        // Sampled in a bytecode handler: the offset register (bytecode 0, line 2) wins over the stale slot.
+        (
+            frame(
+                0x40_1000,
+                PcRegion::BytecodeHandler,
+                true,
+                slot(1),
+                Some(LeafRegisters { bytecode_array: array, bytecode_offset: slot(0) >> 32, return_candidates: vec![] }),
+            ),
+            vec![("outer", 2)],
+        ),
+        // Baseline: pc offset 10 is in bytecode 0's machine code (8, 12]: line 2; 13 in bytecode 1's: line 3.
+        (frame(baseline_start + 10, jit, true, feedback, None), vec![("outer", 2)]),
+        (frame(baseline_start + 14, jit, false, feedback, None), vec![("outer", 3)]),
+        // A frameless builtin called from baseline code: the return address at the stack pointer.
+        (
+            frame(
+                0x40_2000,
+                PcRegion::Builtin,
+                true,
+                feedback,
+                Some(LeafRegisters { bytecode_array: 0, bytecode_offset: 0, return_candidates: vec![(baseline_start + 14, CODE_BASE)] }),
+            ),
+            vec![("outer", 3)],
+        ),
+        // TurboFan: in inner's inlined body, then after it.
+        (frame(opt_start + 0x28, jit, true, smi_word(5), None), vec![("inner", 6), ("outer", 3)]),
+        (frame(opt_start + 0x48, jit, false, smi_word(5), None), vec![("outer", 3)]),
+    ];
+    Example { builder: b, frames, bytecode_sizes }
 }

@@ -28,7 +28,7 @@ use crate::heap::Heap;
 use crate::layout::Layout;
 use crate::memory::{word, Budget, HeapMemory, Metered};
 use crate::position_table::{position_at, SourcePosition};
-use crate::script::{self, ScriptInfo};
+use crate::script::{self, EvalPosition, ScriptInfo, NEW_FUNCTION_PREFIX};
 use crate::symbols::BytecodeSizes;
 use crate::tagged::{is_heap_object, smi, untag};
 use std::sync::Arc;
@@ -156,9 +156,14 @@ impl Namer {
     fn name_in<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput) -> Result<NamedFrame, Miss> {
         let function = self.function(heap, input.shared)?;
         if let PcRegion::Jit { floor } = input.region {
-            let code = self.code(heap, input.pc, floor)?;
+            let mut code = self.code(heap, input.pc, floor)?;
             if !self.belongs(&code, input) {
-                return Err(Miss::CodeMismatch);
+                // V8 reused the code's addresses for another function's: look again, once.
+                self.codes.remove(code.start);
+                code = self.code(heap, input.pc, floor)?;
+                if !self.belongs(&code, input) {
+                    return Err(Miss::CodeMismatch);
+                }
             }
             return self.name_in_code(heap, input, &function, &code, input.pc, input.leaf);
         }
@@ -262,15 +267,17 @@ impl Namer {
         };
         let (function_line, function_column) = at(function.start);
         let (line, column) = at(position.and_then(SourcePosition::script_offset));
+        let new_function = script.as_ref().is_some_and(|s| s.new_function) && function.start == Some(NEW_FUNCTION_PREFIX.len() as u32 - 1);
         let name = match (function.name.as_str(), function.scope) {
             ("", ScopeKind::Eval) => "eval".to_string(),
+            ("", _) if new_function => "anonymous".to_string(),
             ("", _) => "(anonymous)".to_string(),
             (n, _) => n.to_string(),
         };
         let script_name = match &script {
             Some(s) => match (&s.name, s.eval_from) {
                 (Some(n), _) => Some(n.clone()),
-                (None, Some((caller, pos))) => Some(self.eval_origin(heap, caller, pos)),
+                (None, Some((caller, pos))) => Some(self.eval_origin(heap, caller, pos, s.new_function)),
                 (None, None) => None,
             },
             None => None,
@@ -278,18 +285,43 @@ impl Namer {
         JsFrame { function: name, script: script_name, function_line, function_column, line, column, tier, inlined: false }
     }
 
-    /// `eval at CALLER (FILE:LINE)`, as V8's stack traces name eval'd code.
-    fn eval_origin<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, caller: u64, pos: Option<u32>) -> String {
-        let Ok(f) = self.function(heap, caller) else { return "eval".to_string() };
+    /// `eval at CALLER (FILE:LINE)`, as V8's stack traces name eval'd code
+    /// (`new Function at ...` for a `new Function` body).
+    fn eval_origin<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, caller: u64, pos: EvalPosition, new_function: bool) -> String {
+        let what = if new_function { "new Function" } else { "eval" };
+        let Ok(f) = self.function(heap, caller) else { return what.to_string() };
         let name = if f.name.is_empty() { "<anonymous>" } else { f.name.as_str() };
         let script = f.script.and_then(|s| self.script(heap, s).ok());
+        let offset = match pos {
+            EvalPosition::Source(p) => Some(p),
+            EvalPosition::BytecodeOffset(o) => self
+                .caller_bytecode(heap, caller)
+                .and_then(|b| self.bytecode_position(heap, b, o as i64).ok().flatten())
+                .and_then(SourcePosition::script_offset),
+            EvalPosition::Unknown => None,
+        };
         match script.as_deref().and_then(|s| s.name.as_deref().map(|n| (n, s))) {
-            Some((file, s)) => match pos {
-                Some(p) => format!("eval at {name} ({file}:{})", s.line_column(p).0),
-                None => format!("eval at {name} ({file})"),
+            Some((file, s)) => match offset {
+                Some(p) => format!("{what} at {name} ({file}:{})", s.line_column(p).0),
+                None => format!("{what} at {name} ({file})"),
             },
-            None => format!("eval at {name}"),
+            None => format!("{what} at {name}"),
         }
+    }
+
+    /// The BytecodeArray of the function `sfi` (tagged): its data, or its baseline code's.
+    fn caller_bytecode<M: HeapMemory + ?Sized>(&self, heap: &Heap<'_, M>, sfi: u64) -> Option<u64> {
+        let l = &self.layout;
+        let data = heap.field(sfi, l.sfi_function_data).ok()?;
+        let t = heap.instance_type(data).ok()?;
+        if t == l.types.bytecode_array {
+            return Some(data);
+        }
+        if t == l.types.code {
+            let array = heap.field(data, l.code.deoptimization_data).ok()?;
+            return (heap.instance_type(array).ok()? == l.types.bytecode_array).then_some(array);
+        }
+        None
     }
 
     /// The function behind the SharedFunctionInfo `sfi` (tagged), cached and checked.
@@ -389,5 +421,45 @@ impl Namer {
         let with = Arc::new(BytecodeInfo { positions: info.positions.clone(), bytecodes: Some(bytecodes.clone()) });
         self.bytecodes.insert(array, with, fingerprint, bytes);
         Ok(Some(bytecodes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::example;
+    use crate::version::V8Version;
+
+    #[test]
+    fn every_tier_of_the_example_is_named_on_every_layout() {
+        for (major, minor) in [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)] {
+            let e = example(Layout::defaults(V8Version::new(major, minor, 0, 0)).unwrap());
+            let mut namer = Namer::new(e.builder.layout.clone(), Some(e.bytecode_sizes.clone()));
+            for round in 0..2 {
+                for (input, expected) in &e.frames {
+                    let named = namer.name(&e.builder.image, input).unwrap_or_else(|m| panic!("V8 {major}.{minor} {input:?}: {m}"));
+                    let got: Vec<(&str, u32)> = named.frames.iter().map(|f| (f.function.as_str(), f.line.unwrap_or(0))).collect();
+                    assert_eq!(&got, expected, "V8 {major}.{minor} round {round}: {input:?}");
+                    assert!(named.frames.iter().all(|f| f.script.as_deref() == Some("/app/example.js")));
+                }
+            }
+            assert!(namer.functions.hits > 0 && namer.codes.hits > 0, "the second round comes from the caches");
+            assert_eq!(namer.stale(), 0);
+        }
+    }
+
+    #[test]
+    fn a_moved_object_is_read_again_not_trusted() {
+        let mut e = example(Layout::defaults(V8Version::new(13, 6, 0, 0)).unwrap());
+        let mut namer = Namer::new(e.builder.layout.clone(), Some(e.bytecode_sizes.clone()));
+        let (input, _) = e.frames[0].clone();
+        assert_eq!(namer.name(&e.builder.image, &input).unwrap().frames[0].function, "outer");
+        // The GC moved outer's SharedFunctionInfo away and put inner's name in its place.
+        let renamed = e.builder.string("renamed");
+        let si = e.builder.scope_info(renamed, None, 10, 20);
+        let l = e.builder.layout.clone();
+        e.builder.set(input.shared, l.sfi_name_or_scope_info, si);
+        assert_eq!(namer.name(&e.builder.image, &input).unwrap().frames[0].function, "renamed");
+        assert_eq!(namer.stale(), 1);
     }
 }

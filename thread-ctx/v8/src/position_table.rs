@@ -89,10 +89,9 @@ pub fn position_at(table: &[u8], offset: i64, shift: u32) -> Result<Option<Sourc
     Ok(found)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
+/// Encodes `(code offset, raw position, is_statement)` entries as V8 does,
+/// with code offsets shifted by `shift` (see [`position_at`]): for building heap images.
+pub fn encode(entries: &[(i64, i64, bool)], shift: u32) -> Vec<u8> {
     fn vlq(v: i64, out: &mut Vec<u8>) {
         let mut z = ((v << 1) ^ (v >> 63)) as u64;
         loop {
@@ -105,23 +104,29 @@ mod tests {
             out.push(b | 0x80);
         }
     }
-
-    /// A table of (code offset, position, is_statement) entries, as V8 encodes it.
-    pub fn encode(entries: &[(i64, i64, bool)]) -> Vec<u8> {
-        let (mut code, mut pos) = (-1i64, 0i64);
-        let mut out = Vec::new();
-        for &(c, p, stmt) in entries {
-            let d = c - code;
-            vlq(if stmt { d } else { -d - 1 }, &mut out);
-            vlq(p - pos, &mut out);
-            (code, pos) = (c, p);
-        }
-        out
+    let (mut code, mut pos) = (-1i64, 0i64);
+    let mut out = Vec::new();
+    for &(c, p, stmt) in entries {
+        let d = (c - code) << shift;
+        vlq(if stmt { d } else { -d - 1 }, &mut out);
+        vlq(p - pos, &mut out);
+        (code, pos) = (c, p);
     }
+    out
+}
+
+/// The raw `SourcePosition` of script offset `offset` in inlined function `inlining_id` (0: none).
+pub fn raw_position(offset: u32, inlining_id: u16) -> i64 {
+    (((offset as u64 + 1) << 1) | ((inlining_id as u64) << 31)) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn the_entry_in_effect_is_found() {
-        let t = encode(&[(0, 10, true), (5, 40, false), (9, 33, true), (20, 90, true)]);
+        let t = encode(&[(0, 10, true), (5, 40, false), (9, 33, true), (20, 90, true)], 0);
         assert_eq!(position_at(&t, -1, 0), Ok(None));
         assert_eq!(position_at(&t, 0, 0), Ok(Some(SourcePosition(10))));
         assert_eq!(position_at(&t, 4, 0), Ok(Some(SourcePosition(10))));
@@ -135,7 +140,14 @@ mod tests {
         assert_eq!(position_at(&[0x80, 0x80], 3, 0), Err(Miss::BadTable), "truncated VLQ");
         assert_eq!(position_at(&[0x02], 3, 0), Err(Miss::BadTable), "entry without its position");
         assert_eq!(position_at(&[0xff; 12], 3, 0), Err(Miss::BadTable), "overlong VLQ");
-        assert_eq!(position_at(&encode(&[(0, -5, true)]), 3, 0), Err(Miss::BadTable), "negative position");
+        assert_eq!(position_at(&encode(&[(0, -5, true)], 0), 3, 0), Err(Miss::BadTable), "negative position");
+    }
+
+    #[test]
+    fn shifted_tables_decode_with_their_shift() {
+        let t = encode(&[(0, 10, true), (5, 40, false), (9, 33, true)], 1);
+        assert_eq!(position_at(&t, 6, 1), Ok(Some(SourcePosition(40))));
+        assert_eq!(position_at(&t, 9, 1), Ok(Some(SourcePosition(33))));
     }
 
     #[test]

@@ -134,7 +134,11 @@ impl PostmortemSymbols {
     }
 }
 
+/// A symbol's bytes, at most [`MAX_BYTECODE_SIZES`] of them (every symbol read here is smaller).
 fn section_bytes<'d, R: ReadRef<'d>>(file: &ElfFile64<'d, Endianness, R>, addr: u64, size: u64, section: SectionIndex) -> Option<Vec<u8>> {
+    if size > MAX_BYTECODE_SIZES {
+        return None;
+    }
     let s = file.section_by_index(section).ok()?;
     // A symbol in .bss has no file bytes: its value is zero.
     if s.file_range().is_none() {
@@ -145,6 +149,9 @@ fn section_bytes<'d, R: ReadRef<'d>>(file: &ElfFile64<'d, Endianness, R>, addr: 
 
 /// A 1-, 2-, 4- or 8-byte integer symbol's value, sign-extended (V8 publishes offsets like -16 as int).
 fn symbol_int<'d, R: ReadRef<'d>>(file: &ElfFile64<'d, Endianness, R>, addr: u64, size: u64, section: Option<SectionIndex>) -> Option<i64> {
+    if !matches!(size, 1 | 2 | 4 | 8) {
+        return None;
+    }
     let bytes = section_bytes(file, addr, size, section?)?;
     Some(match bytes.len() {
         1 => bytes[0] as i8 as i64,

@@ -38,6 +38,15 @@ impl HeapMemory for ProcessMemory {
     }
 }
 
+/// Writes `v` at `addr` in process `pid` (process_vm_writev): how the hostile tests lie.
+pub fn write_u64(pid: i32, addr: u64, v: u64) -> bool {
+    let b = v.to_le_bytes();
+    let local = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: 8 };
+    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: 8 };
+    // SAFETY: both iovecs describe 8 bytes; the local one is our own buffer.
+    unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) == 8 }
+}
+
 pub fn read_u64(mem: &ProcessMemory, addr: u64) -> Option<u64> {
     let mut b = [0u8; 8];
     mem.read(addr, &mut b).ok()?;
@@ -205,6 +214,7 @@ pub fn while_stopped<T>(tid: i32, f: impl FnOnce(&Regs) -> T) -> Option<T> {
 #[derive(Debug, Clone)]
 pub struct WalkedFrame {
     pub pc: u64,
+    pub fp: u64,
     pub js: Option<FrameInput>,
 }
 
@@ -222,7 +232,7 @@ pub fn walk(mem: &ProcessMemory, regs: &Regs, layout: &Layout, node: &NodeImage,
         let mut slots = [0u8; 56];
         let base = fp.wrapping_add(low as u64);
         if fp == 0 || mem.read(base, &mut slots).is_err() {
-            out.push(WalkedFrame { pc, js: None });
+            out.push(WalkedFrame { pc, fp, js: None });
             break;
         }
         let at = |off: i64| u64::from_le_bytes(slots[(off - low) as usize..(off - low) as usize + 8].try_into().unwrap());
@@ -249,7 +259,7 @@ pub fn walk(mem: &ProcessMemory, regs: &Regs, layout: &Layout, node: &NodeImage,
                         .collect(),
                 }),
             });
-        out.push(WalkedFrame { pc, js });
+        out.push(WalkedFrame { pc, fp, js });
         let (next_fp, ret) = (at(0), at(8));
         if next_fp <= fp || ret == 0 {
             break;
