@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Fuzzes every parser of target-controlled data (reader/fuzz: libFuzzer targets over
-# reader/fuzz/src/lib.rs) on stable Rust, for SECONDS per target.
+# Fuzzes every parser of target-controlled data (thread-ctx/fuzz: libFuzzer targets over
+# thread-ctx/fuzz/src/lib.rs) on stable Rust, for SECONDS per target.
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 60 s, every target)
-#   FUZZ_KEEP=1 bash scripts/fuzz.sh ...           also merge new coverage into reader/fuzz/corpus/
+#   FUZZ_KEEP=1 bash scripts/fuzz.sh ...           also merge new coverage into thread-ctx/fuzz/corpus/
 #   FUZZ_DIR=thread-ctx/v8/fuzz bash scripts/fuzz.sh ...   the V8 heap readers' targets instead
 #
 # `cargo fuzz run` needs nightly only for -Zsanitizer; without a sanitizer, the coverage
 # instrumentation libFuzzer needs is stable rustc flags (the ones cargo-fuzz passes), and
 # libfuzzer-sys builds libFuzzer itself. Safe Rust needs no AddressSanitizer: what the
 # fuzzers look for is panics (debug assertions and overflow checks are on), hangs, and
-# allocations past libFuzzer's -rss_limit_mb. A crash is written to reader/fuzz/artifacts/TARGET/;
-# keep it as a regression input under reader/fuzz/crashers/TARGET/ once fixed
+# allocations past libFuzzer's -rss_limit_mb. A crash is written to thread-ctx/fuzz/artifacts/TARGET/;
+# keep it as a regression input under thread-ctx/fuzz/crashers/TARGET/ once fixed
 # (`cargo test -p thread-ctx --test fuzz_corpus` replays corpus and crashers on stable).
 set -euo pipefail
-fuzz_dir="${FUZZ_DIR:-reader/fuzz}"
+fuzz_dir="${FUZZ_DIR:-thread-ctx/fuzz}"
 cd "$(dirname "$0")/../$fuzz_dir"
 
 seconds="${1:-60}"

@@ -45,7 +45,7 @@ bash scripts/build-v8-addon.sh
 # AsyncLocalStorage runs on the async-context frame by default), 22 with the flag, and 26. The V8
 # frame naming tests (thread-ctx/v8) read the heap of every supported Node, 18 and 20 too.
 NODE_MATRIX="18 20 22 24 26" bash scripts/node-matrix.sh install
-ddtrace_fixture=reader/tests/fixtures/ddtrace_service
+ddtrace_fixture=thread-ctx/cli/tests/fixtures/ddtrace_service
 if [[ ! -d $ddtrace_fixture/node_modules || $ddtrace_fixture/package-lock.json -nt $ddtrace_fixture/node_modules/.package-lock.json ]]; then
   (cd "$ddtrace_fixture" && npm ci --omit=optional --no-audit --no-fund)
 fi
