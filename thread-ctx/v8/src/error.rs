@@ -4,14 +4,14 @@
 
 use crate::version::V8Version;
 
-/// Why a read of the heap stopped. Each is counted ([`crate::namer::Stats`]);
+/// Why a read of the heap stopped. Each is counted (the namer's stats);
 /// none is an error of the agent: targets change under the reader, and a
 /// hostile one may lie.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Miss {
     /// A read faulted: unmapped memory, or the process is gone.
     Fault,
-    /// The frame's read budget ([`crate::memory::Budget`]) was spent.
+    /// The frame's read budget was spent.
     Budget,
     /// The frame's function slot does not lead to a SharedFunctionInfo: a
     /// native frame whose slots look like a JS frame's, or a moved object.
@@ -22,7 +22,7 @@ pub enum Miss {
     WrongType,
     /// A length or index outside what V8 would write.
     BadLength,
-    /// A string nested deeper (cons, sliced, thin) than [`crate::string::MAX_DEPTH`].
+    /// A string nested deeper (cons, sliced, thin) than the string reader follows.
     StringTooDeep,
     /// A source position or bytecode offset table that does not decode.
     BadTable,

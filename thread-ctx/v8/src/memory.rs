@@ -15,7 +15,7 @@ pub struct Fault {
 
 /// Memory of a target process. Every read fills its buffer or fails: a short
 /// read is a [`Fault`], never partial data. Implemented by the agent's reader
-/// of another process, by [`crate::image::HeapImage`] for tests and fuzzing.
+/// of another process, and by the heap images of the tests and fuzz targets.
 pub trait HeapMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
 }
@@ -119,12 +119,22 @@ pub(crate) fn word(buf: &[u8], offset: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::HeapImage;
+
+    /// 64 bytes of memory at 0x1000.
+    struct Page([u8; 64]);
+
+    impl HeapMemory for Page {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+            let o = addr.checked_sub(0x1000).filter(|o| o + buf.len() as u64 <= 64).ok_or(Fault { addr, len: buf.len() })? as usize;
+            buf.copy_from_slice(&self.0[o..o + buf.len()]);
+            Ok(())
+        }
+    }
 
     #[test]
     fn the_budget_stops_reads_and_says_so() {
-        let mut img = HeapImage::new(0x1000, 64);
-        img.put_u64(0x1000, 7);
+        let mut img = Page([0; 64]);
+        img.0[0] = 7;
         let m = Metered::new(&img, Budget { reads: 2, bytes: 12 });
         assert_eq!(m.u64(0x1000), Ok(7));
         assert_eq!(m.u64(0x1000), Err(Miss::Budget), "4 bytes left, 8 asked");
@@ -135,7 +145,7 @@ mod tests {
 
     #[test]
     fn faults_and_wrapping_addresses_are_misses() {
-        let img = HeapImage::new(0x1000, 64);
+        let img = Page([0; 64]);
         let m = Metered::new(&img, Budget::FRAME);
         assert_eq!(m.u64(0x2000), Err(Miss::Fault));
         assert_eq!(m.u64(u64::MAX - 3), Err(Miss::Fault));
