@@ -19,13 +19,21 @@ use thread_ctx_discovery::resource::resource_of;
 use thread_ctx_discovery::{discover, Discovery};
 use thread_ctx_profile::pipeline::watchdog::Heartbeat;
 use thread_ctx_sampler::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
+use thread_ctx_sampler::{V8FramesError, V8Process, V8Sites};
 
 /// What discovery tells the sampling loop.
 pub enum Found {
     /// A process to sample, with its resource.
     /// `alloc_site`: where its allocations are probed (allocations on), found here so that
     /// the sampling thread never reads the target.
-    Track { key: ProcessKey, discovery: Box<Discovery>, resource: Resource, alloc_site: Option<Result<ProbeSite, ProbeSiteError>> },
+    /// `v8`: its V8 layout, for reading its JS frames (or why not), found here too.
+    Track {
+        key: ProcessKey,
+        discovery: Box<Discovery>,
+        resource: Resource,
+        alloc_site: Option<Result<ProbeSite, ProbeSiteError>>,
+        v8: Result<V8Process, V8FramesError>,
+    },
     /// It publishes but cannot be sampled (why).
     Refused { key: ProcessKey, reason: String },
     /// A tracked process exited.
@@ -48,8 +56,16 @@ pub struct DiscoveryConfig {
 /// Runs one discovery worker until it is retired or the loop hangs up.
 pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Found>) {
     beat.bind_current_thread();
-    let mut worker =
-        Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new(), probe_sites: ProbeSites::new() };
+    let mut worker = Worker {
+        config,
+        registry,
+        beat,
+        to_loop,
+        scanner: HostScanner::new(),
+        contexts: HashMap::new(),
+        probe_sites: ProbeSites::new(),
+        v8_sites: V8Sites::new(),
+    };
     loop {
         let next = Instant::now() + worker.config.scan_interval;
         if worker.beat.retired() || worker.registry.stopping() || !worker.scan() {
@@ -74,6 +90,8 @@ struct Worker {
     contexts: HashMap<u32, Context>,
     /// Allocation probe offsets per `node` object (read once per build id).
     probe_sites: ProbeSites,
+    /// V8 layouts by node binary (each read once).
+    v8_sites: V8Sites,
 }
 
 #[derive(Clone, Copy)]
@@ -139,7 +157,8 @@ impl Worker {
                 self.contexts.insert(key.pid, context);
                 let resource = resource_of(&d, &self.config.host_name);
                 let alloc_site = self.config.alloc.then(|| self.probe_sites.site(key.pid));
-                Found::Track { key, discovery: Box::new(d), resource, alloc_site }
+                let v8 = self.v8_sites.process(key.pid);
+                Found::Track { key, discovery: Box::new(d), resource, alloc_site, v8 }
             }
             Err(e) => Found::Refused { key, reason: e.to_string() },
         }

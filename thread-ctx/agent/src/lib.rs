@@ -35,7 +35,7 @@ use thread_ctx_profile::pipeline::watchdog::{stuck_note, Heartbeat, Supervised};
 use thread_ctx_profile::pipeline::{Identity, Pipeline, PipelineError, Symbolize};
 use thread_ctx_profile::sink::WindowSink;
 use thread_ctx_sampler::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
-use thread_ctx_sampler::{Counters, SamplerOptions, MAX_TARGETS};
+use thread_ctx_sampler::{Counters, SamplerOptions, V8FramesError, V8Process, V8Sites, MAX_TARGETS};
 
 /// How long the loop waits for events at most before looking at the clock again. The ring buffer
 /// holds a second of events and wakes the loop a quarter full; this bounds how late a stop, a
@@ -105,10 +105,10 @@ impl Agent {
         for pid in agent.opts.pids.clone() {
             let key = ProcessKey::of(pid)
                 .ok_or_else(|| AgentError::Pid { pid, reason: "no such process (expected the pid of a running process)".into() })?;
-            let (d, alloc_site) =
+            let (d, alloc_site, v8) =
                 discover_within(pid, agent.opts.sampler.alloc, agent.opts.process_timeout).map_err(|reason| AgentError::Pid { pid, reason })?;
             let resource = resource_of(&d, &agent.host_name);
-            agent.track(key, d, resource, alloc_site).map_err(|e| AgentError::Pid { pid, reason: e.to_string() })?;
+            agent.track(key, d, resource, alloc_site, v8).map_err(|e| AgentError::Pid { pid, reason: e.to_string() })?;
         }
         agent.discovery = Supervised::new(agent.spawn_discovery_worker().map_err(AgentError::Thread)?);
         agent.begin_window();
@@ -209,10 +209,10 @@ impl Agent {
 
     fn on_found(&mut self, found: Found) -> Result<(), AgentError> {
         match found {
-            Found::Track { key, discovery, resource, alloc_site } => {
+            Found::Track { key, discovery, resource, alloc_site, v8 } => {
                 if self.pipeline.len() >= MAX_TARGETS {
                     self.refuse(key, format!("already sampling {MAX_TARGETS} processes"));
-                } else if let Err(e) = self.track(key, *discovery, resource, alloc_site) {
+                } else if let Err(e) = self.track(key, *discovery, resource, alloc_site, v8) {
                     self.refuse(key, e.to_string());
                 }
             }
@@ -246,6 +246,7 @@ impl Agent {
         mut d: Discovery,
         resource: thread_ctx_discovery::process_context_proto::Resource,
         alloc_site: Option<Result<ProbeSite, ProbeSiteError>>,
+        v8: Result<V8Process, V8FramesError>,
     ) -> Result<(), PipelineError> {
         let mut what = match d.sampled_writer() {
             Ok(Some(w)) => format!("{} ({})", w.path, w.access.as_ref().map(|a| a.to_string()).unwrap_or_default()),
@@ -266,7 +267,7 @@ impl Agent {
             d.writers.clear();
         }
         let identity = Identity { service_name: service_name_of(&resource), resource };
-        self.pipeline.track(key, &d, identity)?;
+        self.pipeline.track(key, &d, identity, v8)?;
         if let Some(site) = alloc_site {
             self.pipeline.probe_allocations(key.pid, Some(site));
         }
@@ -336,15 +337,17 @@ fn spawn_discovery(config: DiscoveryConfig, registry: Arc<Registry>, tx: Sender<
     Ok(beat)
 }
 
-/// `discover(pid)` on a thread of its own, given up after `timeout` (the thread is left behind).
-/// The process's discovery and, with allocations on, its allocation probe site: read on a thread
-/// of their own, given up after `timeout`.
-fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<(Discovery, Option<Result<ProbeSite, ProbeSiteError>>), String> {
+/// What sampling a process needs read of it.
+type Discovered = (Discovery, Option<Result<ProbeSite, ProbeSiteError>>, Result<V8Process, V8FramesError>);
+
+/// The process's discovery, its allocation probe site (allocations on) and its V8 layout: read
+/// on a thread of their own, given up after `timeout` (the thread is left behind).
+fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<Discovered, String> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("discover".into())
         .spawn(move || {
-            let found = discover(pid as i32).map(|d| (d, alloc.then(|| ProbeSites::new().site(pid))));
+            let found = discover(pid as i32).map(|d| (d, alloc.then(|| ProbeSites::new().site(pid)), V8Sites::new().process(pid)));
             // Nobody may be listening any more (timed out): nothing to do then.
             let _ = tx.send(found);
         })

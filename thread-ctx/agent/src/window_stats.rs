@@ -61,6 +61,9 @@ impl WindowStats {
         if c.dropped_behind > 0 {
             line += &format!(", {} addresses with symbolization behind", c.dropped_behind);
         }
+        if c.js_heap_named + c.js_heap_missed > 0 {
+            line += &format!(", JS frames named from V8 heaps: {} (not: {})", c.js_heap_named, c.js_heap_missed);
+        }
         let unnamed_js = thread_ctx_profile::symbolizer::processes_with_unnamed_js();
         if unnamed_js > 0 {
             line += &format!(", {unnamed_js} processes with unnamed JS frames (no perf map or jitdump)");
@@ -80,12 +83,14 @@ impl WindowStats {
         }
         let (k, mib) = (&c.cached, |b: u64| b as f64 / (1 << 20) as f64);
         line += &format!(
-            "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} attribute sets, {} thread names; \
-             heap: {:.1} MiB in use, {:.1} MiB free",
+            "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} V8 heap entries ({:.1} MiB), \
+             {} attribute sets, {} thread names; heap: {:.1} MiB in use, {:.1} MiB free",
             k.native_names,
             mib(k.native_name_bytes),
             k.objects_open,
             k.js_functions,
+            k.v8_entries,
+            mib(k.v8_bytes),
             k.attr_sets,
             k.thread_names,
             mib(self.heap.in_use),

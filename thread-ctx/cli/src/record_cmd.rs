@@ -126,12 +126,15 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     if args.bpf_stats {
         pipeline.sampler_mut().enable_run_time_stats()?;
     }
+    // Its V8 layout (its node binary's symbols, read once), for reading its JS frames.
+    let v8 = thread_ctx_sampler::V8Sites::new().process(pid as u32);
     // The recording starts when tracking does: taken after it, a sample the kernel sent while
     // this thread was switched out between the two would carry a time before the profile's start.
     let started_unix = std::time::SystemTime::now();
     let started = Instant::now();
     let identity = Identity { service_name: service_name.clone().unwrap_or_default(), ..Default::default() };
-    pipeline.track(key, &d, identity).with_context(|| format!("sampling process {pid}"))?;
+    let v8_for_frames = v8.clone();
+    pipeline.track(key, &d, identity, v8).with_context(|| format!("sampling process {pid}"))?;
     if let Some(tid) = tid {
         pipeline.keep_only_thread(pid as u32, tid);
     }
@@ -165,7 +168,13 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         monotonic_to_unix_ns: monotonic_to_unix_ns(),
         alloc_interval: alloc_interval.unwrap_or(DEFAULT_INTERVAL),
         // Its own symbolizer: the pipeline's names samples in batches, a line needs its frames now.
-        frames: if args.frames { Some(Symbolizer::new(pid).context("--frames: symbolizing")?) } else { None },
+        frames: if args.frames {
+            let mut sym = Symbolizer::new(pid).context("--frames: symbolizing")?;
+            sym.set_v8(v8_for_frames);
+            Some(sym)
+        } else {
+            None
+        },
         write_error: None,
     };
     live.summary.set_off_cpu_traced(args.profile.off_cpu);
@@ -305,7 +314,7 @@ impl<W: Write> Live<W> {
             }
             if let Some(sym) = self.frames.as_mut() {
                 let kernel = e.kernel_stack.as_deref().map(|s| sym.kernel_frames(s)).unwrap_or_default();
-                let user = e.user_stack.as_deref().map(|s| sym.user_frames(s)).unwrap_or_default();
+                let user = e.user_stack.as_deref().map(|s| sym.sample_frames(s, &e.js_frames, &e.leaf_words)).unwrap_or_default();
                 line["frames"] = kernel.iter().chain(&user).map(frame_json).collect();
             }
             if let Err(err) = writeln!(self.out, "{line}") {

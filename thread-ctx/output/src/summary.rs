@@ -455,6 +455,8 @@ mod tests {
             attrs,
             user_stack: Err(-2),
             kernel_stack: Err(-2),
+            js_frames: vec![],
+            leaf_words: vec![],
             value: 0,
             preempted: false,
         }

@@ -6,6 +6,7 @@
 //! target: the agent runs it on its sampling thread.
 
 use super::decode::StackLosses;
+use super::js_key::JsKey;
 use super::sample::{Attrs, Sample, SampleKind};
 use super::symbolized::Observation;
 use foldhash::{HashMap, HashSet};
@@ -53,33 +54,37 @@ pub struct RawEntry {
     pub times: Vec<Observation>,
 }
 
-/// Addresses and threads first seen since the last [`Aggregate::take_unnamed`].
+/// Addresses, JS frames and threads first seen since the last [`Aggregate::take_unnamed`].
 #[derive(Debug, Default, Clone)]
 pub struct Unnamed {
     /// Lookup addresses (see [`lookup_addr`]), each once.
     pub user: Vec<u64>,
     pub kernel: Vec<u64>,
+    /// JS frames the sampler read, each once.
+    pub js: Vec<JsKey>,
     pub tids: Vec<u32>,
 }
 
 impl Unnamed {
     pub fn is_empty(&self) -> bool {
-        self.user.is_empty() && self.kernel.is_empty() && self.tids.is_empty()
+        self.user.is_empty() && self.kernel.is_empty() && self.js.is_empty() && self.tids.is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.user.len() + self.kernel.len() + self.tids.len()
+        self.user.len() + self.kernel.len() + self.js.len() + self.tids.len()
     }
 }
 
 #[derive(Debug, Default)]
 pub struct Aggregate {
-    /// `[kernel frame count, kernel frames..., user frames...]` -> index in `stack_list`.
+    /// `[kernel frame count, user frame count, kernel frames..., user frames..., JS words...]`
+    /// -> index in `stack_list` (the JS words: [`JsKey::push_words`]).
     stacks: HashMap<Box<[u64]>, u32>,
     stack_list: Vec<Box<[u64]>>,
     index: HashMap<EntryKey, u32>,
     entries: Vec<RawEntry>,
     seen: HashSet<(Space, u64)>,
+    seen_js: HashSet<JsKey>,
     tids: HashSet<u32>,
     unnamed: Unnamed,
     observations: usize,
@@ -117,15 +122,24 @@ impl Aggregate {
     /// A stack by index: (kernel frames, user frames), leaf first.
     pub fn stack(&self, id: u32) -> (&[u64], &[u64]) {
         let s = &self.stack_list[id as usize];
-        let k = s[0] as usize;
-        (&s[1..1 + k], &s[1 + k..])
+        let (k, u) = (s[0] as usize, s[1] as usize);
+        (&s[2..2 + k], &s[2 + k..2 + k + u])
+    }
+
+    /// The JS frames of a stack, by their depth in its user stack.
+    pub fn js_keys(&self, id: u32) -> Vec<JsKey> {
+        let s = &self.stack_list[id as usize];
+        let (k, u) = (s[0] as usize, s[1] as usize);
+        JsKey::from_words(&s[2 + k + u..], &s[2 + k..2 + k + u])
     }
 
     pub fn add(&mut self, s: &Sample) {
         self.scratch.clear();
         self.scratch.push(s.kernel_stack.len() as u64);
+        self.scratch.push(s.user_stack.len() as u64);
         self.scratch.extend_from_slice(&s.kernel_stack);
         self.scratch.extend_from_slice(&s.user_stack);
+        JsKey::push_words(&s.js_frames, &s.leaf_words, &mut self.scratch);
         let stack = match self.stacks.get(self.scratch.as_slice()) {
             Some(&id) => id,
             None => {
@@ -159,8 +173,13 @@ impl Aggregate {
     fn intern_stack(&mut self) -> u32 {
         let id = self.stack_list.len() as u32;
         let stack: Box<[u64]> = self.scratch.as_slice().into();
-        let k = stack[0] as usize;
-        for (space, frames) in [(Space::Kernel, &stack[1..1 + k]), (Space::User, &stack[1 + k..])] {
+        let (k, u) = (stack[0] as usize, stack[1] as usize);
+        for key in JsKey::from_words(&stack[2 + k + u..], &stack[2 + k..2 + k + u]) {
+            if self.seen_js.insert(key) {
+                self.unnamed.js.push(key);
+            }
+        }
+        for (space, frames) in [(Space::Kernel, &stack[2..2 + k]), (Space::User, &stack[2 + k..2 + k + u])] {
             for (depth, &addr) in frames.iter().enumerate() {
                 let lookup = lookup_addr(addr, depth);
                 if self.seen.insert((space, lookup)) {
@@ -211,6 +230,8 @@ mod tests {
             attrs: Attrs::from([("http.route".to_string(), "/a".to_string())]),
             user_stack: user.to_vec(),
             kernel_stack: vec![],
+            js_frames: vec![],
+            leaf_words: vec![],
             weight: 10,
         }
     }

@@ -45,6 +45,10 @@ impl ProfileBuilder {
         &self.symbolizer
     }
 
+    pub fn symbolizer_mut(&mut self) -> &mut Symbolizer {
+        &mut self.symbolizer
+    }
+
     /// Thread names cached now.
     pub fn thread_names_cached(&self) -> usize {
         self.thread_names.len()
@@ -53,6 +57,7 @@ impl ProfileBuilder {
     /// Names what the aggregate saw first since the last call.
     pub fn name(&mut self, unnamed: &Unnamed) {
         self.symbolizer.name(&unnamed.user, &unnamed.kernel);
+        self.symbolizer.name_js(&unnamed.js);
         for &tid in &unnamed.tids {
             self.name_thread(tid);
         }
@@ -90,19 +95,26 @@ impl ProfileBuilder {
                 .entry(raw.key.stack)
                 .or_insert_with(|| {
                     let (kernel, user) = aggregate.stack(raw.key.stack);
+                    let js = aggregate.js_keys(raw.key.stack);
                     let mut out = Vec::with_capacity(kernel.len() + user.len());
                     let mut skipping = true;
                     for (space, frames) in [(Space::Kernel, kernel), (Space::User, user)] {
                         for (depth, &addr) in frames.iter().enumerate() {
-                            let i = self.symbolizer.frame_index(space, super::aggregate::lookup_addr(addr, depth));
-                            // A tracepoint's kernel stack starts in the tracing program itself: not the thread's code.
-                            if space == Space::Kernel && skipping && is_tracing_frame(&self.symbolizer.frame(i).name) {
-                                continue;
+                            // A JS frame read by the sampler may be several (the functions inlined at its pc).
+                            let indexes: Vec<usize> = match js.iter().find(|k| space == Space::User && k.depth as usize == depth) {
+                                Some(key) => self.symbolizer.js_frame_indexes(key).to_vec(),
+                                None => vec![self.symbolizer.frame_index(space, super::aggregate::lookup_addr(addr, depth))],
+                            };
+                            for i in indexes {
+                                // A tracepoint's kernel stack starts in the tracing program itself: not the thread's code.
+                                if space == Space::Kernel && skipping && is_tracing_frame(&self.symbolizer.frame(i).name) {
+                                    continue;
+                                }
+                                skipping = false;
+                                let next = frame_of.len();
+                                let frame = *frame_of.entry(i).or_insert(next);
+                                out.push(StackFrame { addr, frame, kernel: space == Space::Kernel });
                             }
-                            skipping = false;
-                            let next = frame_of.len();
-                            let frame = *frame_of.entry(i).or_insert(next);
-                            out.push(StackFrame { addr, frame, kernel: space == Space::Kernel });
                         }
                     }
                     out

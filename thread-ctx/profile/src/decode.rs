@@ -91,6 +91,7 @@ impl Decoder {
     pub fn decode(&mut self, e: Event) -> Sample {
         let span = e.span();
         let user_stack = if self.user_stacks { stack(e.user_stack, &mut self.losses.user, false) } else { Vec::new() };
+        let (js_frames, leaf_words) = if self.user_stacks { (e.js_frames, e.leaf_words) } else { (Vec::new(), Vec::new()) };
         let kernel_stack = if self.kernel_stacks { stack(e.kernel_stack, &mut self.losses.kernel, true) } else { Vec::new() };
         let (trace_id, span_id, flags, attrs) = match span {
             Some((t, s, f)) => {
@@ -105,7 +106,7 @@ impl Decoder {
             (EventKind::OffCpu, true) => (SampleKind::Preempted, e.value),
             (EventKind::Alloc, _) => (SampleKind::Alloc, unbiased_bytes(e.value, self.alloc_interval)),
         };
-        Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, weight }
+        Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, js_frames, leaf_words, weight }
     }
 
     /// The attrs-data as (key, value) pairs sorted by key; a key index missing from the key map is named `attr.N`.
@@ -166,6 +167,8 @@ mod tests {
             attrs: attrs.to_vec(),
             user_stack: Ok(vec![0x10, 0x20]),
             kernel_stack: Err(-libc::EFAULT),
+            js_frames: vec![],
+            leaf_words: vec![],
             value: 0,
             preempted: false,
         }

@@ -20,6 +20,8 @@ pub mod decode;
 pub mod filter;
 pub mod frame;
 pub mod jitdump;
+pub mod js_key;
+pub mod js_names;
 pub mod native_symbols;
 pub mod perf_map;
 pub mod perf_map_reader;

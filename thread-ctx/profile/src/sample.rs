@@ -5,6 +5,7 @@
 //! symbolize, then an output renders it by its [`Measure`].
 
 use std::sync::Arc;
+use thread_ctx_sampler::JsFrameSlots;
 
 /// What a sample is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -137,6 +138,10 @@ pub struct Sample {
     pub user_stack: Vec<u64>,
     /// Kernel stack, leaf first; empty unless kernel stacks were captured.
     pub kernel_stack: Vec<u64>,
+    /// What the sampler read of the user stack's JS frames (a node process whose V8 it walks).
+    pub js_frames: Vec<JsFrameSlots>,
+    /// The words at the stack pointer, when the innermost JS frame's flags say they are there.
+    pub leaf_words: Vec<u64>,
     /// What this sample stands for, in its measure's weight unit: the sampling period for CPU
     /// samples, the time switched out for off-CPU ones (ns), the unbiased bytes for allocations.
     pub weight: u64,

@@ -14,6 +14,8 @@
 use super::aggregate::{lookup_addr, Space};
 use super::frame::Frame;
 use super::jitdump::{self, JitDumpFile};
+use super::js_key::JsKey;
+use super::js_names::JsNames;
 use super::native_symbols::{NativeSymbols, ObjectId};
 use super::perf_map_reader::{PerfMapReader, PerfMapStatus};
 use super::source_map::SourceMaps;
@@ -24,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use thread_ctx_discovery::error::{Error, Result};
 use thread_ctx_discovery::maps::{read_maps, Mapping};
+use thread_ctx_sampler::{JsFrameSlots, V8FramesError, V8Process};
 
 /// Processes found running V8 whose JS frames could not be named (no jitdump, no perf map),
 /// each counted once, over every symbolizer of this program: the agent's status line shows it.
@@ -63,6 +66,13 @@ pub struct Symbolizer {
     /// The once-per-process notes already given ([`Symbolizer::process_notes_once`]).
     unnamed_js_noted: Cell<bool>,
     baseline_noted: Cell<bool>,
+    /// JS frames named from the process's V8 heap, when its layout is known.
+    js: Option<JsNames>,
+    /// Why they are not (said once), for a process that runs V8.
+    js_unavailable: Option<String>,
+    js_unavailable_noted: Cell<bool>,
+    /// This window's JS frames: key -> indexes in `frames`, innermost first.
+    js_named: HashMap<JsKey, Vec<usize>>,
 }
 
 impl Symbolizer {
@@ -98,6 +108,10 @@ impl Symbolizer {
             baseline_addresses: 0,
             unnamed_js_noted: Cell::new(false),
             baseline_noted: Cell::new(false),
+            js: None,
+            js_unavailable: None,
+            js_unavailable_noted: Cell::new(false),
+            js_named: HashMap::new(),
         };
         s.reload_jit_names();
         Ok(s)
@@ -105,6 +119,29 @@ impl Symbolizer {
 
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Names the process's JS frames from its V8 heap (Ok), or says once why not (Err; nothing
+    /// to say for a process without V8).
+    pub fn set_v8(&mut self, v8: std::result::Result<V8Process, V8FramesError>) {
+        match v8 {
+            Ok(p) => {
+                self.js = Some(JsNames::new(self.pid, p));
+                self.js_unavailable = None;
+            }
+            Err(V8FramesError::NoV8 { .. }) => {}
+            Err(e) => self.js_unavailable = Some(e.to_string()),
+        }
+    }
+
+    /// The process's JS frames are named from its V8 heap.
+    pub fn names_js_from_heap(&self) -> bool {
+        self.js.is_some()
+    }
+
+    /// The heap namer's counts and cache sizes, when it runs.
+    pub fn js_names(&self) -> Option<&JsNames> {
+        self.js.as_ref()
     }
 
     /// The process's mappings as last read (profiles list the executable ones).
@@ -152,6 +189,10 @@ impl Symbolizer {
     /// some ran in baseline code and carry their function's line only.
     pub fn process_notes_once(&self) -> Vec<String> {
         let mut notes = Vec::new();
+        if let Some(why) = self.js_unavailable.as_ref().filter(|_| !self.js_unavailable_noted.get()) {
+            self.js_unavailable_noted.set(true);
+            notes.push(format!("{why}: falling back to the perf map and jitdump for JS frames"));
+        }
         if self.runs_v8() && !self.unnamed_js_noted.get() {
             if let Some(note) = self.perf_map_note() {
                 self.unnamed_js_noted.set(true);
@@ -187,7 +228,7 @@ impl Symbolizer {
 
     /// A sentence for the user when JS frames cannot be named, else None.
     pub fn perf_map_note(&self) -> Option<String> {
-        if self.jitdump.is_some() {
+        if self.jitdump.is_some() || self.js.is_some() {
             return None;
         }
         let no_map = |why: String| {
@@ -239,6 +280,43 @@ impl Symbolizer {
         }
     }
 
+    /// Names JS frames not named yet in this window.
+    pub fn name_js(&mut self, keys: &[JsKey]) {
+        for key in keys {
+            if !self.js_named.contains_key(key) {
+                let indexes = self.js_indexes(key);
+                self.js_named.insert(*key, indexes);
+            }
+        }
+    }
+
+    /// The indexes in this window's frames of a JS frame (innermost first), naming it now if it was not yet.
+    pub fn js_frame_indexes(&mut self, key: &JsKey) -> &[usize] {
+        if !self.js_named.contains_key(key) {
+            let indexes = self.js_indexes(key);
+            self.js_named.insert(*key, indexes);
+        }
+        &self.js_named[key]
+    }
+
+    fn js_indexes(&mut self, key: &JsKey) -> Vec<usize> {
+        let by_pc = |s: &mut Self, pc: u64| s.frame_index(Space::User, lookup_addr(pc, key.depth as usize));
+        let named = match self.js.as_mut() {
+            Some(js) => js.name(key, &self.maps),
+            None => None,
+        };
+        let Some(named) = named else { return vec![by_pc(self, key.pc)] };
+        let mut indexes = Vec::with_capacity(named.frames.len() + 1);
+        if let Some(pc) = named.builtin_pc {
+            indexes.push(by_pc(self, pc));
+        }
+        for mut f in named.frames {
+            self.source_maps.apply(self.pid, &mut f);
+            indexes.push(self.intern(f));
+        }
+        indexes
+    }
+
     fn unnamed(&self, space: Space, addrs: &[u64]) -> Vec<u64> {
         let mut v: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(space, *a))).collect();
         v.sort_unstable();
@@ -266,6 +344,7 @@ impl Symbolizer {
     pub fn take_frames(&mut self) -> Vec<Frame> {
         self.perf_map.next_window();
         self.named.clear();
+        self.js_named.clear();
         self.frame_ids.clear();
         self.source_maps.new_window();
         std::mem::take(&mut self.frames)
@@ -274,6 +353,30 @@ impl Symbolizer {
     /// Names a user stack (leaf first).
     pub fn user_frames(&mut self, stack: &[u64]) -> Vec<Frame> {
         self.stack_frames(Space::User, stack)
+    }
+
+    /// Names a user stack (leaf first) and the JS frames the sampler read of it: a JS frame may
+    /// be several (the functions inlined at its pc).
+    pub fn sample_frames(&mut self, stack: &[u64], js_frames: &[JsFrameSlots], leaf_words: &[u64]) -> Vec<Frame> {
+        if js_frames.is_empty() {
+            return self.user_frames(stack);
+        }
+        let mut words = Vec::new();
+        JsKey::push_words(js_frames, leaf_words, &mut words);
+        let keys = JsKey::from_words(&words, stack);
+        let lookups: Vec<u64> = stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect();
+        self.name(&lookups, &[]);
+        let mut out = Vec::with_capacity(stack.len());
+        for (depth, lookup) in lookups.iter().enumerate() {
+            match keys.iter().find(|k| k.depth as usize == depth) {
+                Some(key) => {
+                    let indexes = self.js_frame_indexes(key).to_vec();
+                    out.extend(indexes.into_iter().map(|i| self.frames[i].clone()));
+                }
+                None => out.push(self.frames[self.named[&(Space::User, *lookup)]].clone()),
+            }
+        }
+        out
     }
 
     /// Names a kernel stack (leaf first).

@@ -190,7 +190,16 @@ impl Sampler {
     /// [`track`](Sampler::track) for any writer: the TLS slot and, for a
     /// `nodejs_v1_dev` writer, the layout of its async-context frame walk.
     pub fn track_reach(&self, pid: u32, reach: Option<RecordReach>) -> Result<(), SamplerError> {
-        let t = target(reach);
+        self.track_process(pid, reach, None)
+    }
+
+    /// [`track_reach`](Sampler::track_reach), with the V8 frame walk for a node process
+    /// whose layout is known (its JS frames are then read with its user stack).
+    pub fn track_process(&self, pid: u32, reach: Option<RecordReach>, v8: Option<&V8Walk>) -> Result<(), SamplerError> {
+        let mut t = target(reach);
+        if let Some(v8) = v8 {
+            v8.encode(&mut t.v8);
+        }
         // SAFETY: `types::target` is plain integers; viewing it as bytes is sound.
         let value = unsafe { std::slice::from_raw_parts((&t as *const types::target).cast::<u8>(), std::mem::size_of_val(&t)) };
         self.skel.maps.targets.update(&pid.to_ne_bytes(), value, MapFlags::ANY).map_err(|e| SamplerError::Track {
@@ -276,6 +285,31 @@ impl Sampler {
             return Ok(None);
         }
         stats_of(self.skel.progs.off_cpu_switch.as_fd().as_raw_fd()).map(Some)
+    }
+}
+
+/// What the BPF program needs to read a node process's JS frames (`struct v8_target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct V8Walk {
+    /// Byte offset of the SharedFunctionInfo in a JSFunction.
+    pub js_function_shared: u32,
+    /// Where the embedded builtins run in the process: node's text, and the copy V8 may map
+    /// next to its code (empty ranges when absent).
+    pub builtins: [(u64, u64); 2],
+}
+
+impl V8Walk {
+    /// The frame slots the BPF walk reads (`V8_FP_*` in bpf/sampler_abi.h), from the frame pointer:
+    /// context, function, bytecode array, bytecode offset. A layout with others cannot be walked.
+    pub const FRAME_SLOTS: [i64; 4] = [-8, -16, -32, -40];
+
+    fn encode(&self, v: &mut types::v8_target) {
+        v.enabled = 1;
+        v.js_function_shared = self.js_function_shared;
+        for (i, (start, end)) in self.builtins.iter().enumerate() {
+            v.builtins_start[i] = *start;
+            v.builtins_end[i] = *end;
+        }
     }
 }
 
@@ -404,7 +438,7 @@ mod tests {
     #[test]
     fn ring_is_a_bounded_power_of_two() {
         assert_eq!(ring_size(2, 49), RING_MIN_BYTES);
-        assert_eq!(ring_size(2, 999), 1 << 22);
+        assert_eq!(ring_size(2, 999), 1 << 23);
         let big = ring_size(256, 999);
         assert!(big.is_power_of_two() && big <= RING_MAX_BYTES, "{big}");
     }

@@ -3,18 +3,37 @@
 //! its stacks, decoded from the skeleton's `sample_event`.
 
 use super::ctx_state::CtxState;
-use super::skel::types::sample_event;
+use super::skel::types::{js_frame, sample_event};
 use serde_json::{json, Value};
 use thread_ctx_discovery::ctx_record::{decode_attrs, Header, HEADER_SIZE};
 use thread_ctx_discovery::ids::hex;
 
 /// Size of `struct sample_event` (bpf/sampler_abi.h asserts the same layout): the largest record.
-pub const EVENT_SIZE: usize = 2088;
+pub const EVENT_SIZE: usize = 4168;
 const _: () = assert!(std::mem::size_of::<sample_event>() == EVENT_SIZE);
 /// Bytes of the event before its attrs: every ring-buffer record starts with them, followed by
-/// the user and kernel stack frames and the attrs-data it holds (`send_event` in bpf/ctx_reader.bpf.h).
-pub const EVENT_HEAD_SIZE: usize = 76;
+/// the user and kernel stack frames, JS frames, leaf words and the attrs-data it holds
+/// (`send_event` in bpf/ctx_reader.bpf.h).
+pub const EVENT_HEAD_SIZE: usize = 80;
 const _: () = assert!(std::mem::offset_of!(sample_event, attrs) == EVENT_HEAD_SIZE);
+/// `struct js_frame` (bpf/sampler_abi.h asserts it too).
+pub const JS_FRAME_SIZE: usize = 32;
+const _: () = assert!(std::mem::size_of::<js_frame>() == JS_FRAME_SIZE);
+/// `JS_FRAME_OFFSET_REGISTER`: `bytecode_offset` is the interpreter's offset register.
+pub const JS_FRAME_OFFSET_REGISTER: u16 = 1;
+/// `JS_FRAME_LEAF_STACK`: the event's leaf words are the words at the stack pointer.
+pub const JS_FRAME_LEAF_STACK: u16 = 2;
+
+/// What the sampler read of one JS frame (`struct js_frame`): the frame of `user_stack[depth]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JsFrameSlots {
+    pub depth: u16,
+    pub flags: u16,
+    /// The frame's SharedFunctionInfo (tagged), read through its JSFunction at sample time.
+    pub shared: u64,
+    pub bytecode_array: u64,
+    pub bytecode_offset: u64,
+}
 
 const EVENT_CPU_SAMPLE: u8 = 0;
 const EVENT_OFF_CPU: u8 = 1;
@@ -52,6 +71,10 @@ pub struct Event {
     pub user_stack: Result<Vec<u64>, i32>,
     /// Likewise for the kernel stack (-EFAULT for a sample taken in user mode).
     pub kernel_stack: Result<Vec<u64>, i32>,
+    /// A node process's JS frames (its user stack walked with V8's layout), innermost first.
+    pub js_frames: Vec<JsFrameSlots>,
+    /// The words at the stack pointer, when the innermost JS frame's flags say so.
+    pub leaf_words: Vec<u64>,
     /// What the sample weighs, in its kind's unit: off-CPU the nanoseconds the thread was
     /// switched out, allocations the sampled object's bytes, 0 for CPU samples.
     pub value: u64,
@@ -68,6 +91,19 @@ fn stack(bytes: i32, buf: &[u64]) -> Result<Vec<u64>, i32> {
     Ok(buf[..n].iter().copied().take_while(|&ip| ip != 0).collect())
 }
 
+impl JsFrameSlots {
+    fn from_raw(f: &js_frame) -> Self {
+        JsFrameSlots { depth: f.depth, flags: f.flags, shared: f.shared, bytecode_array: f.bytecode_array, bytecode_offset: f.bytecode_offset }
+    }
+
+    /// One `struct js_frame` as the ring buffer holds it.
+    fn from_bytes(b: &[u8]) -> Self {
+        let w = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let h = |at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().expect("2 bytes"));
+        JsFrameSlots { shared: w(0), bytecode_array: w(8), bytecode_offset: w(16), depth: h(24), flags: h(26) }
+    }
+}
+
 impl Event {
     /// Decodes one ring-buffer record; Err says why it is not an event.
     pub fn decode(bytes: &[u8]) -> Result<Event, String> {
@@ -79,22 +115,41 @@ impl Event {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut raw as *mut sample_event).cast::<u8>(), EVENT_HEAD_SIZE) };
         let len = |n: i32| n.max(0) as usize;
         let (user, kernel) = (len(raw.user_stack_bytes), len(raw.kernel_stack_bytes));
+        let js = raw.js_frame_count as usize * JS_FRAME_SIZE;
+        let leaf = raw.leaf_word_count as usize * 8;
         let attrs = if raw.state == CtxState::Valid as u8 { raw.header.attrs_size as usize } else { 0 };
-        if user > 8 * raw.user_stack.len() || kernel > 8 * raw.kernel_stack.len() || attrs > raw.attrs.len() {
-            return Err(format!("event declares {user} + {kernel} stack bytes and {attrs} attrs bytes, more than it holds"));
+        if user > 8 * raw.user_stack.len()
+            || kernel > 8 * raw.kernel_stack.len()
+            || js > JS_FRAME_SIZE * raw.js.len()
+            || leaf > 8 * raw.leaf_words.len()
+            || attrs > raw.attrs.len()
+        {
+            return Err(format!(
+                "event declares {user} + {kernel} stack bytes, {js} JS frame bytes, {leaf} leaf bytes and {attrs} attrs bytes, more than it holds"
+            ));
         }
-        if bytes.len() != EVENT_HEAD_SIZE + user + kernel + attrs {
-            return Err(format!("ring buffer event of {} bytes, its head declares {}", bytes.len(), EVENT_HEAD_SIZE + user + kernel + attrs));
+        let declared = EVENT_HEAD_SIZE + user + kernel + js + leaf + attrs;
+        if bytes.len() != declared {
+            return Err(format!("ring buffer event of {} bytes, its head declares {declared}", bytes.len()));
         }
-        let frames = |at: usize, n: usize, out: &mut [u64]| {
+        let words = |at: usize, n: usize, out: &mut [u64]| {
             for (i, chunk) in bytes[at..at + n].chunks_exact(8).enumerate() {
                 out[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
             }
         };
-        frames(EVENT_HEAD_SIZE, user, &mut raw.user_stack);
-        frames(EVENT_HEAD_SIZE + user, kernel, &mut raw.kernel_stack);
-        raw.attrs[..attrs].copy_from_slice(&bytes[EVENT_HEAD_SIZE + user + kernel..]);
-        Self::from_raw(&raw)
+        let mut at = EVENT_HEAD_SIZE;
+        words(at, user, &mut raw.user_stack);
+        at += user;
+        words(at, kernel, &mut raw.kernel_stack);
+        at += kernel;
+        let js_frames = bytes[at..at + js].chunks_exact(JS_FRAME_SIZE).map(JsFrameSlots::from_bytes).collect();
+        at += js;
+        words(at, leaf, &mut raw.leaf_words);
+        at += leaf;
+        raw.attrs[..attrs].copy_from_slice(&bytes[at..]);
+        let mut e = Self::from_raw(&raw)?;
+        e.js_frames = js_frames;
+        Ok(e)
     }
 
     fn from_raw(raw: &sample_event) -> Result<Event, String> {
@@ -134,6 +189,8 @@ impl Event {
             attrs,
             user_stack: stack(raw.user_stack_bytes, &raw.user_stack),
             kernel_stack: stack(raw.kernel_stack_bytes, &raw.kernel_stack),
+            js_frames: raw.js[..(raw.js_frame_count as usize).min(raw.js.len())].iter().map(JsFrameSlots::from_raw).collect(),
+            leaf_words: raw.leaf_words[..(raw.leaf_word_count as usize).min(raw.leaf_words.len())].to_vec(),
             value: raw.value,
             preempted: raw.flags & EVENT_FLAG_PREEMPTED != 0,
         })
@@ -181,6 +238,7 @@ impl Event {
             "stack_depth": self.user_stack.as_ref().ok().map(Vec::len),
             "stack_error": self.user_stack.as_ref().err(),
             "kernel_stack_depth": self.kernel_stack.as_ref().ok().map(Vec::len),
+            "js_frames": (!self.js_frames.is_empty()).then_some(self.js_frames.len()),
         })
     }
 }
@@ -210,6 +268,10 @@ mod tests {
         let kernel = e.kernel_stack_bytes.max(0) as usize;
         out.extend(e.user_stack.iter().flat_map(|f| f.to_ne_bytes()).take(user));
         out.extend(e.kernel_stack.iter().flat_map(|f| f.to_ne_bytes()).take(kernel));
+        // SAFETY: reading plain-data structs' bytes.
+        let js = unsafe { std::slice::from_raw_parts(e.js.as_ptr().cast::<u8>(), JS_FRAME_SIZE * e.js_frame_count as usize) };
+        out.extend_from_slice(js);
+        out.extend(e.leaf_words.iter().flat_map(|f| f.to_ne_bytes()).take(8 * e.leaf_word_count as usize));
         if e.state == CtxState::Valid as u8 {
             out.extend_from_slice(&e.attrs[..e.header.attrs_size as usize]);
         }
@@ -231,6 +293,26 @@ mod tests {
         assert_eq!(j["state"], "valid");
         assert_eq!((j["stack_error"].as_i64(), j["kernel_stack_depth"].as_u64()), (Some(-14), Some(2)));
         assert_eq!((j["kind"].as_str(), j["duration_ns"].as_u64()), (Some("cpu"), None));
+    }
+
+    #[test]
+    fn js_frames_and_leaf_words_decode_after_the_stacks() {
+        let mut e = raw(CtxState::Valid, 1, &[0, 1, b'x']);
+        e.user_stack_bytes = 24;
+        e.user_stack[..3].copy_from_slice(&[0x10, 0x20, 0x30]);
+        e.js_frame_count = 2;
+        e.js[0] = js_frame { shared: 0x1001, bytecode_array: 0x2001, bytecode_offset: 5 << 32, depth: 0, flags: JS_FRAME_LEAF_STACK, pad: 0 };
+        e.js[1] = js_frame { shared: 0x3001, bytecode_array: 7, bytecode_offset: 9, depth: 2, flags: 0, pad: 0 };
+        e.leaf_word_count = 3;
+        e.leaf_words = [0xa, 0xb, 0xc];
+        let s = Event::decode(&bytes(&e)).unwrap();
+        assert_eq!(s.user_stack, Ok(vec![0x10, 0x20, 0x30]));
+        assert_eq!(s.js_frames.len(), 2);
+        assert_eq!((s.js_frames[0].shared, s.js_frames[0].flags, s.js_frames[1].depth), (0x1001, JS_FRAME_LEAF_STACK, 2));
+        assert_eq!(s.leaf_words, vec![0xa, 0xb, 0xc]);
+        assert_eq!(s.attrs, vec![0, 1, b'x'], "attrs still come last");
+        e.js_frame_count = 65;
+        assert!(Event::decode(&bytes(&e)).is_err(), "more JS frames than the event holds");
     }
 
     #[test]
@@ -256,7 +338,7 @@ mod tests {
 
     #[test]
     fn bad_events_are_rejected_with_reason() {
-        assert!(Event::decode(&[0; 10]).unwrap_err().contains("expected 76 to 2088"));
+        assert!(Event::decode(&[0; 10]).unwrap_err().contains("expected 80 to 4168"));
         let mut short = bytes(&raw(CtxState::Valid, 1, &[0, 2, b'/', b'a']));
         short.pop();
         assert!(Event::decode(&short).unwrap_err().contains("its head declares"), "a record shorter than its head says is refused");

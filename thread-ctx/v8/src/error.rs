@@ -79,7 +79,7 @@ impl std::fmt::Display for Miss {
 pub enum LayoutError {
     #[error("{path}: not a readable ELF object ({reason})")]
     Elf { path: String, reason: String },
-    #[error("{path}: no v8dbg_* symbols (a build without V8's postmortem metadata): JS frames fall back to the perf map and jitdump")]
+    #[error("{path}: no v8dbg symbols (a build without V8's postmortem metadata)")]
     NoSymbols { path: String },
     #[error("{path}: no V8 version symbols (v8::internal::Version::major_ ...): cannot tell which V8 layout it has")]
     NoVersion { path: String },

@@ -10,7 +10,7 @@
 //! caller gives (the agent's is budgeted: a file cannot choose how much is read).
 
 use crate::version::V8Version;
-use object::read::elf::ElfFile64;
+use object::read::elf::{ElfFile64, ProgramHeader};
 use object::read::ReadRef;
 use object::{Endianness, Object, ObjectSection, ObjectSymbol, SectionIndex};
 use std::collections::HashMap;
@@ -25,6 +25,9 @@ const FIRST_BYTECODE_HANDLER: &str = "Builtins_WideHandler";
 const BUILTIN_PREFIX: &str = "Builtins_";
 /// More `v8dbg_*` symbols than any V8 publishes (~530): the rest is not read.
 const MAX_V8DBG_SYMBOLS: usize = 4096;
+/// Symbols looked at, both tables together: node has ~190,000; a file claiming
+/// more is not read past this.
+const MAX_SYMBOLS: usize = 1 << 22;
 /// `kBytecodeSizes` is `uint8_t[3][kBytecodeCount]` with fewer than 256 bytecodes.
 const MAX_BYTECODE_SIZES: u64 = 3 * 256;
 
@@ -76,6 +79,16 @@ pub struct PostmortemSymbols {
     pub builtins: Option<VaddrRange>,
     /// `v8dbg_*` symbols beyond [`MAX_V8DBG_SYMBOLS`], not read.
     pub dropped: usize,
+    /// The loadable segments: (file offset, link-time address, bytes in the file), to turn
+    /// where a process maps the file into link-time addresses.
+    pub segments: Vec<(u64, u64, u64)>,
+}
+
+impl PostmortemSymbols {
+    /// The link-time address of `offset` in the file, when a loadable segment holds it.
+    pub fn vaddr_of_offset(&self, offset: u64) -> Option<u64> {
+        self.segments.iter().find(|(o, _, n)| offset >= *o && offset - o < *n).map(|(o, v, _)| v + (offset - o))
+    }
 }
 
 impl PostmortemSymbols {
@@ -87,7 +100,11 @@ impl PostmortemSymbols {
         let mut sizes_symbol: Option<(u64, u64, SectionIndex)> = None;
         let mut first_handler: Option<u64> = None;
         let mut builtins: Option<VaddrRange> = None;
-        for sym in file.dynamic_symbols().chain(file.symbols()) {
+        for segment in file.elf_program_headers().iter().filter(|p| p.p_type(file.endian()) == object::elf::PT_LOAD).take(64) {
+            let e = file.endian();
+            out.segments.push((segment.p_offset(e), segment.p_vaddr(e), segment.p_filesz(e)));
+        }
+        for sym in file.dynamic_symbols().chain(file.symbols()).take(MAX_SYMBOLS) {
             let Ok(name) = sym.name() else { continue };
             if name.starts_with(V8DBG_PREFIX) {
                 if out.values.contains_key(name) {

@@ -27,7 +27,7 @@ use thread_ctx_discovery::host_scan::ProcessKey;
 use thread_ctx_discovery::process_context_proto::Resource;
 use thread_ctx_discovery::Discovery;
 use thread_ctx_sampler::alloc_probe::{published_interval, Added, ProbeAttachments, ProbeLink, ProbeSite, ProbeSiteError};
-use thread_ctx_sampler::{Event, EventKind, Sampler, SamplerError, SamplerOptions};
+use thread_ctx_sampler::{Event, EventKind, Sampler, SamplerError, SamplerOptions, V8FramesError, V8Process};
 use watchdog::{Heartbeat, Stuck, Supervised};
 use worker::{Finished, Job, JobQueue, WindowEnd, WorkerContext, WorkerCounters};
 
@@ -116,6 +116,10 @@ pub struct PipelineCounters {
     pub dropped_behind: u64,
     /// Samples left out of a window for the distinct-entry cap.
     pub dropped_entry_cap: u64,
+    /// JS frames named from the processes' V8 heaps, and those the heap did not name (named
+    /// by their pc instead: perf map, jitdump, ELF symbol), over the tracked processes.
+    pub js_heap_named: u64,
+    pub js_heap_missed: u64,
     /// What the bounded caches hold now.
     pub cached: CacheSizes,
 }
@@ -133,6 +137,10 @@ pub struct CacheSizes {
     /// Decoded attribute sets, over every tracked process.
     pub attr_sets: u64,
     pub thread_names: u64,
+    /// What the V8 heap namers hold (functions, scripts, code objects, bytecode tables), over
+    /// every tracked process: entries and bytes.
+    pub v8_entries: u64,
+    pub v8_bytes: u64,
 }
 
 struct WorkerStage {
@@ -231,20 +239,31 @@ impl Pipeline {
     }
 
     /// Starts sampling a discovered process: its threads' records are read through its
-    /// sampled writer's access (stacks only when it has none, or none resolved).
-    pub fn track(&mut self, key: ProcessKey, discovery: &Discovery, identity: Identity) -> Result<(), PipelineError> {
+    /// sampled writer's access (stacks only when it has none, or none resolved); for a node
+    /// process whose V8 layout is known (`v8`, found by [`thread_ctx_sampler::V8Sites`]), its
+    /// JS frames are read with its stacks and named from its heap.
+    pub fn track(
+        &mut self,
+        key: ProcessKey,
+        discovery: &Discovery,
+        identity: Identity,
+        v8: Result<V8Process, V8FramesError>,
+    ) -> Result<(), PipelineError> {
         let pid = key.pid;
         // How its threads reach their record: the TLS slot and, for a `nodejs_v1_dev` writer, the frame walk.
         let reach = discovery.sampled_writer().ok().flatten().and_then(|w| w.record_reach());
         let builder = match self.symbolize {
             Symbolize::Inline => {
-                Some(ProfileBuilder::new(Symbolizer::new(pid as i32).map_err(|source| PipelineError::Symbolizer { pid, source })?, &self.opts))
+                let mut symbolizer = Symbolizer::new(pid as i32).map_err(|source| PipelineError::Symbolizer { pid, source })?;
+                symbolizer.set_v8(v8.clone());
+                Some(ProfileBuilder::new(symbolizer, &self.opts))
             }
             _ => None,
         };
-        self.sampler.track_reach(pid, reach)?;
+        let walk = v8.as_ref().ok().filter(|_| !matches!(self.symbolize, Symbolize::Never)).map(V8Process::walk);
+        self.sampler.track_process(pid, reach, walk.as_ref())?;
         if let Some(w) = &self.worker {
-            w.queue.push(Job::Track { key });
+            w.queue.push(Job::Track { key, v8 });
         }
         let mut decoder = Decoder::new(discovery.key_map(), &self.opts);
         if self.opts.alloc {
@@ -501,11 +520,22 @@ impl Pipeline {
             c.cached.objects_open = g(&w.counters.objects_open);
             c.cached.js_functions = g(&w.counters.js_functions);
             c.cached.thread_names = g(&w.counters.thread_names);
+            c.cached.v8_entries = g(&w.counters.v8_entries);
+            c.cached.v8_bytes = g(&w.counters.v8_bytes);
+            c.js_heap_named = g(&w.counters.js_heap_named);
+            c.js_heap_missed = g(&w.counters.js_heap_missed);
         }
         c.cached.attr_sets = self.processes.values().map(|p| p.decoder.attrs_cached() as u64).sum();
         for b in self.processes.values().filter_map(|p| p.builder.as_ref()) {
             c.js_names_evicted += b.symbolizer().js_names_evicted();
             c.thread_names_evicted += b.thread_names_evicted;
+            if let Some(js) = b.symbolizer().js_names() {
+                let (named, missed) = js.counts();
+                c.js_heap_named += named;
+                c.js_heap_missed += missed;
+                c.cached.v8_entries += js.cached().entries as u64;
+                c.cached.v8_bytes += js.cached().bytes as u64;
+            }
         }
         c
     }

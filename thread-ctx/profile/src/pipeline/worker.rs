@@ -23,12 +23,15 @@ use std::time::Duration;
 use thread_ctx_discovery::host_scan::ProcessKey;
 use thread_ctx_discovery::process_context_proto::Resource;
 use thread_ctx_sampler::SamplerOptions;
+use thread_ctx_sampler::{V8FramesError, V8Process};
 
 /// Work for the worker, in the order the sampling thread queued it.
 pub(crate) enum Job {
     /// Sampling of this process starts: read what naming needs while it runs.
     Track {
         key: ProcessKey,
+        /// Its V8, for naming JS frames from its heap (or why not).
+        v8: Result<V8Process, V8FramesError>,
     },
     /// Addresses and threads first seen: name them now, while the code is there.
     Name {
@@ -67,6 +70,11 @@ pub struct WorkerCounters {
     pub objects_open: AtomicU64,
     pub js_functions: AtomicU64,
     pub thread_names: AtomicU64,
+    pub v8_entries: AtomicU64,
+    pub v8_bytes: AtomicU64,
+    /// JS frames named from V8 heaps, and not, by the processes the worker names now.
+    pub js_heap_named: AtomicU64,
+    pub js_heap_missed: AtomicU64,
 }
 
 /// How long an idle worker sleeps before it looks at its heartbeat again. Closing the queue
@@ -149,7 +157,7 @@ impl JobQueue {
         let mut q = self.lock();
         let mut freed = 0;
         q.jobs.retain(|j| match j {
-            Job::Track { key: k } => *k != key,
+            Job::Track { key: k, .. } => *k != key,
             Job::Name { key: k, unnamed } => {
                 if *k == key {
                     freed += unnamed.len();
@@ -231,8 +239,10 @@ pub(crate) fn run(cx: WorkerContext) {
             continue;
         };
         match job {
-            Job::Track { key } => {
-                w.builder(key);
+            Job::Track { key, v8 } => {
+                if let Some(b) = w.builder(key) {
+                    b.symbolizer_mut().set_v8(v8);
+                }
             }
             Job::Name { key, unnamed } => {
                 let _busy = w.cx.beat.busy(key, "naming its addresses");
@@ -307,13 +317,24 @@ impl Worker {
         c.native_name_bytes.store(name_bytes as u64, Ordering::Relaxed);
         c.objects_open.store(natives.objects_open() as u64, Ordering::Relaxed);
         let (mut js, mut threads, mut maps, mut js_held, mut threads_held) = (0, 0, 0, 0, 0);
+        let (mut v8_entries, mut v8_bytes, mut named, mut missed) = (0, 0, 0, 0);
         for (_, b) in self.builders.values() {
             js += b.symbolizer().js_names_evicted();
             threads += b.thread_names_evicted;
             maps += b.symbolizer().maps_reads;
             js_held += b.symbolizer().js_functions_cached() as u64;
             threads_held += b.thread_names_cached() as u64;
+            if let Some(j) = b.symbolizer().js_names() {
+                let size = j.cached();
+                (v8_entries, v8_bytes) = (v8_entries + size.entries as u64, v8_bytes + size.bytes as u64);
+                let (n, m) = j.counts();
+                (named, missed) = (named + n, missed + m);
+            }
         }
+        c.v8_entries.store(v8_entries, Ordering::Relaxed);
+        c.v8_bytes.store(v8_bytes, Ordering::Relaxed);
+        c.js_heap_named.store(named, Ordering::Relaxed);
+        c.js_heap_missed.store(missed, Ordering::Relaxed);
         c.js_functions.store(js_held, Ordering::Relaxed);
         c.thread_names.store(threads_held, Ordering::Relaxed);
         c.js_names_evicted.fetch_max(js, Ordering::Relaxed);

@@ -96,7 +96,7 @@ impl ProbeSites {
 }
 
 /// The executable mappings that may hold V8, one per object, the executable first.
-fn v8_objects<'m>(maps: &'m [Mapping], exe: &str) -> Vec<&'m Mapping> {
+pub(crate) fn v8_objects<'m>(maps: &'m [Mapping], exe: &str) -> Vec<&'m Mapping> {
     let mut found: Vec<&Mapping> = Vec::new();
     let executable = |m: &&Mapping| m.is_file_backed() && m.perms.contains('x');
     let is_libnode = |m: &Mapping| m.path().rsplit('/').next().is_some_and(|base| base.starts_with("libnode.so"));

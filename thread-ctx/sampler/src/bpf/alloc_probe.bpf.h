@@ -33,7 +33,9 @@ int alloc_sample(struct pt_regs *ctx)
 		return 0;
 	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_ALLOC);
 	e->value = PT_REGS_PARM3(ctx);
-	capture_stacks(e, ctx);
+	/* A uprobe's context is the thread's user registers. */
+	struct user_regs r = { .ip = ctx->rip, .sp = ctx->rsp, .bp = ctx->rbp, .r9 = ctx->r9, .r12 = ctx->r12 };
+	capture_stacks(e, ctx, t, &r);
 	if (send_event(e))
 		count(COUNTER_ALLOC_DROPPED);
 	else

@@ -16,6 +16,7 @@
 
 #include "sampler_abi.h"
 #include "nodejs_record.bpf.h"
+#include "v8_frames.bpf.h"
 
 #define ENOENT 2
 #define TLS_DTV_UNALLOCATED ((__u64)-1)
@@ -32,6 +33,26 @@ struct task_struct {
 	int tgid; /* process id */
 	struct thread_struct thread;
 } __attribute__((preserve_access_index));
+
+/* The kernel's pt_regs (not the UAPI one <linux/bpf_perf_event.h> brings): a
+ * task's user registers, saved where it entered the kernel. */
+struct pt_regs___kernel {
+	unsigned long ip, sp, bp, r9, r12;
+} __attribute__((preserve_access_index));
+
+/* The user registers of `task` (a BTF pointer: the current task's, or a tracepoint's argument). */
+static __always_inline int task_user_regs(struct task_struct *task, struct user_regs *r)
+{
+	struct pt_regs___kernel *p = (struct pt_regs___kernel *)bpf_task_pt_regs(task);
+	if (!p)
+		return -1;
+	r->ip = BPF_CORE_READ(p, ip);
+	r->sp = BPF_CORE_READ(p, sp);
+	r->bp = BPF_CORE_READ(p, bp);
+	r->r9 = BPF_CORE_READ(p, r9);
+	r->r12 = BPF_CORE_READ(p, r12);
+	return 0;
+}
 
 const volatile struct sampler_config cfg = {};
 
@@ -164,36 +185,52 @@ static __always_inline void fill_event(struct sample_event *e, const struct targ
 	e->state = read_record(e, t, fsbase);
 }
 
-/* Sends the event as its head, then only the stack frames and attrs-data it
- * holds (EVENT_HEAD_SIZE + user + kernel + attrs bytes, in that order): a
- * sample of a 20-frame stack is ~250 bytes in the ring, not the 2 KB struct,
- * so the ring's memory (cold, it cycles through megabytes) is touched for what
- * is sent only. Non-zero when the ring buffer is full. */
+/* Sends the event as its head, then only the stack frames, JS frames, leaf
+ * words and attrs-data it holds (EVENT_HEAD_SIZE + user + kernel + js + leaf +
+ * attrs bytes, in that order): a sample of a 20-frame stack is a few hundred
+ * bytes in the ring, not the 4 KB struct, so the ring's memory (cold, it
+ * cycles through megabytes) is touched for what is sent only. Non-zero when
+ * the ring buffer is full. */
 static __always_inline long send_event(struct sample_event *e)
 {
 	/* 64-bit and clamped where used: the verifier must see each length bounded by its array. */
 	__s64 user_bytes = e->user_stack_bytes, kernel_bytes = e->kernel_stack_bytes;
 	__u64 user = user_bytes > 0 ? (__u64)user_bytes : 0;
 	__u64 kernel = kernel_bytes > 0 ? (__u64)kernel_bytes : 0;
+	__u64 js = (__u64)e->js_frame_count * sizeof(struct js_frame);
+	__u64 leaf = (__u64)e->leaf_word_count * 8;
 	__u64 attrs = e->state == CTX_VALID ? e->header.attrs_size : 0;
 	if (user > sizeof(e->user_stack))
 		user = sizeof(e->user_stack);
 	if (kernel > sizeof(e->kernel_stack))
 		kernel = sizeof(e->kernel_stack);
+	if (js > sizeof(e->js))
+		js = sizeof(e->js);
+	if (leaf > sizeof(e->leaf_words))
+		leaf = sizeof(e->leaf_words);
 	if (attrs > sizeof(e->attrs))
 		attrs = sizeof(e->attrs);
 	barrier_var(user);
 	barrier_var(kernel);
+	barrier_var(js);
+	barrier_var(leaf);
 	barrier_var(attrs);
 	struct bpf_dynptr rec;
-	if (bpf_ringbuf_reserve_dynptr(&events, EVENT_HEAD_SIZE + user + kernel + attrs, 0, &rec)) {
+	if (bpf_ringbuf_reserve_dynptr(&events, EVENT_HEAD_SIZE + user + kernel + js + leaf + attrs, 0, &rec)) {
 		bpf_ringbuf_discard_dynptr(&rec, 0);
 		return -1;
 	}
+	__u64 at = EVENT_HEAD_SIZE;
 	bpf_dynptr_write(&rec, 0, e, EVENT_HEAD_SIZE, 0);
-	bpf_dynptr_write(&rec, EVENT_HEAD_SIZE, e->user_stack, user, 0);
-	bpf_dynptr_write(&rec, EVENT_HEAD_SIZE + user, e->kernel_stack, kernel, 0);
-	bpf_dynptr_write(&rec, EVENT_HEAD_SIZE + user + kernel, e->attrs, attrs, 0);
+	bpf_dynptr_write(&rec, at, e->user_stack, user, 0);
+	at += user;
+	bpf_dynptr_write(&rec, at, e->kernel_stack, kernel, 0);
+	at += kernel;
+	bpf_dynptr_write(&rec, at, e->js, js, 0);
+	at += js;
+	bpf_dynptr_write(&rec, at, e->leaf_words, leaf, 0);
+	at += leaf;
+	bpf_dynptr_write(&rec, at, e->attrs, attrs, 0);
 	bpf_ringbuf_submit_dynptr(&rec, wakeup_flag());
 	return 0;
 }
@@ -201,10 +238,18 @@ static __always_inline long send_event(struct sample_event *e)
 /* The current thread's stacks, copied into the event, as configured.
  * Copying (bpf_get_stack) rather than interning them in a stack map keeps
  * every stack: a stack map loses those that hash to a taken bucket, more
- * the longer it runs, and would need emptying while events still refer to it. */
-static __always_inline void capture_stacks(struct sample_event *e, void *ctx)
+ * the longer it runs, and would need emptying while events still refer to it.
+ * A node process whose V8 layout user space enabled gets its user stack walked
+ * here instead, with its JS frames' slots (v8_frames.bpf.h), from `regs` (NULL:
+ * its user registers could not be had). */
+static __always_inline void capture_stacks(struct sample_event *e, void *ctx, const struct target *t, const struct user_regs *regs)
 {
-	e->user_stack_bytes = cfg.capture_user_stack ? bpf_get_stack(ctx, e->user_stack, sizeof(e->user_stack), BPF_F_USER_STACK) : -ENOENT;
+	e->js_frame_count = 0;
+	e->leaf_word_count = 0;
+	if (cfg.capture_user_stack && t->v8.enabled && regs)
+		walk_v8_stack(e, &t->v8, regs);
+	else
+		e->user_stack_bytes = cfg.capture_user_stack ? bpf_get_stack(ctx, e->user_stack, sizeof(e->user_stack), BPF_F_USER_STACK) : -ENOENT;
 	e->kernel_stack_bytes = cfg.capture_kernel_stack ? bpf_get_stack(ctx, e->kernel_stack, sizeof(e->kernel_stack), 0) : -ENOENT;
 }
 

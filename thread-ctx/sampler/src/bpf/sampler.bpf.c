@@ -68,7 +68,22 @@ int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 	if (!e)
 		return 0;
 	fill_event(e, t, (struct task_struct *)bpf_get_current_task(), EVENT_CPU_SAMPLE);
-	capture_stacks(e, ctx);
+	struct user_regs r;
+	const struct user_regs *regs = NULL;
+	if (t->v8.enabled && cfg.capture_user_stack) {
+		if ((ctx->regs.cs & 3) == 3) {
+			/* Sampled in user mode: the tick's own registers. */
+			r.ip = ctx->regs.rip;
+			r.sp = ctx->regs.rsp;
+			r.bp = ctx->regs.rbp;
+			r.r9 = ctx->regs.r9;
+			r.r12 = ctx->regs.r12;
+			regs = &r;
+		} else if (!task_user_regs(bpf_get_current_task_btf(), &r)) {
+			regs = &r;
+		}
+	}
+	capture_stacks(e, ctx, t, regs);
 	if (send_event(e))
 		count(COUNTER_CPU_DROPPED);
 	else
@@ -100,7 +115,9 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		if (e) {
 			fill_event(e, t, prev, EVENT_OFF_CPU);
 			e->flags = preempt ? EVENT_FLAG_PREEMPTED : 0;
-			capture_stacks(e, ctx);
+			struct user_regs r;
+			int have = t->v8.enabled && cfg.capture_user_stack && !task_user_regs(prev, &r);
+			capture_stacks(e, ctx, t, have ? &r : NULL);
 			__u32 tid = e->tid;
 			bpf_map_update_elem(&switched_out, &tid, e, BPF_ANY);
 		}

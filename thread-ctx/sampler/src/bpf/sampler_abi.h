@@ -37,6 +37,28 @@ struct nodejs_layout {
 	__u64 ordered_hash_map_header_size;
 };
 
+/* JS frames read per sample (v8_frames.bpf.h): a power of two. */
+#define JS_FRAMES_MAX 64
+/* Words read at the stack pointer for an innermost JS frame under a frameless builtin. */
+#define LEAF_STACK_WORDS 3
+/* Where every supported V8 (Node 18-26) keeps a JS frame's slots, from its frame
+ * pointer; user space enables the walk only for a layout with these (thread-ctx-v8). */
+#define V8_FP_CONTEXT (-8)
+#define V8_FP_FUNCTION (-16)
+#define V8_FP_BYTECODE_ARRAY (-32)
+#define V8_FP_BYTECODE_OFFSET (-40)
+
+/* A node process's V8, for the frame walk of v8_frames.bpf.h. enabled == 0:
+ * its user stacks are taken by bpf_get_stack, as any process's. */
+struct v8_target {
+	__u32 enabled;
+	/* Byte offset of the SharedFunctionInfo in a JSFunction. */
+	__u32 js_function_shared;
+	/* Where the embedded builtins run: node's text, and the copy V8 may map next to its code. */
+	__u64 builtins_start[2];
+	__u64 builtins_end[2];
+};
+
 /* Value of the `targets` map (key: tgid), written by user space as processes
  * come and go: everything a process's threads need to reach their record. */
 struct target {
@@ -48,6 +70,7 @@ struct target {
 	__u64 module_id;
 	__u64 tls_offset;
 	struct nodejs_layout nodejs; /* SCHEMA_NODEJS only */
+	struct v8_target v8;
 };
 
 /* Filled in .rodata by user space before load, so the verifier prunes unused paths. */
@@ -98,6 +121,20 @@ enum event_kind {
 /* sample_event.flags */
 #define EVENT_FLAG_PREEMPTED 1 /* off-CPU: switched out while runnable (waited for a CPU, not blocked) */
 
+/* js_frame.flags */
+#define JS_FRAME_OFFSET_REGISTER 1 /* innermost, in a builtin: bytecode_offset is the interpreter's offset register (the array register held the frame's array) */
+#define JS_FRAME_LEAF_STACK 2      /* innermost, in a builtin, no Smi offset: the event's leaf words are the words at the stack pointer */
+
+/* What a JS frame of user_stack[depth] holds (v8_frames.bpf.h). */
+struct js_frame {
+	__u64 shared;          /* the JSFunction's SharedFunctionInfo, read at sample time (tagged) */
+	__u64 bytecode_array;  /* the frame's bytecode array slot */
+	__u64 bytecode_offset; /* the frame's bytecode offset slot (a Smi in interpreted frames), or see flags */
+	__u16 depth;           /* index of the frame's pc in user_stack */
+	__u16 flags;           /* JS_FRAME_* */
+	__u32 pad;
+};
+
 /* OTEP 4947 record header, byte-packed as in the target's memory. */
 struct ctx_header {
 	__u8 trace_id[16];
@@ -121,20 +158,28 @@ struct sample_event {
 	 * (-ENOENT: not captured; kernel -EFAULT: the sample was taken in user mode). */
 	__s32 user_stack_bytes;
 	__s32 kernel_stack_bytes;
+	__u16 js_frame_count; /* js[] entries filled (a V8 target's CPU, off-CPU and allocation samples) */
+	__u16 leaf_word_count; /* leaf_words[] filled: 0 or LEAF_STACK_WORDS */
 	struct ctx_header header; /* copied when state >= CTX_INVALID */
 	__u8 attrs[CTX_ATTRS_MAX]; /* first header.attrs_size bytes meaningful when state == CTX_VALID */
+	__u32 attrs_pad;      /* the stacks' alignment, explicit */
 	__u64 user_stack[USER_STACK_DEPTH];     /* instruction pointers, innermost first */
 	__u64 kernel_stack[KERNEL_STACK_DEPTH];
+	struct js_frame js[JS_FRAMES_MAX];
+	__u64 leaf_words[LEAF_STACK_WORDS];
 };
 
 /* A record in the ring buffer is the event up to its attrs, then the stack
- * frames and attrs-data it holds (see send_event). */
-#define EVENT_HEAD_SIZE 76
+ * frames, JS frames, leaf words and attrs-data it holds (see send_event). */
+#define EVENT_HEAD_SIZE 80
 
 _Static_assert(sizeof(struct ctx_header) == CTX_HEADER_SIZE, "ctx_header layout");
 _Static_assert(__builtin_offsetof(struct sample_event, attrs) == EVENT_HEAD_SIZE, "event head layout");
-_Static_assert(sizeof(struct target) == 80, "target layout");
-_Static_assert(sizeof(struct sample_event) == 48 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH),
+_Static_assert(sizeof(struct v8_target) == 40, "v8_target layout");
+_Static_assert(sizeof(struct target) == 120, "target layout");
+_Static_assert(sizeof(struct js_frame) == 32, "js_frame layout");
+_Static_assert(sizeof(struct sample_event) == 52 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 4 + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH) +
+		       32 * JS_FRAMES_MAX + 8 * LEAF_STACK_WORDS,
 	       "sample_event layout");
 
 #endif

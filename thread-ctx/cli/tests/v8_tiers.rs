@@ -1,0 +1,115 @@
+//! Every tier, no profiling flags, on every supported Node, sampled by the
+//! eBPF sampler (`thread-ctx record --format jsonl --frames`, as root): one
+//! process per version runs one function per V8 tier (pinned by V8's tier
+//! filters, which are not profiling flags), each with two hot loops on
+//! different lines, in phases whose CLOCK_MONOTONIC start the fixture prints.
+//! Per tier and loop, at least 95 % of the samples taken in that phase name the
+//! tier's function at that loop's line, named from the process's V8 heap
+//! (no perf map, no jitdump). Maglev is tested where it is built in (Node 24
+//! and 26; `v8_enable_maglev` is 0 in the official 18, 20 and 22).
+
+mod common;
+mod profile_common;
+
+use common::*;
+use profile_common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const WANTED: usize = 40;
+/// Recordings stop once every tier and loop has its samples, or after this long.
+const CAP: Duration = Duration::from_secs(90);
+/// Samples this close to a phase's start may belong to the one before (the line is printed first).
+const EDGE_NS: u64 = 3_000_000;
+
+fn node(major: &str) -> std::path::PathBuf {
+    NodeRuntime { major: Some(Box::leak(major.to_string().into_boxed_str())), flags: &[] }.binary()
+}
+
+/// The 1-based line of the v8 crate's tier fixture ending with `// MARK`.
+fn marked_line(mark: &str) -> u64 {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../v8/tests/fixtures/tiers.js")).unwrap();
+    src.lines().position(|l| l.trim_end().ends_with(&format!("// {mark}"))).unwrap_or_else(|| panic!("no line marked {mark}")) as u64 + 1
+}
+
+use std::path::Path;
+
+#[derive(Default, Debug)]
+struct Tally {
+    samples: usize,
+    right: usize,
+    seen: BTreeMap<String, usize>,
+}
+
+fn run(major: &str) {
+    let maglev = major == "24" || major == "26";
+    let tiers: Vec<&str> = if maglev { vec!["Interpreted", "Baseline", "Maglev", "Turbofan"] } else { vec!["Interpreted", "Baseline", "Turbofan"] };
+    let mut cmd = std::process::Command::new(node(major));
+    cmd.args(["--sparkplug-filter=loopsBaseline", "--turbo-filter=loopsTurbofan"]);
+    if maglev {
+        cmd.arg("--maglev-filter=loopsMaglev");
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
+    cmd.arg(fixture("v8_tiers.js")).arg(&root).arg(tiers.join(",")).arg("200");
+    let w = start_writer(cmd, false);
+    let mut phases: Vec<(u64, String)> = Vec::new();
+    let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    let start = Instant::now();
+    let enough = |t: &BTreeMap<String, Tally>| {
+        tiers.iter().all(|tier| ["A", "B"].iter().all(|l| t.get(&format!("{tier} {l}")).is_some_and(|x| x.samples >= WANTED)))
+    };
+    let mut recordings = 0;
+    while !enough(&tallies) && start.elapsed() < CAP {
+        recordings += 1;
+        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "499", "--duration", "3s", "--format", "jsonl", "--frames"]);
+        assert_eq!(r.code, 0, "Node {major}: record failed: {}", r.stderr);
+        assert!(!r.stderr.contains("falling back to the perf map"), "Node {major}: {}", r.stderr);
+        while let Ok(line) = w.lines.try_recv() {
+            let (name, at) = line.strip_prefix("phase ").and_then(|x| x.rsplit_once(" @")).expect("a phase line");
+            phases.push((at.parse().unwrap(), name.to_string()));
+        }
+        for sample in r.stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+            let t = sample["time_ns"].as_u64().unwrap_or(0);
+            let Some(i) = phases.iter().rposition(|(s, _)| *s <= t) else { continue };
+            if t - phases[i].0 < EDGE_NS || i + 1 == phases.len() {
+                continue; // at a phase's edge, or in the last phase seen (it may have ended since)
+            }
+            let phase = &phases[i].1;
+            let Some(frames) = sample["frames"].as_array() else { continue };
+            let Some(f) = frames.iter().find(|f| f["name"].as_str().is_some_and(|n| n.starts_with("loops"))) else { continue };
+            let (tier, _) = phase.split_once(' ').unwrap();
+            let tally = tallies.entry(phase.clone()).or_default();
+            tally.samples += 1;
+            let name = f["name"].as_str().unwrap();
+            let file_ok = f["file"].as_str().is_some_and(|p| p.ends_with("/tiers.js"));
+            tally.right += (name == format!("loops{tier}") && file_ok && f["line"].as_u64() == Some(marked_line(phase))) as usize;
+            *tally.seen.entry(format!("{name}:{}", f["line"])).or_default() += 1;
+        }
+    }
+    let mut report = format!("Node {major}: {recordings} recordings, {:.1} s\n", start.elapsed().as_secs_f64());
+    let mut failures = Vec::new();
+    for tier in &tiers {
+        for l in ["A", "B"] {
+            let key = format!("{tier} {l}");
+            let t = tallies.remove(&key).unwrap_or_default();
+            report += &format!("  {key}: {}/{} right; {:?}\n", t.right, t.samples, t.seen);
+            if t.samples < WANTED || t.right * 100 < t.samples * 95 {
+                failures.push(format!("Node {major} {key}: {}/{} samples at loops{tier}'s line {}", t.right, t.samples, marked_line(&key)));
+            }
+        }
+    }
+    let _ = writeln_stderr(&report);
+    assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
+}
+
+#[test]
+fn every_tier_on_every_node_names_each_loop_at_its_line() {
+    if !ebpf_or_skip("every_tier_on_every_node_names_each_loop_at_its_line") {
+        return;
+    }
+    let _one = one_at_a_time();
+    for major in ["18", "20", "22", "24", "26"] {
+        run(major);
+    }
+}

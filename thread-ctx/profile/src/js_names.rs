@@ -1,0 +1,123 @@
+//! JS frames named from the target's own V8 heap (thread-ctx-v8), for a node
+//! process whose V8 the sampler walks: the function, its script (file path,
+//! or `file://` URL), and the sampled line and column, in every tier, with the
+//! functions the optimizing compilers inlined as frames of their own.
+//!
+//! A frame the heap does not name (a miss: the code moved, a frame that only
+//! looked like a JS frame, a builtin with JS linkage such as
+//! `Array.prototype.map`) is named by its pc as before: V8's jitdump or perf
+//! map when the process writes them, the ELF symbol for a builtin.
+
+use super::frame::{Frame, SourcePos};
+use super::js_key::JsKey;
+use thread_ctx_discovery::maps::Mapping;
+use thread_ctx_discovery::remote_memory::RemoteMemory;
+use thread_ctx_sampler::event::{JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
+use thread_ctx_sampler::V8Process;
+use thread_ctx_v8::cache::CacheSize;
+use thread_ctx_v8::memory::{Fault, HeapMemory};
+use thread_ctx_v8::namer::{CacheSizes, Stats};
+use thread_ctx_v8::tagged::smi_word;
+use thread_ctx_v8::{FrameInput, LeafRegisters, Namer, PcRegion};
+
+/// The target's memory as the namer reads it.
+struct TargetHeap(RemoteMemory);
+
+impl HeapMemory for TargetHeap {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.0.read(addr, buf, "V8 heap").map_err(|_| Fault { addr, len: buf.len() })
+    }
+}
+
+/// What a JS frame became.
+pub struct JsNamed {
+    /// Innermost first: the functions inlined at the pc, then the frame's own.
+    pub frames: Vec<Frame>,
+    /// The sample landed in a builtin that built no frame, called from this JS frame: that
+    /// builtin's pc, to show as a frame of its own above these.
+    pub builtin_pc: Option<u64>,
+}
+
+/// One process's JS frame namer.
+pub struct JsNames {
+    process: V8Process,
+    namer: Namer,
+    heap: TargetHeap,
+}
+
+impl JsNames {
+    pub fn new(pid: i32, process: V8Process) -> Self {
+        let namer = Namer::new(process.object.layout.clone(), process.object.bytecode_sizes.clone());
+        JsNames { process, namer, heap: TargetHeap(RemoteMemory::new(pid)) }
+    }
+
+    /// The frames of `key`; None when the heap does not name it (its pc is then named as before).
+    pub fn name(&mut self, key: &JsKey, maps: &[Mapping]) -> Option<JsNamed> {
+        let region = self.process.region(maps, key.pc);
+        let mut input = FrameInput {
+            pc: key.pc,
+            region,
+            leaf: key.depth == 0,
+            shared: key.shared,
+            bytecode_array: key.bytecode_array,
+            bytecode_offset: key.bytecode_offset,
+            registers: None,
+        };
+        if key.flags & JS_FRAME_OFFSET_REGISTER != 0 {
+            // The sampler put the interpreter's offset register (an untagged offset) in the slot's place.
+            let register = key.bytecode_offset;
+            input.bytecode_offset = smi_word(register as i32);
+            input.registers = Some(LeafRegisters { bytecode_array: key.bytecode_array, bytecode_offset: register, return_candidates: Vec::new() });
+        } else if key.flags & JS_FRAME_LEAF_STACK != 0 {
+            let return_candidates = key
+                .leaf_words
+                .iter()
+                .filter_map(|&w| match self.process.region(maps, w) {
+                    PcRegion::Jit { floor } => Some((w, floor)),
+                    _ => None,
+                })
+                .collect();
+            input.registers = Some(LeafRegisters { bytecode_array: 0, bytecode_offset: 0, return_candidates });
+        }
+        let named = self.namer.name(&self.heap, &input).ok()?;
+        // A builtin with JS linkage has no script of its own: its ELF symbol names it better.
+        if named.frames.iter().all(|f| f.script.is_none() && f.tier.is_none()) {
+            return None;
+        }
+        let frames = named
+            .frames
+            .into_iter()
+            .map(|f| Frame {
+                pos: f.line.map(|line| SourcePos { line, column: f.column }),
+                ..Frame::js(&f.function, f.script.as_deref(), f.function_line, f.function_column)
+            })
+            .collect();
+        Some(JsNamed { frames, builtin_pc: (named.pc != key.pc).then_some(key.pc) })
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.namer.stats
+    }
+
+    /// (frames named from the heap, frames it did not name) so far. A native frame whose
+    /// slots only looked like a JS frame's is neither.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = &self.namer.stats;
+        (s.named, s.missed() - s.misses[thread_ctx_v8::Miss::NotJsFrame.index()])
+    }
+
+    pub fn cache_sizes(&self) -> CacheSizes {
+        self.namer.cache_sizes()
+    }
+
+    /// Entries and bytes of every cache together.
+    pub fn cached(&self) -> CacheSize {
+        let s = self.cache_sizes();
+        CacheSize { entries: s.entries(), bytes: s.bytes() }
+    }
+
+    /// The object holding the process's V8, for messages.
+    pub fn object_path(&self) -> &str {
+        &self.process.path
+    }
+}
