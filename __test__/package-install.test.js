@@ -82,7 +82,7 @@ test('the release tarball bundles the addon and thread-ctx, and nothing from the
   const d = release();
   const files = tarList(d.main);
   const nested = `package/node_modules/${PLATFORM_PACKAGE}`;
-  for (const f of ['package/package.json', 'package/bin/thread-ctx.js', 'package/js/index.js', 'package/js/native.js',
+  for (const f of ['package/package.json', 'package/bin/thread-ctx.js', 'package/js/index.js', 'package/js/native/addon.js',
     'package/index.d.ts', 'package/README.md', 'package/docs/api.md', `${nested}/package.json`, `${nested}/thread-ctx`,
     `${nested}/${pkg.name}.linux-x64-gnu.node`, ...[127, 137, 147].map((abi) => `${nested}/v8-addon/node-abi${abi}.node`)]) {
     assert.ok(files.includes(f), `${f} is missing from ${d.main}: ${files.join(' ')}`);
