@@ -16,7 +16,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const v8 = require('node:v8');
 const { isMainThread } = require('node:worker_threads');
-const { describe } = require('./describe');
+const { describe } = require('../describe');
 
 const OPTIONS = ['warn', 'interpretedFrames', 'removePerfMapOnExit'];
 

@@ -4,11 +4,11 @@
 // records.
 
 const { trace } = require('@opentelemetry/api');
-const { keyIndex } = require('./process-context');
-const { entryForSpan } = require('./span-entries');
-const { setRecordValue } = require('./span-attributes');
-const { threadWriter } = require('./thread-writer');
-const { describe } = require('./describe');
+const { keyIndex } = require('../process-context/process-context');
+const { entryForSpan } = require('../tls/span-entries');
+const { setRecordValue } = require('../tls/span-attributes');
+const { threadWriter } = require('../tls/thread-writer');
+const { describe } = require('../describe');
 
 /**
  * Sets a record attribute of the active span. `value` undefined removes it. A later

@@ -3,7 +3,7 @@
 // control word valid | flags << 8 | attrs size << 16, then attrs-data), in the thread writer's
 // arena. Publishing an entry is then a handful of u32 stores. NONE is the entry of "no span".
 
-const { CONTROL_WORD, ID_WORDS, MAX_ATTRS_SIZE } = require('./layout');
+const { CONTROL_WORD, ID_WORDS, MAX_ATTRS_SIZE } = require('../record/layout');
 const { NONE } = require('./thread-writer');
 
 const HEX = new Int8Array(128).fill(-1);
@@ -87,7 +87,7 @@ function decodeSpanContextIds(spanContext) {
 }
 
 /**
- * A new entry in `writer`'s arena for a span context (js/thread-writer.js); `attrs` (optional
+ * A new entry in `writer`'s arena for a span context (js/tls/thread-writer.js); `attrs` (optional
  * Uint8Array of encoded attrs-data) follows the header. Invalid span contexts give NONE.
  */
 function encodeEntry(writer, spanContext, attrs) {
@@ -114,6 +114,5 @@ function attrWords(attrs) {
 }
 
 // decodeHexId and BYTE also for bench/span-workload/decode.js, which times the decode against
-// the alternatives; ids, decodeSpanContextIds and controlWord for the nodejs schema's records
-// (js/frame-writer.js).
-module.exports = { NONE, encodeEntry, attrWords, decodeHexId, BYTE, ids, decodeSpanContextIds, controlWord };
+// the alternatives; controlWord for the nodejs schema's records (js/nodejs/frame-writer.js).
+module.exports = { NONE, encodeEntry, attrWords, decodeHexId, BYTE, controlWord };

@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const PACKAGE_NAME = 'otel-thread-ctx';
-const PACKAGE_ROOT = path.join(__dirname, '..');
+const PACKAGE_ROOT = path.join(__dirname, '..', '..');
 /** The tuples a prebuilt exists for. The addon and the reader read glibc's TLS layout. */
 const SUPPORTED = ['linux-x64-gnu'];
 

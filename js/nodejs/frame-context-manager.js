@@ -1,19 +1,19 @@
 'use strict';
-// The ThreadContextManager of schema 'nodejs' (what `new ThreadContextManager({ schema: 'nodejs' })`
-// returns where the schema is available, js/schema.js). Contexts are stored in the thread's
-// AsyncLocalStorage as holders (js/frame-writer.js): V8's AsyncContextFrame carries them across
-// every await and callback, and readers find the span's record from the frame, so there are no
-// async hooks at all. active() returns exactly the context given to with().
-// Same lifecycle as the 'tls' manager: the newest enabled manager on a thread owns it (whatever
-// either's schema), a superseded one forwards its calls there, and a manager that is not enabled
-// stores contexts in its own AsyncLocalStorageContextManager and publishes nothing.
+// The manager of schema 'nodejs' (what `new ThreadContextManager({ schema: 'nodejs' })` returns
+// where the schema is available, js/nodejs/availability.js). Contexts are stored in the thread's
+// AsyncLocalStorage as holders (js/nodejs/frame-writer.js): V8's AsyncContextFrame carries them
+// across every await and callback, and readers find the span's record from the frame, so there are
+// no async hooks at all. active() returns exactly the context given to with(). The lifecycle is the
+// 'tls' manager's, inherited: the newest enabled manager on a thread owns it (whatever either's
+// schema), a superseded one forwards its calls there, and a manager that is not enabled stores
+// contexts in its own AsyncLocalStorageContextManager and publishes nothing.
 
-const { threadWriter } = require('./thread-writer');
-const { ThreadContextManager, successor, attach: delegateAttach } = require('./context-manager');
-const { describe } = require('./describe');
+const { threadWriter } = require('../tls/thread-writer');
+const { TlsContextManager, successor, attach: delegateAttach } = require('../tls/context-manager');
+const { describe } = require('../describe');
 
-class FrameContextManager extends ThreadContextManager {
-  /** @param frames this thread's checked frame writer (js/schema.js) */
+class FrameContextManager extends TlsContextManager {
+  /** @param frames this thread's checked frame writer (js/nodejs/availability.js) */
   constructor(options, frames) {
     super(options);
     this._frames = frames;

@@ -8,13 +8,13 @@
 // One per thread: each worker loads its own copy of this module, and the writer is also kept on
 // the thread's record view, so a second copy of the package's JS in one thread shares it.
 
-const { CONTROL_WORD, ID_WORDS, HEADER_WORDS, RECORD_SIZE, RECORD_WORDS } = require('./layout');
+const { CONTROL_WORD, ID_WORDS, HEADER_WORDS, RECORD_SIZE, RECORD_WORDS } = require('../record/layout');
 
-// Entries: a span context encoded once (js/entry.js) into the words the record stores, kept in
-// this writer's arena, a ring of SLOTS header-sized slots, and named by a small integer handle,
-// (generation << SLOT_BITS) | slot, which the caches on spans and contexts, the restore stack and
-// the writer hold. No object per span: an entry is a slot, and a new one takes the oldest slot
-// and bumps its generation, so every handle to the entry it held goes stale. A stale handle is
+// Entries: a span context encoded once (js/tls/entry-encoder.js) into the words the record stores,
+// kept in this writer's arena, a ring of SLOTS header-sized slots, and named by a small integer
+// handle, (generation << SLOT_BITS) | slot, which the caches on spans and contexts, the restore
+// stack and the writer hold. No object per span: an entry is a slot, and a new one takes the oldest
+// slot and bumps its generation, so every handle to the entry it held goes stale. A stale handle is
 // never published as another span's: publish() shows none for it, and the caches rebuild it from
 // the span (an ended span's cache says none by then). Before the arena, each span allocated a
 // Uint32Array: ~3 k instructions per span of the span workload, mostly the GC's.
@@ -59,7 +59,7 @@ class ThreadWriter {
     this.epoch = 0;
     // The enabled ThreadContextManager, the only one whose hooks and with() publish.
     this.owner = null;
-    // The last context -> entry lookup (js/span-entries.js): switches often enter the same one.
+    // The last context -> entry lookup (js/tls/span-entries.js): switches often enter the same one.
     this.lastContext = null;
     this.lastEntry = NONE;
     // Record attribute entries dropped whole because the 612 bytes of attrs-data were full.
@@ -211,7 +211,7 @@ function threadWriter() {
 // throws instead.
 function threadRecordView() {
   try {
-    return require('./native').recordView();
+    return require('../native/addon').recordView();
   } catch (error) {
     if (process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE === '1') throw error;
     process.emitWarning(`otel-thread-ctx: no record for this thread (${error.message}); ` +

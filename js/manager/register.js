@@ -10,9 +10,9 @@
 // (both call enable() and install it globally).
 
 const { context, ROOT_CONTEXT, createContextKey } = require('@opentelemetry/api');
-const { ThreadContextManager, checkOptions } = require('./context-manager');
-const { prepareProcessContext } = require('./process-context');
-const { checkAllocations, resolveAllocations, startAllocationSampling } = require('./allocations');
+const { ThreadContextManager, checkOptions } = require('./thread-context-manager');
+const { prepareProcessContext } = require('../process-context/process-context');
+const { checkAllocations, resolveAllocations, startAllocationSampling } = require('../profiling/allocations');
 
 const PROBE_KEY = createContextKey('otel-thread-ctx register probe');
 
@@ -29,8 +29,9 @@ function holdsContexts(manager) {
 /**
  * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
  *   resource?: Resource, attributes?: string[], allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
- *   schema: js/schema.js; resource / attributes: the OTEP 4719 process context's resource and the
- *   attribute keys records carry (js/process-context.js); allocations: js/allocations.js
+ *   schema: js/manager/thread-context-manager.js; resource / attributes: the OTEP 4719 process
+ *   context's resource and the attribute keys records carry (js/process-context/); allocations:
+ *   js/profiling/allocations.js
  * @returns {ThreadContextManager} the enabled, globally installed manager
  */
 function register(options = {}) {

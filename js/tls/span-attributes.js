@@ -9,9 +9,9 @@
 // stacks hold entries by handle); an entry whose arena slot was reused is rebuilt from the state.
 
 const { trace } = require('@opentelemetry/api');
-const { encodeAttributes } = require('./attributes');
-const { NONE, encodeEntry, attrWords } = require('./entry');
-const { registeredKeys, cachedKeyIndex } = require('./process-context');
+const { encodeAttributes } = require('../record/attrs-data');
+const { NONE, encodeEntry, attrWords } = require('./entry-encoder');
+const { registeredKeys, cachedKeyIndex } = require('../process-context/process-context');
 const { threadWriter } = require('./thread-writer');
 
 // A span's record state lives on the span under this symbol (cheaper for the GC than a WeakMap).
@@ -27,7 +27,7 @@ function recordValue(value) {
 
 class RecordState {
   constructor(keyCount, setAttribute, setAttributes) {
-    // The span's TLS-schema entry and nodejs-schema record (js/frame-writer.js), once built.
+    // The span's TLS-schema entry and nodejs-schema record (js/nodejs/frame-writer.js), once built.
     this.entry = null;
     this.frameRecord = null;
     // By key index: the value the record carries (undefined: none).

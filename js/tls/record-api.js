@@ -5,10 +5,10 @@
 // until the manager's next switch (callback entry or exit, with() entry or exit), which publishes
 // what the manager says again.
 
-const native = require('./native');
+const native = require('../native/addon');
 const { threadWriter } = require('./thread-writer');
-const { withBigintJson } = require('./bigint-json');
-const { allocationSamplingInfo } = require('./allocations');
+const { withBigintJson } = require('../bigint-json');
+const { allocationSamplingInfo } = require('../profiling/allocations');
 
 /**
  * Publishes a span context for the calling thread. Ids as hex strings or Uint8Arrays, validated

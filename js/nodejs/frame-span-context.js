@@ -4,8 +4,8 @@
 // AsyncContextFrame -> the holder -> the record) in-process; nodejsSchemaInfo(), whether the
 // schema is available here, where its struct is, and how its record pages are held.
 
-const { enabledThreadContextManager } = require('./context-manager');
-const { nodejsSchema } = require('./schema');
+const { enabledThreadContextManager } = require('../tls/context-manager');
+const { nodejsSchema } = require('./availability');
 
 /** @returns {{ traceId: string, spanId: string, traceFlags: number, attrs: Uint8Array } | null} */
 function getFrameSpanContext() {

@@ -4,7 +4,7 @@
 // fails to start because profiling correlation is unavailable. OTEL_THREAD_CTX_REQUIRE_NATIVE=1
 // turns that into an error (tests and CI use it).
 
-const { RECORD_SIZE } = require('./layout');
+const { RECORD_SIZE } = require('../record/layout');
 const { prebuilt } = require('./platform');
 
 // napi-rs's order: the local file next to the package (`npm run build` in a checkout), then the

@@ -1,17 +1,14 @@
 'use strict';
-// Which thread-context schema a ThreadContextManager publishes with:
-//   'tls'     the OTEP 4947 record behind otel_thread_ctx_v1, kept current at every async switch
-//             (js/context-manager.js): every OTEP 4947 reader, every Node version;
-//   'nodejs'  nodejs_v1_dev (js/frame-writer.js): the record hangs off the context and readers
-//             find it through V8's AsyncContextFrame; nothing runs per switch.
-// 'nodejs' needs AsyncContextFrame and this Node ABI's V8 addon. Where either is missing, the
-// manager publishes with 'tls' instead, with one warning per thread saying why: profiling
-// correlation never stops a service from starting.
+// Whether schema 'nodejs' can publish on this thread, and if so its frame writer. It needs
+// AsyncContextFrame (AsyncLocalStorage must run on it) and this Node ABI's V8 addon
+// (js/nodejs/v8-addon.js), and the reader's walk with the addon's layout must land on a probe
+// record. Where any of that fails, the reason is warned once per thread and the manager publishes
+// with 'tls' instead (js/manager/thread-context-manager.js): profiling correlation never stops a
+// service from starting.
 
 const { v8Addon } = require('./v8-addon');
 const { frameWriter } = require('./frame-writer');
 
-const SCHEMAS = ['tls', 'nodejs'];
 const WARNING_CODE = 'OTEL_THREAD_CTX_SCHEMA_FALLBACK';
 
 let resolved = null;
@@ -43,4 +40,4 @@ function nodejsSchema() {
   return resolved;
 }
 
-module.exports = { SCHEMAS, nodejsSchema };
+module.exports = { nodejsSchema };

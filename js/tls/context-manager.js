@@ -1,88 +1,34 @@
 'use strict';
-// ThreadContextManager: an @opentelemetry/api ContextManager that delegates context storage to
-// another manager (AsyncLocalStorageContextManager by default) and keeps this thread's OTEP 4947
-// record equal to the span of the active context: around with(), and (asyncTracking, the
-// default) around every async callback, so that between callbacks the record shows none.
-// The record itself belongs to the thread's writer (js/thread-writer.js); the enabled manager is
-// its owner, and the newest enable() takes ownership from the previous one.
+// TlsContextManager: the manager of schema 'tls'. An @opentelemetry/api ContextManager that
+// delegates context storage to another manager (AsyncLocalStorageContextManager by default) and
+// keeps this thread's OTEP 4947 record equal to the span of the active context: around with(), and
+// (asyncTracking, the default) around every async callback, so that between callbacks the record
+// shows none. The record itself belongs to the thread's writer (js/tls/thread-writer.js); the
+// enabled manager is its owner, and the newest enable() takes ownership from the previous one.
+// The manager of schema 'nodejs' (js/nodejs/frame-context-manager.js) extends this class for that
+// lifecycle and stores and publishes contexts its own way. Which of the two
+// `new ThreadContextManager(options)` returns is chosen in js/manager/thread-context-manager.js,
+// which also validates the options.
 
 const { EventEmitter } = require('events');
 const { threadWriter } = require('./thread-writer');
 const { entryForContext } = require('./span-entries');
 const { detectMechanism, trackAsyncCallbacks } = require('./hooks');
 const { bindEventEmitter } = require('./bind-emitter');
-const { prepareProcessContext, announceSchema } = require('./process-context');
-const { followProviderResource } = require('./sdk-resource');
-const { describe } = require('./describe');
-const { checkAllocations, resolveAllocations, startAllocationSampling, allocationSamplingInfo } = require('./allocations');
-
-const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema', 'allocations'];
-const SCHEMAS = ['tls', 'nodejs'];
-const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
+const { prepareProcessContext, announceSchema } = require('../process-context/process-context');
+const { followProviderResource } = require('../process-context/sdk-resource');
+const { describe } = require('../describe');
+const { checkAllocations, resolveAllocations, startAllocationSampling, allocationSamplingInfo } = require('../profiling/allocations');
 
 function defaultDelegate() {
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
   return new AsyncLocalStorageContextManager();
 }
 
-/** Validates the options of the constructor and of register() (`allowed`: the keys they take). */
-function checkOptions(options, allowed = OPTIONS) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError(`options: expected an object, got ${describe(options)}`);
-  }
-  for (const key of Object.keys(options)) {
-    if (!allowed.includes(key)) throw new TypeError(`options.${key}: unknown option (expected ${allowed.join(', ')})`);
-  }
-  const { contextManager, asyncTracking, schema } = options;
-  if (schema !== undefined) {
-    if (typeof schema !== 'string') throw new TypeError(`options.schema: expected 'tls' or 'nodejs', got ${describe(schema)}`);
-    if (!SCHEMAS.includes(schema)) throw new RangeError(`options.schema: expected 'tls' or 'nodejs', got ${JSON.stringify(schema)}`);
-    if (schema === 'nodejs' && contextManager !== undefined) {
-      throw new TypeError("options.contextManager: not used with schema 'nodejs' (its contexts live in the " +
-        "thread's AsyncLocalStorage, where readers find them); leave it out, or use schema 'tls'");
-    }
-  }
-  checkAllocations(options.allocations);
-  if (asyncTracking !== undefined && typeof asyncTracking !== 'boolean') {
-    throw new TypeError(`options.asyncTracking: expected a boolean, got ${describe(asyncTracking)}`);
-  }
-  if (contextManager !== undefined) {
-    if (contextManager === null || typeof contextManager !== 'object') {
-      throw new TypeError('options.contextManager: expected a ContextManager object ' +
-        `(active, with, bind, enable, disable), got ${describe(contextManager)}`);
-    }
-    const missing = MANAGER_METHODS.filter((m) => typeof contextManager[m] !== 'function');
-    if (missing.length > 0) {
-      throw new TypeError(`options.contextManager: expected a ContextManager, missing method(s) ${missing.join(', ')}`);
-    }
-    if (contextManager instanceof ThreadContextManager) {
-      throw new TypeError('options.contextManager: expected the manager to delegate to, got a ThreadContextManager');
-    }
-  }
-}
-
-class ThreadContextManager {
-  /**
-   * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
-   *   attributes?: string[], resource?: Resource, allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
-   *   schema: how readers find the span (js/schema.js): 'tls' (default) or 'nodejs', which
-   *     returns a FrameContextManager where the runtime has AsyncContextFrame, else publishes
-   *     with 'tls' after one warning (`schema` then says 'tls', `schemaFallback` why).
-   *   contextManager: where contexts are stored (default: a new AsyncLocalStorageContextManager).
-   *   asyncTracking: false publishes only around with(): never a wrong span, none after an await.
-   *   attributes: attribute keys whose values records carry, registered at enable().
-   *   resource: the process context's resource (default: the SDK's, from its spans).
-   *   allocations: V8's sampling heap profiler on each thread enabling it (js/allocations.js;
-   *   default: OTEL_THREAD_CTX_ALLOCATIONS).
-   */
-  constructor(options = {}) {
-    checkOptions(options);
+class TlsContextManager {
+  /** @param options checked by js/manager/thread-context-manager.js (checkOptions) */
+  constructor(options) {
     this._schemaFallback = null;
-    if (options.schema === 'nodejs' && new.target === ThreadContextManager) {
-      const { frames, reason } = require('./schema').nodejsSchema();
-      if (frames !== null) return new (require('./frame-context-manager').FrameContextManager)(options, frames);
-      this._schemaFallback = reason;
-    }
     this._commitProcessContext = prepareProcessContext(options);
     this._delegate = options.contextManager === undefined ? defaultDelegate() : options.contextManager;
     this._asyncTracking = options.asyncTracking !== false;
@@ -271,4 +217,4 @@ function enabledThreadContextManager() {
   return threadWriter().owner;
 }
 
-module.exports = { ThreadContextManager, enabledThreadContextManager, checkOptions, successor, attach };
+module.exports = { TlsContextManager, enabledThreadContextManager, successor, attach };

@@ -4,8 +4,9 @@
 // private ThreadContextManager (its own AsyncLocalStorage, not installed globally).
 
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
-const { ThreadContextManager, enabledThreadContextManager } = require('./context-manager');
-const { describe } = require('./describe');
+const { ThreadContextManager } = require('./thread-context-manager');
+const { enabledThreadContextManager } = require('../tls/context-manager');
+const { describe } = require('../describe');
 
 let tracker = null;
 

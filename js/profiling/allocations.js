@@ -12,8 +12,8 @@
 // the process context (v8.heap_sampling_interval_bytes), one per process: the first thread to
 // start decides it, since a reader scales every sample of the process by it.
 
-const native = require('./native');
-const { describe } = require('./describe');
+const native = require('../native/addon');
+const { describe } = require('../describe');
 
 const DEFAULT_INTERVAL = 512 * 1024;
 // Below 1 KiB V8 would sample nearly every object (its stack walk per sample then dominates);

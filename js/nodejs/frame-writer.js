@@ -19,12 +19,12 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
-const { CONTROL_WORD, HEADER_SIZE, RECORD_SIZE } = require('./layout');
-const { controlWord } = require('./entry');
-const { kFrameRecord, unpublishOnEnd } = require('./span-entries');
-const { spanRecordState, encodeState } = require('./span-attributes');
-const { registeredKeys } = require('./process-context');
-const { noteSpanResource } = require('./sdk-resource');
+const { CONTROL_WORD, HEADER_SIZE, RECORD_SIZE } = require('../record/layout');
+const { controlWord } = require('../tls/entry-encoder');
+const { kFrameRecord, unpublishOnEnd } = require('../tls/span-entries');
+const { spanRecordState, encodeState } = require('../tls/span-attributes');
+const { registeredKeys } = require('../process-context/process-context');
+const { noteSpanResource } = require('../process-context/sdk-resource');
 
 const PAGE_SIZE = 4096;
 const ADDRESS_SIZE = 8;
@@ -100,7 +100,7 @@ class BlockCursor {
 
 // Holders and records are cached on the Context and Span objects under private symbols (a switch
 // to a context seen before costs one property load), with a WeakMap for frozen or sealed objects,
-// as js/span-entries.js does for the TLS schema's entries. One function per symbol: a computed
+// as js/tls/span-entries.js does for the TLS schema's entries. One function per symbol: a computed
 // key shared by both would make every access a megamorphic keyed lookup (~800 instructions per
 // request of the span workload, callgrind).
 const kHolder = Symbol('otel-thread-ctx holder');

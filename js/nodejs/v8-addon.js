@@ -5,7 +5,7 @@
 // tarball). Never throws: `{ addon, reason }`, the reason saying why there is none.
 
 const path = require('node:path');
-const { prebuilt, PACKAGE_ROOT } = require('./platform');
+const { prebuilt, PACKAGE_ROOT } = require('../native/platform');
 
 const ABI = process.versions.modules;
 const FILE = `node-abi${ABI}.node`;

@@ -9,10 +9,10 @@
 // too long, over the payload budget) is left out with one process warning per publish, and
 // asynchronous resource attributes are awaited in a chain that cannot reject.
 
-const native = require('./native');
-const { withBigintJson } = require('./bigint-json');
-const { MAX_KEYS } = require('./layout');
-const { describe } = require('./describe');
+const native = require('../native/addon');
+const { withBigintJson } = require('../bigint-json');
+const { MAX_KEYS } = require('../record/layout');
+const { describe } = require('../describe');
 
 // threadlocal.schema_version is defined once, in the addon (SCHEMA_VERSION in
 // src/process_ctx/mod.rs); processContextInfo().schemaVersion reports it.

@@ -6,7 +6,7 @@
 const { trace } = require('@opentelemetry/api');
 const { threadWriter, NONE } = require('./thread-writer');
 const { encodeSpanEntry } = require('./span-attributes');
-const { noteSpanResource } = require('./sdk-resource');
+const { noteSpanResource } = require('../process-context/sdk-resource');
 
 // Entries are cached on the objects themselves, under a private symbol: a switch to a context
 // seen before costs one property load. (A WeakMap cost 2-4 us per request more in bench:http:
@@ -65,14 +65,14 @@ function buildSpanEntry(writer, span) {
   }
 }
 
-// Once a span has ended, its record shows none: code that still runs in its context afterwards
-// (a timer armed during the request, such as Node's Date-header cache refresh, fires up to a
-// second later) is outside the span's window, and a sample there would point at a finished span.
-// The span's end() is wrapped (a shared function, the original kept on the span) to turn its
-// entry into "none", rewrite the record if that entry is published, and cache none on the span
-// (a context that still holds it and whose entry's slot is reused rebuilds none from that).
-// The same wrap ends the span's record of the nodejs schema (js/frame-writer.js), cached under
-// kFrameRecord: valid 0 in place, which every frame and holder that reaches it then shows.
+// Once a span has ended, its record shows none: code that still runs in its context afterwards (a
+// timer armed during the request, such as Node's Date-header cache refresh, fires up to a second
+// later) is outside the span's window, and a sample there would point at a finished span. The
+// span's end() is wrapped (a shared function, the original kept on the span) to turn its entry into
+// "none", rewrite the record if that entry is published, and cache none on the span (a context that
+// still holds it and whose entry's slot is reused rebuilds none from that). The same wrap ends the
+// span's record of the nodejs schema (js/nodejs/frame-writer.js), cached under kFrameRecord: valid
+// 0 in place, which every frame and holder that reaches it then shows.
 const kOriginalEnd = Symbol('otel-thread-ctx span end');
 const kFrameRecord = Symbol('otel-thread-ctx frame record');
 
