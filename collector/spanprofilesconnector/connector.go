@@ -298,7 +298,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 			continue
 		}
 		// Most waiting spans wait for a window that has not come: one comparison tells.
-		if !final && !settledBefore && int64(s.EndTimestamp()) > reach+windowGapNs {
+		if !final && !settledBefore && int64(s.EndTimestamp()) > reach {
 			continue
 		}
 		if c.settleSpan(s, p, why, final, settledBefore) {

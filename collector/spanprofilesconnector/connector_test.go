@@ -208,3 +208,21 @@ func TestGauges(t *testing.T) {
 	assert.Equal(t, int64(10), h.samples(sampleKept))
 	assert.Equal(t, int64(1), h.windows(windowKept))
 }
+
+// A span that ends just past its process's latest window waits for the next: the off-CPU
+// interval that ends it is sent with that window (found in a live run: a span 84 ms past its
+// window's end was joined with that window alone).
+func TestSpanEndingPastTheLatestWindowWaits(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	st := r.stack(js("f", "/a.js", 3))
+	r.window(agentProcess(mainTID), 0, 1000).offCPU(on{tid: mainTID, stack: st}, 960, 990)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 950, end: 1001}))
+	assert.Zero(t, h.sink.SpanCount())
+	next := newRequest()
+	next.window(agentProcess(mainTID), 1000.5, 2000).offCPU(on{tid: mainTID, stack: next.stack(js("f", "/a.js", 3))}, 991, 1001)
+	h.sendProfiles(next)
+	require.True(t, enriched(h, 1))
+	assert.InDelta(t, 40.0, attrDouble(t, h.received()[spanID(1)], AttrOffCPUNoSpanMs), 1e-6)
+}

@@ -353,10 +353,12 @@ func (p *process) coverage(start, end int64) coverage {
 	if len(p.windows) == 0 {
 		return coverNotYet
 	}
-	if start < p.windows[0].start-windowGapNs {
+	// The gap allowance bridges windows only: a span that ends even 1 ms past the latest
+	// window may have samples in the next one.
+	if start < p.windows[0].start {
 		return coverBefore
 	}
-	if p.reach()+windowGapNs < end {
+	if p.reach() < end {
 		return coverNotYet
 	}
 	// Walk the windows in start order, merging those that touch, from the run that holds
@@ -365,7 +367,7 @@ func (p *process) coverage(start, end int64) coverage {
 	for _, w := range p.windows {
 		switch {
 		case runEnd < 0:
-			if w.start-windowGapNs <= start && start <= w.end+windowGapNs {
+			if w.start <= start && start <= w.end {
 				runEnd = w.end
 			}
 		case w.start <= runEnd+windowGapNs:
@@ -373,7 +375,7 @@ func (p *process) coverage(start, end int64) coverage {
 		default:
 			return coverGap
 		}
-		if runEnd >= 0 && runEnd+windowGapNs >= end {
+		if runEnd >= end {
 			return coverFull
 		}
 	}
