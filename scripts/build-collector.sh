@@ -7,25 +7,7 @@
 # from changed since the last build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/go-env.sh
-require_go build-collector
-
-OUT_DIR=target/otelcol
-BIN="$OUT_DIR/otelcol-thread-ctx"
-STAMP="$OUT_DIR/source.sha256"
-
-sum=$(cat collector/go.mod collector/go.sum collector/*.go \
-  collector/spanprofilesconnector/go.mod collector/spanprofilesconnector/go.sum collector/spanprofilesconnector/*.go | sha256sum | cut -d' ' -f1)
-if [[ -x "$BIN" && -f "$STAMP" && "$(cat "$STAMP")" == "$sum" ]]; then
-  echo "build-collector: $BIN is up to date"
-  exit 0
-fi
-
-mkdir -p "$OUT_DIR"
-echo "build-collector: building $BIN with $go_version (a cold build takes several minutes)"
-start=$(date +%s)
-# -mod=readonly: build exactly what go.mod and go.sum pin; never resolve anything newer.
-GOFLAGS=-mod=readonly go build -C collector -trimpath -ldflags='-s -w' -o "$PWD/$BIN.tmp" .
-mv "$BIN.tmp" "$BIN"
-echo "$sum" >"$STAMP"
-echo "build-collector: built $BIN in $(($(date +%s) - start)) s"
+source scripts/go-build.sh
+go_build_once build-collector target/otelcol/otelcol-thread-ctx collector . \
+  collector/go.mod collector/go.sum collector/*.go \
+  collector/spanprofilesconnector/go.mod collector/spanprofilesconnector/go.sum collector/spanprofilesconnector/*.go

@@ -5,23 +5,6 @@
 # rebuilds only when collector/jaeger/go.mod or go.sum changed since the last build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/go-env.sh
-require_go build-jaeger
-
-OUT_DIR=target/jaeger
-BIN="$OUT_DIR/jaeger"
-STAMP="$OUT_DIR/source.sha256"
-
-sum=$(cat collector/jaeger/go.mod collector/jaeger/go.sum | sha256sum | cut -d' ' -f1)
-if [[ -x "$BIN" && -f "$STAMP" && "$(cat "$STAMP")" == "$sum" ]]; then
-  echo "build-jaeger: $BIN is up to date"
-  exit 0
-fi
-
-mkdir -p "$OUT_DIR"
-echo "build-jaeger: building $BIN with $go_version (a cold build takes several minutes)"
-start=$(date +%s)
-GOFLAGS=-mod=readonly go build -C collector/jaeger -trimpath -ldflags='-s -w' -o "$PWD/$BIN.tmp" github.com/jaegertracing/jaeger/cmd/jaeger
-mv "$BIN.tmp" "$BIN"
-echo "$sum" >"$STAMP"
-echo "build-jaeger: built $BIN in $(($(date +%s) - start)) s"
+source scripts/go-build.sh
+go_build_once build-jaeger target/jaeger/jaeger collector/jaeger github.com/jaegertracing/jaeger/cmd/jaeger \
+  collector/jaeger/go.mod collector/jaeger/go.sum

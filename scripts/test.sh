@@ -11,7 +11,7 @@ cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 
 echo "== house style: gofmt, go vet (collector/) =="
-source scripts/go-env.sh
+source scripts/go-build.sh
 unformatted=$(gofmt -l collector)
 [[ -z "$unformatted" ]] || { echo "gofmt: not formatted: $unformatted" >&2; exit 1; }
 go vet -C collector ./...
