@@ -298,7 +298,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 			continue
 		}
 		// Most waiting spans wait for a window that has not come: one comparison tells.
-		if !final && !settledBefore && int64(s.EndTimestamp()) > reach {
+		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
 		if c.settleSpan(s, p, why, final, settledBefore) {
@@ -317,7 +317,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, 
 		}
 		return final
 	}
-	st := spanTimes{trace: s.TraceID(), span: s.SpanID(), start: int64(s.StartTimestamp()), end: int64(s.EndTimestamp())}
+	st := spanTimesOf(s)
 	switch p.coverage(st.start, st.end) {
 	case coverFull:
 	case coverGap:

@@ -19,8 +19,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
-// Times in tests: ms after t0 (a wall-clock instant like the agent's).
-const t0 = int64(1_760_000_000_000_000_000)
+// Times in tests: ms after t0 (a wall-clock instant like the agent's, not on a whole
+// millisecond: see msClockShift).
+const t0 = int64(1_760_000_000_000_000_123)
 
 func ms(v float64) int64 { return t0 + int64(v*1e6) }
 

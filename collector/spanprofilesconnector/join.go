@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // joined is what a span's thread did between the span's start and end.
@@ -41,6 +42,23 @@ type spanTimes struct {
 	trace      pcommon.TraceID
 	span       pcommon.SpanID
 	start, end int64
+}
+
+// A start time in whole milliseconds comes from a millisecond clock: OpenTelemetry JS starts a
+// span at Date.now() and ends it a performance.now() duration later, so the span really ran up
+// to 1 ms later than it says. Measured against the agent's samples on one host: of 2,467
+// samples linked to their span, 79 fell outside it, all after its end, by 0.004-0.87 ms. Such a
+// span is placed in the middle of that millisecond; the error left is 0.5 ms at most.
+const msClockShift = int64(500 * time.Microsecond)
+
+// spanTimesOf is the span as the join places it on the agent's clock.
+func spanTimesOf(s ptrace.Span) spanTimes {
+	st := spanTimes{trace: s.TraceID(), span: s.SpanID(), start: int64(s.StartTimestamp()), end: int64(s.EndTimestamp())}
+	if st.start%int64(time.Millisecond) == 0 {
+		st.start += msClockShift
+		st.end += msClockShift
+	}
+	return st
 }
 
 // join collects what the span's thread did while the span was open, from every window of p
@@ -266,12 +284,15 @@ func percentages(m map[string]int64, n int) []string {
 	return out
 }
 
-// heldBy renders the n traces that held the thread longest as
+// heldBy renders the n traces that held the thread longest, each at least minNs, as
 // "<route or span name> <trace id> <ms>ms: <top frame>".
-func (j *joined) heldBy(n int, nameOf func(pcommon.TraceID) string) []string {
+func (j *joined) heldBy(n int, minNs int64, nameOf func(pcommon.TraceID) string) []string {
 	byTrace := make(map[string]int64, len(j.others))
 	ids := make(map[string]pcommon.TraceID, len(j.others))
 	for id, h := range j.others {
+		if h.ns < minNs {
+			continue
+		}
 		k := id.String()
 		byTrace[k] = h.ns
 		ids[k] = id

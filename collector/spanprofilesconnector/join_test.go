@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 )
 
@@ -219,4 +220,25 @@ func TestFieldsOfProfilesNotSentAreLeftOut(t *testing.T) {
 		_, ok := s.Attributes().Get(k)
 		assert.False(t, ok, k)
 	}
+}
+
+// A span whose start is a whole millisecond (OpenTelemetry JS: Date.now()) is placed half a
+// millisecond later: its own sample 0.4 ms after its stated end is its own, a sample 0.2 ms
+// after its stated start is not taken for one before it.
+func TestMillisecondClockSpansAreShiftedHalfAMillisecond(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	st := r.stack(js("f", "/a.js", 1))
+	w.cpuAt(on{tid: mainTID, trace: 1, span: 1, stack: st}, 150.4, 100.6)
+	w.cpuAt(on{tid: mainTID, stack: st}, 100.2)
+	h.sendProfiles(r)
+	td := traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 150})
+	s := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	s.SetStartTimestamp(pcommon.Timestamp(1_760_000_000_100_000_000))
+	s.SetEndTimestamp(pcommon.Timestamp(1_760_000_000_150_000_000))
+	h.sendTraces(td)
+	got := h.received()[spanID(1)]
+	assert.InDelta(t, 20.0, attrDouble(t, got, AttrCPUSpanMs), 1e-9)
+	assert.Zero(t, attrDouble(t, got, AttrCPUNoSpanMs))
 }
