@@ -324,6 +324,12 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, 
 		if !final {
 			return false
 		}
+		// A gap over most of the span is the agent not sending (stopped, restarted), not a
+		// thread without samples: zeros would mislead.
+		if 2*p.covered(st.start, st.end) < st.end-st.start {
+			c.tel.span(spanNotCovered, 1)
+			return true
+		}
 		c.tel.gaps.Add(context.Background(), 1)
 	case coverBefore:
 		if final || settledBefore {

@@ -61,15 +61,15 @@ func TestWindowsOutOfOrder(t *testing.T) {
 	assert.InDelta(t, 60.0, attrDouble(t, h.received()[spanID(1)], AttrCPUSpanMs), 1e-9)
 }
 
-// A gap between windows inside a span: the span waits for the missing window; when it never
-// comes (the agent sends no window for a process without samples), the span leaves at
-// max_wait, enriched with the gap counted as no samples, and counted.
+// A gap between windows inside a span (300 ms of its 1.2 s): the span waits for the missing
+// window; when it never comes (the agent sends no window for a process without samples), the
+// span leaves at max_wait, enriched with the gap counted as no samples, and counted.
 func TestGapBetweenWindows(t *testing.T) {
 	h := newHarness(t, nil)
 	r := newRequest()
 	st := r.stack(js("f", "/a.js", 3))
 	r.window(agentProcess(mainTID), 0, 1000).cpuAt(on{tid: mainTID, stack: st}, 950)
-	r.window(agentProcess(mainTID), 2000, 3000).cpuAt(on{tid: mainTID, stack: st}, 2050)
+	r.window(agentProcess(mainTID), 1300, 3000).cpuAt(on{tid: mainTID, stack: st}, 2050)
 	h.sendProfiles(r)
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 900, end: 2100}))
 	assert.Zero(t, h.sink.SpanCount())
@@ -79,6 +79,22 @@ func TestGapBetweenWindows(t *testing.T) {
 	require.True(t, enriched(h, 1))
 	assert.InDelta(t, 20.0, attrDouble(t, h.received()[spanID(1)], AttrCPUNoSpanMs), 1e-9)
 	assert.Equal(t, int64(1), h.count("otelcol_connector_spanprofiles_spans_with_gaps", ""))
+}
+
+// A gap over most of a span (the agent stopped and came back) passes it unenriched: zeros
+// would say the thread did nothing.
+func TestGapOverMostOfASpan(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	st := r.stack(js("f", "/a.js", 3))
+	r.window(agentProcess(mainTID), 0, 1000).cpuAt(on{tid: mainTID, stack: st}, 950)
+	r.window(agentProcess(mainTID), 5000, 6000).cpuAt(on{tid: mainTID, stack: st}, 5050)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 900, end: 5100}))
+	h.advance(h.c.cfg.MaxWait)
+	require.Equal(t, 1, h.sink.SpanCount())
+	assert.False(t, enriched(h, 1))
+	assert.Equal(t, int64(1), h.spans(spanNotCovered))
 }
 
 // A span of a process whose windows never reach its end passes unenriched at max_wait; a span

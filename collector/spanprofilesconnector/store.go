@@ -340,6 +340,20 @@ const (
 	coverBefore
 )
 
+// covered is how much of [start, end] the process's windows cover (ns).
+func (p *process) covered(start, end int64) int64 {
+	var total int64
+	reach := start
+	for _, w := range p.windows {
+		from, to := max(w.start, reach), min(w.end, end)
+		if to > from {
+			total += to - from
+			reach = to
+		}
+	}
+	return total
+}
+
 // reach is the end of the latest window held.
 func (p *process) reach() int64 {
 	r := int64(0)
