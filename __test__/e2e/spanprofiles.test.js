@@ -32,11 +32,11 @@ const namesHog = (s) => {
   return m !== null && Number(m[1]) >= hogLines.first && Number(m[1]) <= hogLines.last;
 };
 
-// Requests, back to back per client, until `until` (wall ms); `pause` ms between two.
-async function client(port, route, until, pause = 0) {
+// Requests, back to back per client, while `going()`; `pause` ms between two.
+async function client(port, route, going, pause = 0) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   let n = 0;
-  while (Date.now() < until) {
+  while (going()) {
     await new Promise((resolve, reject) => {
       http.get({ host: '127.0.0.1', port, path: route, agent }, (res) => res.resume().on('end', resolve)).on('error', reject);
     });
@@ -45,6 +45,12 @@ async function client(port, route, until, pause = 0) {
   }
   agent.destroy();
   return n;
+}
+
+// The CPU time the kernel gave process `pid` (utime + stime, in clock ticks of 10 ms).
+function cpuSeconds(pid) {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 const q = (xs, p) => {
@@ -56,6 +62,14 @@ const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : String(x));
 const PARTS = ['thread_ctx.cpu.trace_ms', 'thread_ctx.cpu.other_traces_ms', 'thread_ctx.cpu.no_span_ms',
   'thread_ctx.off_cpu.trace_ms', 'thread_ctx.off_cpu.other_traces_ms', 'thread_ctx.off_cpu.no_span_ms'];
 const sumOfParts = (s) => PARTS.reduce((acc, k) => acc + s.attrs[k], 0);
+// CPU figures are counts of samples, one period each: a measured count n against an expected
+// count e passes when n >= e - 3 sqrt(e) (Poisson, three standard deviations), so that a few
+// samples on a starved machine neither pass nor fail by luck alone.
+const PERIOD_MS = 1000 / HZ;
+const enoughSamples = (measuredMs, expectedMs) => {
+  const e = expectedMs / PERIOD_MS;
+  return measuredMs / PERIOD_MS >= e - 3 * Math.sqrt(e);
+};
 const event = (s) => s.events.find((e) => e.name === 'thread_ctx.profile')?.attrs ?? {};
 
 test('spanprofiles: slow spans explained in Jaeger', {
@@ -85,22 +99,28 @@ test('spanprofiles: slow spans explained in Jaeger', {
   t.diagnostic(`${agent.command}; Collector ${path.relative(pipeline.ROOT, pipeline.BIN.collector)} with collector/spanprofiles.yaml; Jaeger on ${jaeger.queryHttp}`);
 
   // Warm up (JIT, the SDK's first export), then three phases, their spans told apart by time.
-  await Promise.all([client(svc.port, '/hog', Date.now() + 1500), client(svc.port, '/alloc', Date.now() + 1500, 50), client(svc.port, '/wait', Date.now() + 1500)]);
+  const until = (ms) => () => Date.now() < ms;
+  await Promise.all([client(svc.port, '/hog', until(Date.now() + 1500)), client(svc.port, '/alloc', until(Date.now() + 1500), 50), client(svc.port, '/wait', until(Date.now() + 1500))]);
   const counts = {};
   const add = (route, n) => { counts[route] = (counts[route] ?? 0) + n; };
-  const phase = async (seconds, clients) => {
+  const phase = async (going, clients) => {
     const from = Date.now();
-    const until = from + seconds * 1000;
-    const ns = await Promise.all(clients.map(([route, pause]) => client(svc.port, route, until, pause)));
+    const ns = await Promise.all(clients.map(([route, pause]) => client(svc.port, route, going, pause)));
     clients.forEach(([route], i) => add(route, ns[i]));
     return { from, to: Date.now() };
   };
-  // Under load: /hog back to back, six clients of /wait, /alloc now and then.
-  const underLoad = await phase(10, [['/hog', 0], ...Array(6).fill(['/wait', 0]), ['/alloc', 50]]);
-  // Blocking: /block every 100 ms, two clients of /wait.
-  const blocking = await phase(4, [['/block', 100], ['/wait', 0], ['/wait', 0]]);
+  // Under load: /hog back to back, six clients of /wait, nothing else to hold the loop. At least 10 s,
+  // and on until the service has had 6 s of CPU (a busy machine gives it less per second: the
+  // checks below need enough samples of it), 40 s at most.
+  const cpuAtStart = cpuSeconds(svc.pid);
+  const loadStart = Date.now();
+  const underLoad = await phase(() => Date.now() < loadStart + 10_000 || (cpuSeconds(svc.pid) - cpuAtStart < 6 && Date.now() < loadStart + 40_000),
+    [['/hog', 0], ...Array(6).fill(['/wait', 0])]);
+  t.diagnostic(`under load for ${fmt((underLoad.to - underLoad.from) / 1000)} s; the service had ${fmt(cpuSeconds(svc.pid) - cpuAtStart)} s of CPU`);
+  // Blocking: /block every 100 ms, two clients of /wait; /alloc now and then.
+  const blocking = await phase(until(Date.now() + 5000), [['/block', 100], ['/wait', 0], ['/wait', 0], ['/alloc', 50]]);
   // Alone: one client of /wait, nothing else.
-  const alone = await phase(4, [['/wait', 0]]);
+  const alone = await phase(until(Date.now() + 4000), [['/wait', 0]]);
   const end = Date.now();
   t.diagnostic(`requests: ${JSON.stringify(counts)}`);
 
@@ -143,7 +163,8 @@ test('spanprofiles: slow spans explained in Jaeger', {
     t.diagnostic(`other requests held them ${fmt(100 * held / total)} % of their time, ${fmt(100 * cpuOther / total)} % on CPU; the ${holders.length} /hog that held them were on CPU ${fmt(100 * heldShare)} % of their time`);
     // Each span's figure is a few samples (±1 period each); their sum is the claim.
     assert.ok(held / total >= 0.5, `other requests held the slowest /wait ${fmt(100 * held / total)} % of their time`);
-    assert.ok(cpuOther / total >= 0.5 * heldShare, `cpu.other_traces_ms is ${fmt(100 * cpuOther / total)} % of their time; expected >= 50 % x ${fmt(heldShare)} (the CPU share the /hog that held them got)`);
+    // On a quiet machine heldShare is ~1 and this is the claim as stated: >= 50 % of their time.
+    assert.ok(enoughSamples(cpuOther, 0.5 * heldShare * total), `cpu.other_traces_ms is ${fmt(100 * cpuOther / total)} % of their time; expected >= 50 % x ${fmt(heldShare)} (the CPU share the /hog that held them got), less 3 sigma of ${fmt(0.5 * heldShare * total / PERIOD_MS)} samples`);
     const naming = slowest.filter((s) => (event(s).held_by ?? []).some((h) => h.startsWith('/hog ') && namesHog(h.slice(h.indexOf(': ') + 2))));
     assert.ok(naming.length >= slowest.length * 0.8, `held_by names /hog and hogCPU (service.js:${hogLines.first}-${hogLines.last}) in ${naming.length} of ${slowest.length}`);
   });
@@ -178,12 +199,12 @@ test('spanprofiles: slow spans explained in Jaeger', {
     const first = hogs.filter((s) => (event(s).top_frames ?? []).length > 0);
     const named = first.filter((s) => namesHog(event(s).top_frames[0]));
     t.diagnostic(`${hogs.length} /hog: cpu.span_ms ${fmt(100 * own / total)} % of their time; hogCPU first in top_frames of ${named.length} of ${first.length} with samples (e.g. ${JSON.stringify(first[0] && event(first[0]).top_frames)})`);
-    assert.ok(own / total >= 0.7 * share, `cpu.span_ms is ${fmt(100 * own / total)} % of /hog's time; expected >= 70 % x ${fmt(share)}`);
+    assert.ok(enoughSamples(own, 0.7 * share * total), `cpu.span_ms is ${fmt(100 * own / total)} % of /hog's time; expected >= 70 % x ${fmt(share)}, less 3 sigma`);
     assert.ok(named.length >= first.length * 0.9, `hogCPU first in ${named.length} of ${first.length}`);
   });
 
   await t.test('/alloc: allocates at least 3 x what /hog does', () => {
-    const allocs = inPhase(underLoad, '/alloc');
+    const allocs = inPhase(blocking, '/alloc');
     const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const a = mean(allocs.map((s) => s.attrs['thread_ctx.alloc_bytes']));
     const h = mean(hogs.map((s) => s.attrs['thread_ctx.alloc_bytes']));
@@ -196,8 +217,7 @@ test('spanprofiles: slow spans explained in Jaeger', {
   await t.test('sums: the parts add up to the duration (median within 0.85-1.15 at 99 Hz)', () => {
     const ratios = enriched.map((s) => sumOfParts(s) / s.durationMs);
     // A span's CPU parts are whole sampling periods: the per-span error is about one period.
-    const periodMs = 1000 / HZ;
-    const err = enriched.map((s) => periodMs / s.durationMs);
+    const err = enriched.map((s) => PERIOD_MS / s.durationMs);
     t.diagnostic(`sum of parts / duration over ${ratios.length} spans: p5 ${fmt(q(ratios, 0.05))}, p25 ${fmt(q(ratios, 0.25))}, median ${fmt(median(ratios))}, p75 ${fmt(q(ratios, 0.75))}, p95 ${fmt(q(ratios, 0.95))}; one period / duration (a span's sampling error) median ${fmt(median(err))}`);
     for (const route of ['/hog', '/wait', '/alloc', '/block']) {
       const r = enriched.filter((s) => s.route === route).map((s) => sumOfParts(s) / s.durationMs);
