@@ -1,8 +1,8 @@
 'use strict';
 // The exit codes the docs state are the ones `thread-ctx --help` prints (the binary's own table,
-// reader/src/cli/exit_codes.rs): docs/cli.md's table row for row, and every other "exits N" /
+// thread-ctx/cli/src/exit_codes.rs): docs/cli.md's table row for row, and every other "exits N" /
 // "exit code N" in the README, CONTRIBUTING.md and docs/*.md by what its sentence or table row is
-// about. That the binary exits with those codes in those cases is reader/tests/cli_exits.rs's job.
+// about. That the binary exits with those codes in those cases is thread-ctx/cli/tests/cli_exits.rs's job.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');

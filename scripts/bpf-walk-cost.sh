@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The BPF program's run time per sample of nodejs_v1_dev targets (the async-context frame walk:
-# dd-trace on Node 24, and this package's schema 'nodejs' on Node 24, reader/tests/fixtures/
+# dd-trace on Node 24, and this package's schema 'nodejs' on Node 24, thread-ctx/cli/tests/fixtures/
 # node_writer.js --schema nodejs) beside an otel_thread_ctx_v1 target (node_writer.js with schema
 # tls, the TLS pointer read), without user stacks so the record read is what differs. Each target
 # burns CPU on its JS threads. Modes alternate in each round: idle (every target stopped: every run is
@@ -22,11 +22,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-node "$root/reader/tests/fixtures/node_writer.js" "$root" --spin >"$work/tls.out" 2>&1 &
+node "$root/thread-ctx/cli/tests/fixtures/node_writer.js" "$root" --spin >"$work/tls.out" 2>&1 &
 pids+=($!)
-"$node24" "$root/reader/tests/fixtures/node_writer.js" "$root" --spin --schema nodejs >"$work/ours.out" 2>&1 &
+"$node24" "$root/thread-ctx/cli/tests/fixtures/node_writer.js" "$root" --spin --schema nodejs >"$work/ours.out" 2>&1 &
 pids+=($!)
-(cd "$root/reader/tests/fixtures/ddtrace_service" &&
+(cd "$root/thread-ctx/cli/tests/fixtures/ddtrace_service" &&
   DD_TRACE_OTEL_CTX_ENABLED=true DD_TRACE_AGENT_URL=http://127.0.0.1:9 exec "$node24" service.js) >"$work/dd.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 240); do

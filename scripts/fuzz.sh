@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Fuzzes every parser of target-controlled data (reader/fuzz: libFuzzer targets over
-# reader/fuzz/src/lib.rs) on stable Rust, for SECONDS per target.
+# Fuzzes every parser of target-controlled data (thread-ctx/fuzz: libFuzzer targets over
+# thread-ctx/fuzz/src/lib.rs) on stable Rust, for SECONDS per target.
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 60 s, every target)
-#   FUZZ_KEEP=1 bash scripts/fuzz.sh ...           also merge new coverage into reader/fuzz/corpus/
+#   FUZZ_KEEP=1 bash scripts/fuzz.sh ...           also merge new coverage into thread-ctx/fuzz/corpus/
 #
 # `cargo fuzz run` needs nightly only for -Zsanitizer; without a sanitizer, the coverage
 # instrumentation libFuzzer needs is stable rustc flags (the ones cargo-fuzz passes), and
 # libfuzzer-sys builds libFuzzer itself. Safe Rust needs no AddressSanitizer: what the
 # fuzzers look for is panics (debug assertions and overflow checks are on), hangs, and
-# allocations past libFuzzer's -rss_limit_mb. A crash is written to reader/fuzz/artifacts/TARGET/;
-# keep it as a regression input under reader/fuzz/crashers/TARGET/ once fixed
+# allocations past libFuzzer's -rss_limit_mb. A crash is written to thread-ctx/fuzz/artifacts/TARGET/;
+# keep it as a regression input under thread-ctx/fuzz/crashers/TARGET/ once fixed
 # (`cargo test -p thread-ctx --test fuzz_corpus` replays corpus and crashers on stable).
 set -euo pipefail
-cd "$(dirname "$0")/../reader/fuzz"
+cd "$(dirname "$0")/../thread-ctx/fuzz"
 
 seconds="${1:-60}"
 shift || true
@@ -39,7 +39,7 @@ for t in "${targets[@]}"; do
   echo "== fuzzing $t for ${seconds}s =="
   if ! "$bin/$t" -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 -max_len=65536 \
       -artifact_prefix="artifacts/$t/" -print_final_stats=1 "$work" 2>"target/$t.log"; then
-    echo "!! $t found a crash: see artifacts/$t/ and reader/fuzz/target/$t.log" >&2
+    echo "!! $t found a crash: see artifacts/$t/ and thread-ctx/fuzz/target/$t.log" >&2
     tail -30 "target/$t.log" >&2
     status=1
   fi

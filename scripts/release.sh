@@ -36,12 +36,17 @@ name="$(field package.json name)"
 version="$(field package.json version)"
 platform_name="$(field "$platform_dir/package.json" name)"
 
-# One version everywhere: the package, its platform package and the two crates.
+# One version everywhere: the package, its platform package and the crates (every crate takes the
+# workspace's version from Cargo.toml's [workspace.package]).
 crate_version() { sed -n 's/^version = "\(.*\)"/\1/p' "$1" | head -1; }
-for v in "$(field "$platform_dir/package.json" version)" "$(crate_version Cargo.toml)" "$(crate_version reader/Cargo.toml)"; do
+if grep -L '^version.workspace = true' thread-ctx/*/Cargo.toml | grep -v fuzz | grep -q .; then
+  echo "release: every crate under thread-ctx/ must say version.workspace = true" >&2
+  exit 1
+fi
+for v in "$(field "$platform_dir/package.json" version)" "$(crate_version Cargo.toml)"; do
   if [[ "$v" != "$version" ]]; then
-    echo "release: version mismatch: package.json says $version, but $platform_dir/package.json, Cargo.toml" \
-      "and reader/Cargo.toml must all say it too (found $v)" >&2
+    echo "release: version mismatch: package.json says $version, but $platform_dir/package.json and" \
+      "Cargo.toml's [workspace.package] must say it too (found $v)" >&2
     exit 1
   fi
 done

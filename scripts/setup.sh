@@ -44,7 +44,7 @@ bash scripts/build-v8-addon.sh
 # its own lock file, not a dependency of the package) on Node 24 (the first Node whose
 # AsyncLocalStorage runs on the async-context frame by default), 22 with the flag, and 26.
 NODE_MATRIX="22 24 26" bash scripts/node-matrix.sh install
-ddtrace_fixture=reader/tests/fixtures/ddtrace_service
+ddtrace_fixture=thread-ctx/cli/tests/fixtures/ddtrace_service
 if [[ ! -d $ddtrace_fixture/node_modules || $ddtrace_fixture/package-lock.json -nt $ddtrace_fixture/node_modules/.package-lock.json ]]; then
   (cd "$ddtrace_fixture" && npm ci --omit=optional --no-audit --no-fund)
 fi

@@ -1,0 +1,167 @@
+//! `thread-ctx report --otlp FILE`: what an OpenTelemetry Collector received from `thread-ctx
+//! agent`, read back from its file exporter's output: per process, the resource, the build ids of
+//! the mapped files, and the summary `record` prints (CPU per route, trace or span, with its top
+//! frames and the share of samples linked to a span); and, for one process, the profile files
+//! `record` writes (pprof, flame graph, folded stacks), restricted by --trace/--span/--attr.
+//! The proof that the pipeline works end to end is drawn from what arrived, not from what was sent.
+
+use crate::exit_codes::usage;
+use crate::profile_args::ProfileFiles;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use thread_ctx_discovery::printable::printable;
+use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
+use thread_ctx_otlp::received::{read_exporter_file, resolve};
+use thread_ctx_output::pprof;
+use thread_ctx_output::selection::selection_summary;
+use thread_ctx_output::summary::{GroupBy, Summary};
+use thread_ctx_output::top;
+use thread_ctx_profile::Filter;
+
+/// Resource attributes shown first, in this order; the others are counted.
+const RESOURCE_SHOWN: [&str; 12] = [
+    "service.name",
+    "service.namespace",
+    "service.version",
+    "service.instance.id",
+    "deployment.environment.name",
+    "process.pid",
+    "process.vpid",
+    "container.id",
+    "k8s.pod.uid",
+    "process.executable.name",
+    "host.name",
+    "telemetry.sdk.language",
+];
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// What the Collector's file exporter wrote (its `proto` format: size-prefixed OTLP ProfilesData).
+    #[arg(long, value_name = "FILE")]
+    pub otlp: PathBuf,
+    /// Only this process (its resource's process.pid); repeatable.
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only processes of this service.name.
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// Summary rows: `span` (each span instance), `trace`, or a sample attribute by its key,
+    /// e.g. http.route [default: http.route when samples carry it, else trace].
+    #[arg(long, value_name = "span|trace|ATTR", value_parser = GroupBy::parse)]
+    pub by: Option<GroupBy>,
+    /// Summary rows shown; the rest are added up in one "other" row (0: all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// The files of one process (select it with --pid when the file holds several).
+    #[command(flatten)]
+    pub files: ProfileFiles,
+}
+
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let files = &args.files;
+    let filter = files.filter()?;
+    if !args.otlp.is_file() {
+        let what = if args.otlp.exists() { "is not a file" } else { "does not exist" };
+        return Err(usage(format!("--otlp: {} {what}", args.otlp.display())));
+    }
+    let file = read_exporter_file(&args.otlp)?;
+    if file.incomplete_tail > 0 {
+        eprintln!(
+            "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
+            file.incomplete_tail,
+            args.otlp.display()
+        );
+    }
+    let mut samples = Vec::new();
+    for (i, m) in file.messages.iter().enumerate() {
+        samples.extend(resolve(m).with_context(|| format!("{}: message {}", args.otlp.display(), i + 1))?);
+    }
+    let all = processes(&samples);
+    let total = all.len();
+    let shown: Vec<&ReceivedProcess> = all
+        .iter()
+        .filter(|p| args.pid.is_empty() || p.pid().is_some_and(|pid| args.pid.contains(&pid)))
+        .filter(|p| args.service.as_deref().is_none_or(|s| p.service_name() == Some(s)))
+        .collect();
+    if shown.is_empty() && total > 0 && (!args.pid.is_empty() || args.service.is_some()) {
+        let flag = if args.pid.is_empty() { "--service" } else { "--pid" };
+        let held: Vec<String> = all.iter().map(who).collect();
+        return Err(usage(format!("{flag}: no such process in {} (it holds {})", args.otlp.display(), held.join(", "))));
+    }
+    println!(
+        "{}: {} requests, {} CPU samples of {total} process{}{}",
+        args.otlp.display(),
+        file.messages.len(),
+        all.iter().map(ReceivedProcess::cpu_samples).sum::<u64>(),
+        if total == 1 { "" } else { "es" },
+        if shown.len() < total { format!(" ({} shown)", shown.len()) } else { String::new() }
+    );
+    for p in &shown {
+        println!();
+        print!("{}", describe(p, &args, &filter));
+    }
+    if files.writes_files() {
+        let [p] = shown.as_slice() else {
+            let held: Vec<String> = shown.iter().map(|p| who(p)).collect();
+            return Err(usage(format!(
+                "--pprof/--flamegraph/--folded: draw one process: select it with --pid (the file holds {})",
+                if held.is_empty() { "none".into() } else { held.join(", ") }
+            )));
+        };
+        let meta = pprof::Meta {
+            service_name: p.service_name().map(str::to_string),
+            start_unix_ns: p.start_unix_ns as i64,
+            duration_ns: p.end_unix_ns.saturating_sub(p.start_unix_ns) as i64,
+            comments: vec![format!("thread-ctx report --otlp {}", args.otlp.display())],
+        };
+        let subtitle = format!("{}, as the OpenTelemetry Collector received it", who(p));
+        files.write(&p.profile, &filter, &meta, &subtitle)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// "pid 4242 (shop)".
+fn who(p: &ReceivedProcess) -> String {
+    let pid = p.pid().map_or_else(|| "pid ?".to_string(), |pid| format!("pid {pid}"));
+    match p.service_name() {
+        Some(s) => format!("{pid} ({})", printable(s)),
+        None => pid,
+    }
+}
+
+/// One process: what it is, then the summary table, and the selection's own when
+/// --trace/--span/--attr chose what the flame graph or folded stacks show.
+fn describe(p: &ReceivedProcess, args: &ReportArgs, filter: &Filter) -> String {
+    let period = p.profile.cpu_period_ns;
+    let hz = if period == 0 { 0 } else { (1e9 / period as f64).round() as u32 };
+    let seconds = p.end_unix_ns.saturating_sub(p.start_unix_ns) as f64 / 1e9;
+    let cpu = p.cpu_samples();
+    let mut out = format!(
+        "{}: {cpu} CPU samples at {hz} Hz (~{:.2} s on CPU) in {} window{} over {seconds:.1} s\n",
+        who(p),
+        cpu as f64 / hz.max(1) as f64,
+        p.windows,
+        if p.windows == 1 { "" } else { "s" }
+    );
+    let mut shown: Vec<String> = RESOURCE_SHOWN.iter().filter_map(|k| Some(format!("{k}={}", printable(p.resource.get(*k)?)))).collect();
+    let others = p.resource.len() - shown.len();
+    if others > 0 {
+        shown.push(format!("(+{others} more)"));
+    }
+    out += &format!("  resource: {}\n", shown.join(" "));
+    let ids: Vec<String> = p.build_ids().iter().map(|(file, id)| format!("{} {id}", printable(file))).collect();
+    out += &format!("  build ids: {}\n", if ids.is_empty() { "none".to_string() } else { ids.join(", ") });
+    let keys: Vec<String> = p.profile.entries.iter().flat_map(|e| e.attrs.iter().map(|(k, _)| k.clone())).collect();
+    let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(Some(&keys)));
+    let mut summary = Summary::new(by.clone(), None);
+    for e in &p.profile.entries {
+        summary.add_entry(e);
+    }
+    let notes = top::top_frames(&p.profile, &by, 3);
+    out += &summary.render_table(hz, args.top, Some(&notes));
+    if let Some(selection) = selection_summary(&p.profile, filter, &by, hz, args.top) {
+        out += &selection;
+    }
+    out
+}

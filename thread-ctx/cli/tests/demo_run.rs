@@ -1,0 +1,240 @@
+//! The README's demo (`node demo/run.js`) end to end. As root: the demo service (NodeSDK with
+//! otel-thread-ctx's context manager) under load, `thread-ctx agent` streaming to the project's
+//! OpenTelemetry Collector, and `thread-ctx report` on what the Collector received. The test reads
+//! the Collector's file itself too (the library's decoder) and checks the demo's claims against
+//! it: routes with plausible shares, >= 90 % of the samples in the service's request code linked
+//! to a trace and span, the service's name and pid in the resource, build ids, flame graphs.
+//! Without root the demo falls back to `thread-ctx dump` snapshots and says so (run here as uid
+//! 65534 through setpriv when the tests run as root).
+
+mod common;
+mod sampler_common;
+
+use common::package_dir;
+use sampler_common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
+use thread_ctx_otlp::received::{read_exporter_file, resolve};
+
+/// Demo lengths tried in turn until a run has what the test needs: on a busy machine the service
+/// gets less CPU (and its start-up is a larger share of a short run), so the demo runs longer.
+const SECONDS: [&str; 3] = ["6", "15", "30"];
+/// CPU samples of the service's own request code (frames in demo/service.js) a run needs for
+/// its shares to mean something.
+const MIN_REQUEST_SAMPLES: u64 = 300;
+/// ptrace snapshots a run without root needs.
+const MIN_SNAPSHOTS: u64 = 3;
+/// The service's file: every function in it runs inside a request's span (its span log is in
+/// span-log.js), so samples with a frame of it should link to a trace and span.
+const SERVICE_FILE: &str = "demo/service.js";
+
+struct DemoRun {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    /// What the Collector wrote (--otlp-out).
+    received: PathBuf,
+}
+
+/// `node demo/run.js --seconds S` for each S of SECONDS until `enough` holds (or the last ran).
+fn run_demo_until(as_user: Option<&[&str]>, extra: &[&str], enough: impl Fn(&DemoRun) -> bool) -> DemoRun {
+    let mut run = run_demo(as_user, SECONDS[0], extra);
+    for seconds in &SECONDS[1..] {
+        if run.code != Some(0) || enough(&run) {
+            break;
+        }
+        run = run_demo(as_user, seconds, extra);
+    }
+    run
+}
+
+fn scratch() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("demo-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `node demo/run.js --seconds SECONDS EXTRA...`, optionally under `setpriv` (as another user), once.
+fn run_demo(as_user: Option<&[&str]>, seconds: &str, extra: &[&str]) -> DemoRun {
+    let root = package_dir();
+    let demo = root.join("demo/run.js");
+    let received = scratch().join(format!("received-{seconds}s.pb"));
+    let mut cmd = match as_user {
+        Some(setpriv_args) => {
+            let mut c = Command::new("setpriv");
+            c.args(setpriv_args).arg("node");
+            c
+        }
+        None => Command::new("node"),
+    };
+    // HOME: the unprivileged user's may not exist.
+    cmd.arg(&demo)
+        .args(["--seconds", seconds])
+        .args(extra)
+        .current_dir(&root)
+        .env("THREAD_CTX_BIN", env!("CARGO_BIN_EXE_thread-ctx"))
+        .env("HOME", "/tmp");
+    if as_user.is_none() {
+        cmd.arg("--otlp-out").arg(&received);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("running the demo ({cmd:?}): {e}"));
+    DemoRun {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        received,
+    }
+}
+
+/// N in a "PREFIX...): N ..." line, e.g. "snapshots of the event-loop thread (tid 7): 64".
+fn first_number_after(stdout: &str, prefix: &str) -> Option<u64> {
+    stdout.lines().find_map(|l| l.strip_prefix(prefix)?.split_once("): ")?.1.split(' ').next()?.parse().ok())
+}
+
+fn snapshots(stdout: &str) -> Option<u64> {
+    first_number_after(stdout, "snapshots of the event-loop thread (tid ")
+}
+
+fn assert_ran(test: &str, r: &DemoRun) {
+    assert_eq!(r.code, Some(0), "{test}: expected the demo to exit 0\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+}
+
+/// The service's pid, from "demo service pid N on ...".
+fn service_pid(stdout: &str) -> Option<u32> {
+    stdout.lines().find_map(|l| l.strip_prefix("demo service pid ")?.split(' ').next()?.parse().ok())
+}
+
+/// What the Collector received from the demo's service.
+fn received_from_service(r: &DemoRun) -> Option<ReceivedProcess> {
+    let pid = service_pid(&r.stdout)?;
+    let file = read_exporter_file(&r.received).ok()?;
+    let samples: Vec<_> = file.messages.iter().flat_map(|m| resolve(m).expect("a well-formed message")).collect();
+    processes(&samples).into_iter().find(|p| p.pid() == Some(pid))
+}
+
+/// (CPU samples with a frame in the service's file, how many of them link to a trace and span).
+fn request_code_samples(p: &ReceivedProcess) -> (u64, u64) {
+    let in_service =
+        |e: &thread_ctx_profile::Entry| e.stack.iter().any(|f| p.profile.frame(f).file.as_deref().is_some_and(|file| file.ends_with(SERVICE_FILE)));
+    let cpu = p.profile.entries.iter().filter(|e| !e.kind.is_off_cpu() && in_service(e));
+    cpu.fold((0, 0), |(all, linked), e| (all + e.count, linked + if e.trace_id.is_some() && e.span_id.is_some() { e.count } else { 0 }))
+}
+
+/// The SAMPLES and % columns of the report's row for `label` (a route, "(no span)", "total").
+fn row(stdout: &str, label: &str) -> Option<(u64, f64)> {
+    stdout.lines().find_map(|l| {
+        let rest = l.strip_prefix(label)?.trim_start();
+        let mut cols = rest.split_whitespace();
+        Some((cols.next()?.parse().ok()?, cols.next()?.trim_end_matches('%').parse().ok()?))
+    })
+}
+
+/// The GNU build id `readelf -n` reports for a file.
+fn readelf_build_id(path: &Path) -> Option<String> {
+    let out = Command::new("readelf").arg("-n").arg(path).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+}
+
+#[test]
+fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
+    let test = "demo_streams_through_the_agent_and_collector_and_reports_what_arrived";
+    if !ebpf_or_skip(test) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let dir = scratch();
+    let (slow_svg, all_svg) = (dir.join("slowest-trace.svg"), dir.join("all.svg"));
+    let extra = ["--flamegraph", slow_svg.to_str().unwrap(), "--flamegraph-all", all_svg.to_str().unwrap()];
+    let r = run_demo_until(None, &extra, |r| received_from_service(r).is_some_and(|p| request_code_samples(&p).0 >= MIN_REQUEST_SAMPLES));
+    assert_ran(test, &r);
+    let out = &r.stdout;
+    for step in
+        ["OpenTelemetry Collector ", "thread-ctx agent --pid ", "agent: SIGTERM after ", "what the Collector received (thread-ctx report --otlp "]
+    {
+        assert!(out.contains(step), "{test}: expected {step:?} in the demo's output:\n{out}");
+    }
+    let pid = service_pid(out).unwrap_or_else(|| panic!("{test}: no service pid:\n{out}"));
+    let p = received_from_service(&r)
+        .unwrap_or_else(|| panic!("{test}: the Collector received nothing from pid {pid} ({}):\n{out}", r.received.display()));
+
+    // >= 90 % of the samples in the service's request code link to a trace and span.
+    let (in_requests, linked) = request_code_samples(&p);
+    assert!(in_requests >= MIN_REQUEST_SAMPLES / 2, "{test}: only {in_requests} samples in {SERVICE_FILE} reached the Collector:\n{out}");
+    assert!(linked * 10 >= in_requests * 9, "{test}: only {linked} of {in_requests} samples in {SERVICE_FILE} link to a span:\n{out}");
+
+    // The resource is the service's, from its process context (NodeSDK's resource).
+    assert_eq!(p.service_name(), Some("demo-shop"), "{test}: resource {:?}", p.resource);
+    assert!(out.contains("  resource: service.name=demo-shop service.version=1.0.0 "), "{test}: the report names the service:\n{out}");
+    // The report's figures are those of the file.
+    let total = p.cpu_samples();
+    assert_eq!(row(out, "total").map(|r| r.0), Some(total), "{test}: the report's total is what the Collector received:\n{out}");
+    let with_span: u64 = p.profile.entries.iter().filter(|e| !e.kind.is_off_cpu() && e.trace_id.is_some()).map(|e| e.count).sum();
+    let carried = format!("{:.1}% of CPU samples carry a span", 100.0 * with_span as f64 / total as f64);
+    assert!(out.contains(&carried), "{test}: expected {carried:?}:\n{out}");
+
+    // Routes from the samples' http.route: the two CPU-heavy routes carry most of the CPU.
+    let (search, report) = (row(out, "/api/search"), row(out, "/api/report"));
+    let (Some(search), Some(report)) = (search, report) else { panic!("{test}: expected rows for /api/search and /api/report:\n{out}") };
+    assert!(search.1 >= 10.0 && report.1 >= 5.0 && search.1 + report.1 >= 50.0, "{test}: implausible route shares {search:?} {report:?}:\n{out}");
+    assert!(row(out, "/api/users/:id").is_some_and(|r| r.1 < search.1), "{test}: /api/users/:id burns little:\n{out}");
+
+    // Build ids: node's, as readelf reads it (node's own code is on every stack).
+    if let Some(node) = which_node() {
+        let id = readelf_build_id(&node).unwrap_or_else(|| panic!("{test}: no build id in {}", node.display()));
+        assert!(out.contains(&format!("{} {id}", node.display())), "{test}: expected node's build id {id} in the report:\n{out}");
+    }
+
+    // Flame graphs drawn from what the Collector received.
+    let all = std::fs::read_to_string(&all_svg).unwrap_or_default();
+    assert!(
+        all.contains("rankSearchResults") && all.contains("renderReport"),
+        "{test}: the flame graph of everything names the hot functions ({})",
+        all_svg.display()
+    );
+    assert!(out.contains("flame graph of the slowest trace"), "{test}: expected the slowest trace's flame graph:\n{out}");
+    let slowest = out.lines().find(|l| l.contains("flame graph of the slowest trace")).unwrap_or_default();
+    let samples = slowest.split(" CPU samples at ").next().and_then(|head| head.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    assert!(samples.is_some_and(|n| n > 0), "{test}: the slowest trace's line counts its CPU samples: {slowest}");
+    assert!(std::fs::read_to_string(&slow_svg).unwrap_or_default().contains("<svg"), "{test}: {} is an SVG", slow_svg.display());
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}: {total} CPU samples received from pid {pid}; {linked}/{in_requests} in {SERVICE_FILE} linked; /api/search {:.1}%, /api/report {:.1}%",
+        search.1,
+        report.1
+    );
+}
+
+/// The node binary the demo ran (the service, gone by now, ran the same: process.execPath).
+fn which_node() -> Option<PathBuf> {
+    let out = Command::new("node").args(["-p", "process.execPath"]).output().ok()?;
+    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+#[test]
+fn demo_without_root_falls_back_to_dump_snapshots() {
+    let test = "demo_without_root_falls_back_to_dump_snapshots";
+    // SAFETY: geteuid has no preconditions.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let nobody: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"];
+    if as_root {
+        let demo = package_dir().join("demo/run.js");
+        let readable = Command::new("setpriv").args(nobody).args(["test", "-r"]).arg(&demo).status();
+        if !readable.is_ok_and(|s| s.success()) {
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: uid 65534 cannot read {} (or setpriv is missing)", demo.display());
+            return;
+        }
+    }
+    let _serial = one_at_a_time();
+    let r = run_demo_until(as_root.then_some(nobody), &[], |r| snapshots(&r.stdout).is_some_and(|n| n >= MIN_SNAPSHOTS));
+    assert_ran(test, &r);
+    let out = &r.stdout;
+    assert!(
+        out.contains("not root: eBPF sampling needs root; falling back to thread-ctx dump snapshots"),
+        "{test}: expected the demo to say it falls back to dump snapshots:\n{out}"
+    );
+    let snapshots = snapshots(out).unwrap_or_else(|| panic!("{test}: no \"snapshots of the event-loop thread\" line:\n{out}"));
+    assert!(snapshots >= MIN_SNAPSHOTS, "{test}: expected >= {MIN_SNAPSHOTS} snapshots within {} s, saw {snapshots}:\n{out}", SECONDS[2]);
+    assert!(out.contains("Routes:\n| route | snapshots |"), "{test}: expected the routes table over snapshots:\n{out}");
+}

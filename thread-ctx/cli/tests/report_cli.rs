@@ -1,0 +1,182 @@
+//! `thread-ctx report --otlp FILE` on what a real OpenTelemetry Collector (built from Go modules
+//! by scripts/build-collector.sh) received and wrote with its file exporter: two processes' hand-
+//! built requests (links, http.route, a mapping with a build id, JS and native frames) sent by the
+//! library's exporter, so that every figure the report prints is known exactly; the profile files
+//! it draws for one process, span or trace; and its exit codes. (The demo test runs it on what the
+//! agent sent for a live service.)
+
+mod collector_common;
+mod otlp_common;
+
+use collector_common::{Collector, Received};
+use otlp_common::{config, example_request, BUILD_ID, SPAN_1, TRACE_ID};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+use thread_ctx_otlp::common::{any_value, AnyValue};
+use thread_ctx_otlp::{ExportProfilesServiceRequest, Exporter};
+
+const DELIVERY: Duration = Duration::from_secs(60);
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The example request as process `pid` of service `service`.
+fn request_of(pid: i64, service: &str) -> ExportProfilesServiceRequest {
+    let mut r = example_request("report");
+    for kv in &mut r.resource_profiles[0].resource.as_mut().unwrap().attributes {
+        match kv.key.as_str() {
+            "process.pid" => kv.value = Some(AnyValue { value: Some(any_value::Value::IntValue(pid)) }),
+            "service.name" => kv.value = Some(AnyValue { value: Some(any_value::Value::StringValue(service.into())) }),
+            _ => {}
+        }
+    }
+    r
+}
+
+/// One Collector run for every test of this file: a copy of what it wrote (two requests, from
+/// processes 4242 "checkout" and 4343 "billing"), and a directory for outputs.
+fn received() -> &'static (PathBuf, PathBuf) {
+    static FILE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let mut collector = Collector::running();
+        let exporter = Exporter::start(config(&collector.grpc_endpoint(), "grpc", "none")).unwrap();
+        exporter.export(request_of(4242, "checkout"));
+        exporter.export(request_of(4343, "billing"));
+        assert!(exporter.flush(DELIVERY), "not delivered within {DELIVERY:?}: {:?}", exporter.stats());
+        exporter.shutdown(Duration::from_secs(5));
+        collector.wait_for(DELIVERY, "both requests", |r: &Received| r.messages.len() == 2);
+        collector.stop();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("received.pb");
+        std::fs::copy(collector.output_file(), &file).unwrap();
+        (file, dir)
+    })
+}
+
+fn report(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_thread-ctx")).arg("report").args(args).output().expect("running thread-ctx report")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn columns(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+#[test]
+fn summarizes_each_process_the_collector_received() {
+    let (file, _) = received();
+    let out = report(&["--otlp", file.to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], format!("{}: 2 requests, 12 CPU samples of 2 processes", file.display()), "{stdout}");
+    // Each process: 3 samples of /api/search (span 1), 1 of /api/report (span 2), 2 unlinked, at 29 Hz.
+    for (pid, service) in [(4242, "checkout"), (4343, "billing")] {
+        let at = lines.iter().position(|l| l.starts_with(&format!("pid {pid} ({service}): "))).unwrap_or_else(|| panic!("no pid {pid}:\n{stdout}"));
+        let block = &lines[at..];
+        assert_eq!(block[0], format!("pid {pid} ({service}): 6 CPU samples at 29 Hz (~0.21 s on CPU) in 1 window over 10.0 s"));
+        assert_eq!(block[1], format!("  resource: service.name={service} process.pid={pid} (+1 more)"));
+        assert_eq!(block[2], format!("  build ids: /usr/bin/node {BUILD_ID}"));
+        assert_eq!(columns(block[3]), ["HTTP.ROUTE", "SAMPLES", "%", "CPU", "s", "TRACES"]);
+        assert_eq!(columns(block[4]), ["/api/search", "3", "50.0%", "0.10", "1"]);
+        assert_eq!(block[5], "    top: burnCpu (server.js:12) 100%", "the JS frame, at its sampled line");
+        assert_eq!(columns(block[6]), ["/api/report", "1", "16.7%", "0.03", "1"]);
+        assert_eq!(columns(block[8])[..4], ["(no", "span)", "2", "33.3%"]);
+        assert_eq!(columns(block[9])[..3], ["total", "6", "100.0%"]);
+        assert_eq!(block[10], "66.7% of CPU samples carry a span; 100.0% of those carry http.route.");
+    }
+}
+
+#[test]
+fn one_process_by_span_and_its_files() {
+    let (file, dir) = received();
+    let f = file.to_str().unwrap();
+    let svg = dir.join("span.svg");
+    let folded = dir.join("span.folded");
+    let pprof = dir.join("all.pb.gz");
+    let (trace, span) = (hex(&TRACE_ID), hex(&SPAN_1));
+    let out = report(&[
+        "--otlp",
+        f,
+        "--pid",
+        "4242",
+        "--by",
+        "span",
+        "--top",
+        "1",
+        "--flamegraph",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+        "--pprof",
+        pprof.to_str().unwrap(),
+        "--trace",
+        &trace,
+        "--span",
+        &span,
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with(&format!("{f}: 2 requests, 12 CPU samples of 2 processes (1 shown)\n")), "{stdout}");
+    assert!(!stdout.contains("pid 4343"), "--pid shows one process:\n{stdout}");
+    let row = stdout.lines().find(|l| l.starts_with(&format!("{trace} {span}"))).unwrap_or_else(|| panic!("no span row:\n{stdout}"));
+    assert!(row.ends_with("http.route=/api/search") && columns(row)[2..4] == ["3", "50.0%"], "{row}");
+    assert!(stdout.contains("(other: 1 more)"), "--top 1:\n{stdout}");
+    // Then the selection the files show, summarized on its own: its samples, its total.
+    let (_, selection) =
+        stdout.split_once(&format!("selection (trace {trace} span {span}): 3 of 6 CPU samples\n")).unwrap_or_else(|| panic!("{stdout}"));
+    let total = selection.lines().find(|l| l.starts_with("total")).unwrap();
+    assert_eq!(columns(total)[1..3], ["3", "100.0%"], "{selection}");
+    assert!(!selection.contains("(other"), "one span selected: {selection}");
+    // Only that span's stacks, root (the thread) first.
+    assert_eq!(std::fs::read_to_string(&folded).unwrap(), "main;uv_run;burnCpu file:///app/server.js:10_[j] 3\n");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains("burnCpu") && drawn.contains("<svg"), "{stderr}");
+    // The pprof keeps every sample; `thread-ctx flamegraph` draws from it like from a recording.
+    let back = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(["flamegraph", pprof.to_str().unwrap(), "--trace", &trace, "--folded"])
+        .arg(dir.join("trace.folded"))
+        .output()
+        .unwrap();
+    assert_eq!(back.status.code(), Some(0), "{:?}", text(&back));
+    assert_eq!(std::fs::read_to_string(dir.join("trace.folded")).unwrap(), "main;uv_run;burnCpu file:///app/server.js:10_[j] 4\n");
+}
+
+#[test]
+fn bad_input_exits_with_its_code_and_names_the_flag() {
+    let (file, dir) = received();
+    let f = file.to_str().unwrap();
+    let svg = dir.join("x.svg");
+    let svg = svg.to_str().unwrap();
+    let garbage = dir.join("garbage.pb");
+    std::fs::write(&garbage, [0, 0, 0, 3, 0xff, 0xff, 0xff]).unwrap();
+    let json = dir.join("received.json");
+    std::fs::write(&json, "{\"resourceProfiles\":[]}\n").unwrap();
+    let absent = "0f".repeat(16);
+    let cases: [(&[&str], i32, &str); 7] = [
+        (&["--otlp", "/nonexistent/received.pb"], 2, "--otlp: /nonexistent/received.pb does not exist"),
+        (&["--otlp", f, "--pid", "1"], 2, "--pid: no such process in"),
+        (
+            &["--otlp", f, "--flamegraph", svg],
+            2,
+            "--pprof/--flamegraph/--folded: draw one process: select it with --pid (the file holds pid 4242 (checkout), pid 4343 (billing))",
+        ),
+        (&["--otlp", f, "--pid", "4242", "--flamegraph", svg, "--trace", &absent], 2, "--trace: no CPU samples of trace 0f0f"),
+        (&["--otlp", f, "--trace", &absent], 2, "--trace/--span/--attr select what --flamegraph and --folded show"),
+        (&["--otlp", garbage.to_str().unwrap()], 3, "is not an OTLP ProfilesData"),
+        (&["--otlp", json.to_str().unwrap()], 3, "looks like the file exporter's json format"),
+    ];
+    for (args, code, message) in cases {
+        let out = report(args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
+    }
+}

@@ -1,0 +1,171 @@
+//! The symbolize stage of one process: names the addresses and threads its
+//! [`Aggregate`] hands over while the process runs, and turns each window's
+//! aggregate into a [`Profile`] (frames, mappings with build ids, thread
+//! names, notes). It reads the target (maps, perf map, jitdump, objects,
+//! thread names), so the agent runs it on its symbolization worker.
+
+use super::aggregate::{Aggregate, Space, Unnamed};
+use super::frame::Frame;
+use super::symbolized::{monotonic_to_unix_ns, Entry, Profile, StackFrame};
+use super::symbolizer::Symbolizer;
+use foldhash::{HashMap, HashMapExt, HashSet};
+use thread_ctx_discovery::build_id::build_id;
+use thread_ctx_sampler::SamplerOptions;
+
+/// Thread names kept per process; past this the table starts over (counted).
+const MAX_THREAD_NAMES: usize = 10_000;
+
+pub struct ProfileBuilder {
+    symbolizer: Symbolizer,
+    thread_names: HashMap<u32, String>,
+    cpu_period_ns: u64,
+    off_cpu: bool,
+    alloc: bool,
+    /// Thread names dropped to keep the table bounded.
+    pub thread_names_evicted: u64,
+}
+
+fn is_tracing_frame(name: &str) -> bool {
+    ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"].iter().any(|p| name.starts_with(p))
+}
+
+impl ProfileBuilder {
+    pub fn new(symbolizer: Symbolizer, opts: &SamplerOptions) -> ProfileBuilder {
+        ProfileBuilder {
+            symbolizer,
+            thread_names: HashMap::new(),
+            cpu_period_ns: opts.cpu_period_ns(),
+            off_cpu: opts.off_cpu,
+            alloc: opts.alloc,
+            thread_names_evicted: 0,
+        }
+    }
+
+    pub fn symbolizer(&self) -> &Symbolizer {
+        &self.symbolizer
+    }
+
+    /// Thread names cached now.
+    pub fn thread_names_cached(&self) -> usize {
+        self.thread_names.len()
+    }
+
+    /// Names what the aggregate saw first since the last call.
+    pub fn name(&mut self, unnamed: &Unnamed) {
+        self.symbolizer.name(&unnamed.user, &unnamed.kernel);
+        for &tid in &unnamed.tids {
+            self.name_thread(tid);
+        }
+    }
+
+    fn name_thread(&mut self, tid: u32) {
+        if self.thread_names.contains_key(&tid) {
+            return;
+        }
+        if self.thread_names.len() >= MAX_THREAD_NAMES {
+            self.thread_names_evicted += self.thread_names.len() as u64;
+            self.thread_names.clear();
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.symbolizer.pid()))
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_else(|_| format!("thread-{tid}"));
+        self.thread_names.insert(tid, comm);
+    }
+
+    /// The window's profile: every entry of `aggregate` with its stack named.
+    pub fn finish(&mut self, mut aggregate: Aggregate) -> Profile {
+        let unnamed = aggregate.take_unnamed();
+        self.name(&unnamed);
+        let mut p = Profile::new(self.symbolizer.pid());
+        p.cpu_period_ns = self.cpu_period_ns;
+        p.off_cpu_traced = self.off_cpu;
+        p.alloc_traced = self.alloc;
+        p.times_complete = aggregate.times_complete();
+        p.dropped_samples = aggregate.dropped_samples;
+        // The stack of each aggregate stack id, as profile frames (one per distinct stack).
+        let mut stacks: HashMap<u32, Vec<StackFrame>> = HashMap::new();
+        let mut frame_of: HashMap<usize, usize> = HashMap::new();
+        for raw in aggregate.entries() {
+            let stack = stacks
+                .entry(raw.key.stack)
+                .or_insert_with(|| {
+                    let (kernel, user) = aggregate.stack(raw.key.stack);
+                    let mut out = Vec::with_capacity(kernel.len() + user.len());
+                    let mut skipping = true;
+                    for (space, frames) in [(Space::Kernel, kernel), (Space::User, user)] {
+                        for (depth, &addr) in frames.iter().enumerate() {
+                            let i = self.symbolizer.frame_index(space, super::aggregate::lookup_addr(addr, depth));
+                            // A tracepoint's kernel stack starts in the tracing program itself: not the thread's code.
+                            if space == Space::Kernel && skipping && is_tracing_frame(&self.symbolizer.frame(i).name) {
+                                continue;
+                            }
+                            skipping = false;
+                            let next = frame_of.len();
+                            let frame = *frame_of.entry(i).or_insert(next);
+                            out.push(StackFrame { addr, frame, kernel: space == Space::Kernel });
+                        }
+                    }
+                    out
+                })
+                .clone();
+            let k = &raw.key;
+            p.push_distinct(Entry {
+                kind: k.kind,
+                stack,
+                tid: k.tid,
+                trace_id: k.trace_id,
+                span_id: k.span_id,
+                attrs: k.attrs.to_vec(),
+                count: raw.count,
+                weight: raw.weight,
+                times: raw.times.clone(),
+            });
+        }
+        let named = self.symbolizer.take_frames();
+        let mut frames: Vec<Option<Frame>> = vec![None; frame_of.len()];
+        for (window_index, profile_index) in frame_of {
+            frames[profile_index] = Some(named[window_index].clone());
+        }
+        for f in frames.into_iter().flatten() {
+            p.intern(f);
+        }
+        let tids: HashSet<u32> = p.entries.iter().map(|e| e.tid).collect();
+        p.thread_names = tids.iter().filter_map(|t| self.thread_names.get(t).map(|n| (*t, n.clone()))).collect();
+        self.finish_profile(&mut p, aggregate.losses);
+        p
+    }
+
+    fn finish_profile(&self, p: &mut Profile, losses: super::decode::StackLosses) {
+        let sym = &self.symbolizer;
+        p.mappings = sym.mappings().iter().filter(|m| m.is_file_backed() && m.perms.contains('x')).cloned().collect();
+        for m in &p.mappings {
+            if let Some(id) = build_id(p.pid, m) {
+                p.build_ids.insert((m.dev.clone(), m.inode), id);
+            }
+        }
+        p.monotonic_to_unix_ns = monotonic_to_unix_ns();
+        p.runs_v8 = sym.runs_v8();
+        if p.runs_v8 {
+            p.notes.extend(sym.perf_map_note());
+            p.notes.extend(sym.jitdump_notes());
+        }
+        p.notes.extend(sym.baseline_note());
+        p.notes.extend(sym.source_map_notes());
+        if !p.entries.is_empty() {
+            p.process_notes = sym.process_notes_once();
+        }
+        if p.dropped_samples > 0 {
+            p.notes.push(format!(
+                "{} samples were left out of the profile: it already held {} distinct stack x thread x span entries",
+                p.dropped_samples,
+                super::aggregate::MAX_ENTRIES
+            ));
+        }
+        for (what, n) in [("user", losses.user), ("kernel", losses.kernel)] {
+            if n > 0 {
+                p.notes
+                    .push(format!("{n} samples have no {what} stack (the kernel could not take it); they count under their thread with no frames"));
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The profile stages every sample goes through, in order:
+//!
+//! 1. [`decode`]: a sampler event of a tracked process becomes a [`Sample`]
+//!    (ids, attributes named through the key map, kind and weight, stacks);
+//! 2. [`aggregate`]: samples merge by kind x raw stack x thread x span x
+//!    attributes, and each address and thread is handed out for naming once
+//!    per window;
+//! 3. [`builder`]: the [`Symbolizer`] names those addresses (native frames
+//!    from the mapped objects' ELF symbols, parsed once per object for all
+//!    processes by [`NativeSymbols`]; JS frames from V8's jitdump or perf map;
+//!    kernel frames from kallsyms), and each window's aggregate becomes a
+//!    [`Profile`] ([`symbolized`]): what every output renders.
+//!
+//! Stages 1 and 2 never read the target; stage 3 does. A [`Filter`] selects
+//! entries for an output.
+
+pub mod aggregate;
+pub mod builder;
+pub mod decode;
+pub mod filter;
+pub mod frame;
+pub mod jitdump;
+pub mod native_symbols;
+pub mod perf_map;
+pub mod perf_map_reader;
+pub mod pipeline;
+pub mod sample;
+pub mod sink;
+pub mod source_map;
+pub mod symbol_pages;
+pub mod symbolized;
+pub mod symbolizer;
+pub mod window;
+
+pub use aggregate::Aggregate;
+pub use builder::ProfileBuilder;
+pub use decode::{Decoder, StackLosses};
+pub use filter::Filter;
+pub use frame::{Frame, FrameKind, Generated, SourcePos};
+pub use native_symbols::NativeSymbols;
+pub use sample::{Measure, Sample, SampleKind, Value};
+pub use symbolized::{Entry, Profile};
+pub use symbolizer::Symbolizer;
+pub use window::{Window, WindowProcess};

@@ -1,0 +1,270 @@
+//! One decoded event: a CPU sample (who was running) or an off-CPU interval
+//! (who was switched out, for how long), the thread context it published and
+//! its stacks, decoded from the skeleton's `sample_event`.
+
+use super::ctx_state::CtxState;
+use super::skel::types::sample_event;
+use serde_json::{json, Value};
+use thread_ctx_discovery::ctx_record::{decode_attrs, Header, HEADER_SIZE};
+use thread_ctx_discovery::ids::hex;
+
+/// Size of `struct sample_event` (bpf/sampler_abi.h asserts the same layout): the largest record.
+pub const EVENT_SIZE: usize = 2088;
+const _: () = assert!(std::mem::size_of::<sample_event>() == EVENT_SIZE);
+/// Bytes of the event before its attrs: every ring-buffer record starts with them, followed by
+/// the user and kernel stack frames and the attrs-data it holds (`send_event` in bpf/ctx_reader.bpf.h).
+pub const EVENT_HEAD_SIZE: usize = 76;
+const _: () = assert!(std::mem::offset_of!(sample_event, attrs) == EVENT_HEAD_SIZE);
+
+const EVENT_CPU_SAMPLE: u8 = 0;
+const EVENT_OFF_CPU: u8 = 1;
+const EVENT_ALLOC: u8 = 2;
+const EVENT_FLAG_PREEMPTED: u16 = 1;
+
+/// Which program sent the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A cpu-clock tick on the thread.
+    Cpu,
+    /// The thread was switched out for [`Event::off_cpu_ns`] from `time_ns`.
+    OffCpu,
+    /// V8 sampled an allocation of [`Event::alloc_size`] bytes on the thread (the allocation uprobe).
+    Alloc,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns), comparable to process.hrtime().
+    pub time_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub state: CtxState,
+    /// The thread's TLS pointer (record address), 0 when it was not reached.
+    pub record_addr: u64,
+    /// The header as copied, when the record was reachable (`state.has_header()`).
+    pub header: Option<Header>,
+    /// attrs-data bytes; only for `CtxState::Valid`.
+    pub attrs: Vec<u8>,
+    /// User stack (instruction pointers, innermost first), or the negative
+    /// errno bpf_get_stack returned (-ENOENT: not captured).
+    pub user_stack: Result<Vec<u64>, i32>,
+    /// Likewise for the kernel stack (-EFAULT for a sample taken in user mode).
+    pub kernel_stack: Result<Vec<u64>, i32>,
+    /// What the sample weighs, in its kind's unit: off-CPU the nanoseconds the thread was
+    /// switched out, allocations the sampled object's bytes, 0 for CPU samples.
+    pub value: u64,
+    /// Off-CPU: switched out while runnable (waited for a CPU) rather than blocked.
+    pub preempted: bool,
+}
+
+/// The first `bytes` bytes of a stack buffer as instruction pointers, or the error.
+fn stack(bytes: i32, buf: &[u64]) -> Result<Vec<u64>, i32> {
+    if bytes < 0 {
+        return Err(bytes);
+    }
+    let n = (bytes as usize / 8).min(buf.len());
+    Ok(buf[..n].iter().copied().take_while(|&ip| ip != 0).collect())
+}
+
+impl Event {
+    /// Decodes one ring-buffer record; Err says why it is not an event.
+    pub fn decode(bytes: &[u8]) -> Result<Event, String> {
+        if bytes.len() < EVENT_HEAD_SIZE || bytes.len() > EVENT_SIZE {
+            return Err(format!("ring buffer event of {} bytes, expected {EVENT_HEAD_SIZE} to {EVENT_SIZE}", bytes.len()));
+        }
+        let mut raw = sample_event::default();
+        // SAFETY: sample_event is plain integers and arrays, valid for any bits; the head is its first EVENT_HEAD_SIZE bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut raw as *mut sample_event).cast::<u8>(), EVENT_HEAD_SIZE) };
+        let len = |n: i32| n.max(0) as usize;
+        let (user, kernel) = (len(raw.user_stack_bytes), len(raw.kernel_stack_bytes));
+        let attrs = if raw.state == CtxState::Valid as u8 { raw.header.attrs_size as usize } else { 0 };
+        if user > 8 * raw.user_stack.len() || kernel > 8 * raw.kernel_stack.len() || attrs > raw.attrs.len() {
+            return Err(format!("event declares {user} + {kernel} stack bytes and {attrs} attrs bytes, more than it holds"));
+        }
+        if bytes.len() != EVENT_HEAD_SIZE + user + kernel + attrs {
+            return Err(format!("ring buffer event of {} bytes, its head declares {}", bytes.len(), EVENT_HEAD_SIZE + user + kernel + attrs));
+        }
+        let frames = |at: usize, n: usize, out: &mut [u64]| {
+            for (i, chunk) in bytes[at..at + n].chunks_exact(8).enumerate() {
+                out[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+            }
+        };
+        frames(EVENT_HEAD_SIZE, user, &mut raw.user_stack);
+        frames(EVENT_HEAD_SIZE + user, kernel, &mut raw.kernel_stack);
+        raw.attrs[..attrs].copy_from_slice(&bytes[EVENT_HEAD_SIZE + user + kernel..]);
+        Self::from_raw(&raw)
+    }
+
+    fn from_raw(raw: &sample_event) -> Result<Event, String> {
+        let kind = match raw.kind {
+            EVENT_CPU_SAMPLE => EventKind::Cpu,
+            EVENT_OFF_CPU => EventKind::OffCpu,
+            EVENT_ALLOC => EventKind::Alloc,
+            k => {
+                return Err(format!(
+                    "event kind {k}, expected {EVENT_CPU_SAMPLE} (CPU sample), {EVENT_OFF_CPU} (off-CPU) or {EVENT_ALLOC} (allocation)"
+                ))
+            }
+        };
+        let state = CtxState::from_raw(raw.state).ok_or_else(|| format!("event state {} out of range", raw.state))?;
+        let header = state.has_header().then(|| {
+            let h = &raw.header;
+            let mut b = [0u8; HEADER_SIZE];
+            b[..16].copy_from_slice(&h.trace_id);
+            b[16..24].copy_from_slice(&h.span_id);
+            (b[24], b[25]) = (h.valid, h.flags);
+            b[26..28].copy_from_slice(&h.attrs_size.to_ne_bytes());
+            Header::parse(&b)
+        });
+        let attrs = match (state, header) {
+            (CtxState::Valid, Some(h)) => raw.attrs[..(h.attrs_size as usize).min(raw.attrs.len())].to_vec(),
+            _ => Vec::new(),
+        };
+        Ok(Event {
+            kind,
+            time_ns: raw.time_ns,
+            pid: raw.pid,
+            tid: raw.tid,
+            cpu: raw.cpu,
+            state,
+            record_addr: raw.record_addr,
+            header,
+            attrs,
+            user_stack: stack(raw.user_stack_bytes, &raw.user_stack),
+            kernel_stack: stack(raw.kernel_stack_bytes, &raw.kernel_stack),
+            value: raw.value,
+            preempted: raw.flags & EVENT_FLAG_PREEMPTED != 0,
+        })
+    }
+
+    /// The sampled object's size in bytes, for an allocation sample.
+    pub fn alloc_size(&self) -> Option<u64> {
+        (self.kind == EventKind::Alloc).then_some(self.value)
+    }
+
+    /// Nanoseconds the thread was switched out, for an off-CPU sample.
+    pub fn off_cpu_ns(&self) -> Option<u64> {
+        (self.kind == EventKind::OffCpu).then_some(self.value)
+    }
+
+    /// (trace id, span id, flags) when the sample carries a span context.
+    pub fn span(&self) -> Option<([u8; 16], [u8; 8], u8)> {
+        let h = self.header.filter(|_| self.state == CtxState::Valid)?;
+        (h.trace_id != [0; 16] || h.span_id != [0; 8]).then_some((h.trace_id, h.span_id, h.flags))
+    }
+
+    /// One `--format jsonl` line.
+    pub fn to_json(&self, key_map: Option<&[String]>) -> Value {
+        let span = self.span();
+        let attrs = (self.state == CtxState::Valid).then(|| {
+            let (entries, problems) = decode_attrs(&self.attrs, key_map);
+            json!({ "hex": hex(&self.attrs), "entries": entries, "problems": problems })
+        });
+        json!({
+            "kind": match self.kind { EventKind::Cpu => "cpu", EventKind::OffCpu => "off_cpu", EventKind::Alloc => "alloc" },
+            "time_ns": self.time_ns,
+            "duration_ns": self.off_cpu_ns(),
+            "preempted": (self.kind == EventKind::OffCpu).then_some(self.preempted),
+            "size": self.alloc_size(),
+            "pid": self.pid,
+            "tid": self.tid,
+            "cpu": self.cpu,
+            "state": self.state.name(),
+            "valid": self.header.map(|h| h.valid),
+            "record_address": (self.record_addr != 0).then(|| format!("{:#x}", self.record_addr)),
+            "trace_id": span.map(|s| hex(&s.0)),
+            "span_id": span.map(|s| hex(&s.1)),
+            "flags": span.map(|s| s.2),
+            "attrs": attrs,
+            "stack_depth": self.user_stack.as_ref().ok().map(Vec::len),
+            "stack_error": self.user_stack.as_ref().err(),
+            "kernel_stack_depth": self.kernel_stack.as_ref().ok().map(Vec::len),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(state: CtxState, valid: u8, attrs: &[u8]) -> sample_event {
+        let mut e = sample_event { time_ns: 123, pid: 77, tid: 77, state: state as u8, ..Default::default() };
+        e.user_stack_bytes = -14;
+        e.kernel_stack_bytes = 16;
+        e.kernel_stack[..2].copy_from_slice(&[0xffff_ffff_8100_0000, 0xffff_ffff_8100_0100]);
+        e.header.trace_id = [0xaa; 16];
+        e.header.span_id = [0xbb; 8];
+        (e.header.valid, e.header.flags, e.header.attrs_size) = (valid, 1, attrs.len() as u16);
+        e.attrs[..attrs.len()].copy_from_slice(attrs);
+        e
+    }
+
+    /// The record the BPF program sends for `e`: its head, then what it holds.
+    fn bytes(e: &sample_event) -> Vec<u8> {
+        // SAFETY: reading a plain-data struct's bytes.
+        let all = unsafe { std::slice::from_raw_parts((e as *const sample_event).cast::<u8>(), EVENT_SIZE) };
+        let mut out = all[..EVENT_HEAD_SIZE].to_vec();
+        let user = e.user_stack_bytes.max(0) as usize;
+        let kernel = e.kernel_stack_bytes.max(0) as usize;
+        out.extend(e.user_stack.iter().flat_map(|f| f.to_ne_bytes()).take(user));
+        out.extend(e.kernel_stack.iter().flat_map(|f| f.to_ne_bytes()).take(kernel));
+        if e.state == CtxState::Valid as u8 {
+            out.extend_from_slice(&e.attrs[..e.header.attrs_size as usize]);
+        }
+        out
+    }
+
+    #[test]
+    fn valid_sample_decodes_ids_attrs_and_stacks() {
+        let s = Event::decode(&bytes(&raw(CtxState::Valid, 1, &[0, 2, b'/', b'a']))).unwrap();
+        assert_eq!((s.time_ns, s.tid), (123, 77));
+        assert_eq!(s.span(), Some(([0xaa; 16], [0xbb; 8], 1)));
+        assert_eq!(s.user_stack, Err(-14));
+        assert_eq!(s.kernel_stack, Ok(vec![0xffff_ffff_8100_0000, 0xffff_ffff_8100_0100]));
+        assert_eq!((s.kind, s.value, s.preempted), (EventKind::Cpu, 0, false));
+        let j = s.to_json(Some(&["http.route".to_string()]));
+        assert_eq!(j["trace_id"], "aa".repeat(16));
+        assert_eq!(j["attrs"]["hex"], "00022f61");
+        assert_eq!(j["attrs"]["entries"][0]["key"], "http.route");
+        assert_eq!(j["state"], "valid");
+        assert_eq!((j["stack_error"].as_i64(), j["kernel_stack_depth"].as_u64()), (Some(-14), Some(2)));
+        assert_eq!((j["kind"].as_str(), j["duration_ns"].as_u64()), (Some("cpu"), None));
+    }
+
+    #[test]
+    fn off_cpu_events_carry_duration_and_preemption() {
+        let mut e = raw(CtxState::Valid, 1, &[]);
+        (e.kind, e.flags, e.value) = (1, 1, 50_000_000);
+        let s = Event::decode(&bytes(&e)).unwrap();
+        assert_eq!((s.kind, s.off_cpu_ns(), s.preempted), (EventKind::OffCpu, Some(50_000_000), true));
+        let j = s.to_json(None);
+        assert_eq!((j["kind"].as_str(), j["duration_ns"].as_u64(), j["preempted"].as_bool()), (Some("off_cpu"), Some(50_000_000), Some(true)));
+    }
+
+    #[test]
+    fn invalid_and_torn_samples_carry_no_span() {
+        let s = Event::decode(&bytes(&raw(CtxState::Invalid, 0, &[]))).unwrap();
+        assert_eq!(s.span(), None);
+        assert_eq!(s.header.unwrap().valid, 0);
+        let t = Event::decode(&bytes(&raw(CtxState::Torn, 1, &[1, 0]))).unwrap();
+        assert_eq!(t.span(), None);
+        assert!(t.attrs.is_empty());
+        assert_eq!(t.to_json(None)["trace_id"], Value::Null);
+    }
+
+    #[test]
+    fn bad_events_are_rejected_with_reason() {
+        assert!(Event::decode(&[0; 10]).unwrap_err().contains("expected 76 to 2088"));
+        let mut short = bytes(&raw(CtxState::Valid, 1, &[0, 2, b'/', b'a']));
+        short.pop();
+        assert!(Event::decode(&short).unwrap_err().contains("its head declares"), "a record shorter than its head says is refused");
+        let mut e = raw(CtxState::Valid, 1, &[]);
+        e.state = 42;
+        assert!(Event::decode(&bytes(&e)).unwrap_err().contains("state 42"));
+        e.state = CtxState::Valid as u8;
+        e.kind = 9;
+        assert!(Event::decode(&bytes(&e)).unwrap_err().contains("event kind 9"));
+    }
+}
