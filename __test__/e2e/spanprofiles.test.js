@@ -10,6 +10,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
+const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('./pipeline');
 const { findSpans } = require('./jaeger');
@@ -224,6 +225,24 @@ test('spanprofiles: slow spans explained in Jaeger', {
       t.diagnostic(`  ${route}: ${r.length} spans, median ${fmt(median(r))}, p5 ${fmt(q(r, 0.05))}, p95 ${fmt(q(r, 0.95))}`);
     }
     assert.ok(median(ratios) >= 0.85 && median(ratios) <= 1.15, `median ${median(ratios)}`);
+  });
+
+  await t.test('thread-ctx report --traces reads what the connector wrote, as Jaeger has it', () => {
+    const r = spawnSync(pipeline.BIN.threadCtx, ['report', '--traces', collector.files.traces, '--slowest', '5', '--json'], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const report = JSON.parse(r.stdout);
+    const routes = Object.fromEntries(report.routes.map((x) => [x.route, x]));
+    t.diagnostic(`report --traces: ${report.spans} spans; /wait p50 ${fmt(routes['/wait']?.p50_ms)} ms, p99 ${fmt(routes['/wait']?.p99_ms)} ms; its slowest 1 %: ${JSON.stringify(routes['/wait']?.slowest_1_percent.per_request.held_by)}`);
+    for (const route of ['/hog', '/wait', '/alloc', '/block']) assert.ok(routes[route]?.requests > 0, `report --traces has no ${route}`);
+    const byId = new Map(enriched.map((s) => [s.traceId, s]));
+    const compared = report.slowest.filter((x) => byId.has(x.trace_id));
+    assert.ok(compared.length >= 3, `${compared.length} of the report's slowest traces are in Jaeger's answer`);
+    for (const x of compared) {
+      const s = byId.get(x.trace_id);
+      assert.ok(Math.abs(x.duration_ms - s.durationMs) < 0.01, `${x.trace_id}: ${x.duration_ms} ms in the report, ${s.durationMs} in Jaeger`);
+      assert.ok(Math.abs(x.explanation.other_requests_cpu_ms - s.attrs['thread_ctx.cpu.other_traces_ms']) < 1e-6, `${x.trace_id}: cpu.other_traces_ms`);
+      assert.ok(Math.abs(x.explanation.idle_ms - s.attrs['thread_ctx.off_cpu.no_span_ms']) < 1e-6, `${x.trace_id}: off_cpu.no_span_ms`);
+    }
   });
 
   await t.test('exemplars: spanmetrics histograms lead to enriched traces', async () => {
