@@ -260,11 +260,12 @@ pub fn value_text(d: &ProfilesDictionary, v: &AnyValue) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use opentelemetry_proto::tonic::profiles::v1development as otlp;
 
-    fn framed(messages: &[ProfilesData]) -> Vec<u8> {
+    /// The file exporter's framing of `messages`.
+    pub(crate) fn framed<M: Message>(messages: &[M]) -> Vec<u8> {
         let mut out = Vec::new();
         for m in messages {
             let bytes = m.encode_to_vec();

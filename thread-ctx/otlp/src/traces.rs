@@ -127,7 +127,6 @@ pub(crate) mod tests {
     use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue as Array};
     use opentelemetry_proto::tonic::resource::v1::Resource;
     use opentelemetry_proto::tonic::trace::v1::{span::Event, ResourceSpans, ScopeSpans, Span as OtlpSpan};
-    use prost::Message;
 
     fn kv(k: &str, v: any_value::Value) -> KeyValue {
         KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
@@ -177,23 +176,12 @@ pub(crate) mod tests {
         }
     }
 
-    /// The file exporter's framing of `messages`.
-    pub(crate) fn file_of(messages: &[TracesData]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for m in messages {
-            let b = m.encode_to_vec();
-            out.extend((b.len() as u32).to_be_bytes());
-            out.extend(b);
-        }
-        out
-    }
-
     #[test]
     fn enriched_spans_read_back_with_every_field_of_the_contract() {
         let dir = std::env::temp_dir().join(format!("traces-read-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("traces.pb");
-        let mut bytes = file_of(&[traces()]);
+        let mut bytes = crate::received::tests::framed(&[traces()]);
         bytes.extend([0, 0, 0, 9, 1]); // a message still being written
         std::fs::write(&path, &bytes).unwrap();
         let (spans, tail) = read_traces_file(&path).unwrap();
