@@ -5,7 +5,7 @@
 //! `record` writes (pprof, flame graph, folded stacks), restricted by --trace/--span/--attr.
 //! The proof that the pipeline works end to end is drawn from what arrived, not from what was sent.
 
-use crate::exit_codes::usage;
+use crate::exit_codes::{existing_file, usage};
 use crate::profile_args::ProfileFiles;
 use crate::traces_cmd;
 use anyhow::{Context, Result};
@@ -138,15 +138,6 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
         files.write(&p.profile, &filter, &meta, &subtitle)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A usage error unless `path` (given with `flag`) is a file.
-pub fn existing_file(flag: &str, path: &std::path::Path) -> Result<()> {
-    if path.is_file() {
-        return Ok(());
-    }
-    let what = if path.exists() { "is not a file" } else { "does not exist" };
-    Err(usage(format!("{flag}: {} {what}", path.display())))
 }
 
 /// "pid 4242 (shop)".

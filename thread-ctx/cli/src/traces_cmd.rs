@@ -2,7 +2,7 @@
 //! Collector's file exporter (`thread_ctx_otlp::traces`) and explained per route
 //! (`thread_ctx_output::slow_requests`), as text or JSON.
 
-use crate::report_cmd::existing_file;
+use crate::exit_codes::existing_file;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::Path;
