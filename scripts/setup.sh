@@ -52,3 +52,6 @@ fi
 # The OpenTelemetry Collector the OTLP tests and the demo stream profiles into (Go modules; built
 # once into target/otelcol/, rebuilt only when collector/ changes).
 bash scripts/build-collector.sh
+# Jaeger v2, the trace backend the spanprofiles end-to-end test reads enriched spans back from
+# (Go modules; built once into target/jaeger/, rebuilt only when collector/jaeger/ changes).
+bash scripts/build-jaeger.sh

@@ -15,6 +15,7 @@ mod record_cmd;
 mod render;
 mod report_cmd;
 mod shim_parent;
+mod traces_cmd;
 
 use clap::{Parser, Subcommand};
 use exit_codes::{code_of, EXIT_CODES_HELP};

@@ -12,5 +12,6 @@ pub mod group;
 pub mod pprof;
 pub mod pprof_dir;
 pub mod selection;
+pub mod slow_requests;
 pub mod summary;
 pub mod top;
