@@ -9,7 +9,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const YAML = require('yaml');
-const { ROOT, BIN } = require('./pipeline');
+const { ROOT, BIN } = require('../../demo/pipeline');
 
 const docs = YAML.parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy', 'kubernetes', 'collector.yaml'), 'utf8')).map((d) => d.toJS());
 const configMap = docs.find((d) => d.kind === 'ConfigMap');

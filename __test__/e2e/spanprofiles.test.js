@@ -12,7 +12,7 @@ const path = require('node:path');
 const http = require('node:http');
 const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
-const pipeline = require('./pipeline');
+const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
 
 const SERVICE = 'e2e-shop';

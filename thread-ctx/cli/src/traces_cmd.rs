@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
 use thread_ctx_otlp::traces::read_traces_file;
-use thread_ctx_output::slow_requests::{report, Explanation, Report};
+use thread_ctx_output::slow_requests::{mean, report, Explanation, Report};
 
 pub fn run(path: &Path, slowest: usize, top: usize, as_json: bool) -> Result<ExitCode> {
     existing_file("--traces", path)?;
@@ -37,15 +37,16 @@ fn explanation(e: &Explanation) -> Value {
         "mean_ms": per(e.duration_ms),
         "own_cpu_ms": per(e.own_cpu_ms),
         "other_requests_cpu_ms": per(e.other_requests_cpu_ms),
-        "other_requests_off_cpu_ms": per(e.other_requests_off_cpu_ms),
+        // null: not measured (the agent ran without --off-cpu / --alloc).
+        "other_requests_off_cpu_ms": mean(e.other_requests_off_cpu_ms, e.off_cpu_measured),
         "no_span_cpu_ms": per(e.no_span_cpu_ms),
-        "blocked_in_it_ms": per(e.blocked_in_it_ms),
-        "idle_ms": per(e.idle_ms),
-        "alloc_bytes": if e.enriched == 0 { 0 } else { e.alloc_bytes / e.enriched as i64 },
+        "blocked_in_it_ms": mean(e.blocked_in_it_ms, e.off_cpu_measured),
+        "idle_ms": mean(e.idle_ms, e.off_cpu_measured),
+        "alloc_bytes": mean(e.alloc_bytes as f64, e.alloc_measured).map(|b| b.round() as i64),
         "samples": e.samples,
         "own_frames": e.own_frames.iter().map(|(f, ms)| json!({ "frame": f, "ms": per(*ms) })).collect::<Vec<_>>(),
         "held_by": e.held_by.iter().map(|(who, ms, frame)| json!({ "who": who, "ms": per(*ms), "top_frame": frame })).collect::<Vec<_>>(),
-        "alloc_frames": e.alloc_frames.iter().map(|(f, bytes)| json!({ "frame": f, "bytes": per(*bytes) })).collect::<Vec<_>>(),
+        "alloc_frames": e.alloc_frames.iter().map(|(f, bytes)| json!({ "frame": f, "bytes": mean(*bytes, e.alloc_measured) })).collect::<Vec<_>>(),
     })
 }
 

@@ -100,7 +100,12 @@ pub struct Explanation {
     pub no_span_cpu_ms: f64,
     pub blocked_in_it_ms: f64,
     pub idle_ms: f64,
+    /// Enriched requests that carried the off-CPU fields (the agent ran with `--off-cpu`): the
+    /// off-CPU figures are means over these.
+    pub off_cpu_measured: usize,
     pub alloc_bytes: i64,
+    /// Enriched requests that carried `alloc_bytes` (the agent ran with `--alloc`).
+    pub alloc_measured: usize,
     pub samples: i64,
     /// Own frames, weighted by the CPU they stand for (ms), heaviest first.
     pub own_frames: Vec<(String, f64)>,
@@ -121,11 +126,17 @@ impl Explanation {
             e.duration_ms += s.duration_ms();
             e.own_cpu_ms += j.cpu_trace_ms;
             e.other_requests_cpu_ms += j.cpu_other_traces_ms;
-            e.other_requests_off_cpu_ms += j.off_cpu_other_traces_ms.unwrap_or(0.0);
             e.no_span_cpu_ms += j.cpu_no_span_ms;
-            e.blocked_in_it_ms += j.off_cpu_trace_ms.unwrap_or(0.0);
-            e.idle_ms += j.off_cpu_no_span_ms.unwrap_or(0.0);
-            e.alloc_bytes += j.alloc_bytes.unwrap_or(0);
+            if let (Some(other), Some(own), Some(idle)) = (j.off_cpu_other_traces_ms, j.off_cpu_trace_ms, j.off_cpu_no_span_ms) {
+                e.off_cpu_measured += 1;
+                e.other_requests_off_cpu_ms += other;
+                e.blocked_in_it_ms += own;
+                e.idle_ms += idle;
+            }
+            if let Some(bytes) = j.alloc_bytes {
+                e.alloc_measured += 1;
+                e.alloc_bytes += bytes;
+            }
             e.samples += j.samples;
             for (frame, share) in j.top_frames.iter().filter_map(|f| parse_frame(f)) {
                 *own.entry(frame).or_default() += share * j.cpu_trace_ms;
@@ -149,35 +160,50 @@ impl Explanation {
         e
     }
 
-    /// The text block: one line per part, with its share of the requests' time.
+    /// The text block: one line per part, with its share of the requests' time. A part the
+    /// agent did not measure says so rather than showing 0.
     pub fn render(&self, indent: &str) -> String {
         if self.enriched == 0 {
             return format!("{indent}not enriched: no profile of their process and thread covered them (see the Collector's otelcol_connector_spanprofiles_spans)\n");
         }
-        let pct = |ms: f64| if self.duration_ms > 0.0 { 100.0 * ms / self.duration_ms } else { 0.0 };
-        let per = |ms: f64| ms / self.enriched as f64;
         let frames = |fs: &[(String, f64)]| fs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>().join(", ");
         let mut out = String::new();
-        let mut line = |what: &str, ms: f64, more: String| {
-            out += &format!("{indent}{what:<38}{:>9.1} ms {:>4.0} %{more}\n", per(ms), pct(ms));
+        // A part's mean per request over the requests that measured it, and its share of their time.
+        let mut line = |what: &str, ms: f64, measured: usize, more: String| {
+            let share = mean(self.duration_ms, self.enriched).map_or(0.0, |d| if d > 0.0 { 100.0 * ms / measured as f64 / d } else { 0.0 });
+            out += &format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64);
         };
         let own_top = if self.own_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.own_frames)) };
-        line("own CPU", self.own_cpu_ms, own_top);
-        line("other requests on its thread, on CPU", self.other_requests_cpu_ms, String::new());
-        line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, String::new());
-        line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, String::new());
-        line("off CPU inside it (blocked)", self.blocked_in_it_ms, String::new());
-        line("idle (waiting for I/O, timers)", self.idle_ms, String::new());
+        line("own CPU", self.own_cpu_ms, self.enriched, own_top);
+        line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.enriched, String::new());
+        line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.enriched, String::new());
+        if self.off_cpu_measured > 0 {
+            line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
+            line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+        } else {
+            out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
+        }
         if !self.held_by.is_empty() {
             let held: Vec<String> =
                 self.held_by.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", ms / self.enriched as f64)).collect();
             out += &format!("{indent}{:<38}{}\n", "held by", held.join(", "));
         }
-        let alloc_top = if self.alloc_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.alloc_frames)) };
-        out += &format!("{indent}{:<38}{:>9.2} MB{alloc_top}\n", "allocated", self.alloc_bytes as f64 / 1e6 / self.enriched as f64);
+        match mean(self.alloc_bytes as f64, self.alloc_measured) {
+            Some(bytes) => {
+                let alloc_top = if self.alloc_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.alloc_frames)) };
+                out += &format!("{indent}{:<38}{:>9.2} MB{alloc_top}\n", "allocated", bytes / 1e6);
+            }
+            None => out += &format!("{indent}{:<38}not measured: the agent ran without --alloc\n", "allocated"),
+        }
         out += &format!("{indent}({} CPU samples; a CPU figure is good to about one sampling period per request)\n", self.samples);
         out
     }
+}
+
+/// A part's mean per request, over the `measured` requests whose spans carried it (None: none did).
+pub fn mean(total: f64, measured: usize) -> Option<f64> {
+    (measured > 0).then(|| total / measured as f64)
 }
 
 fn heaviest(m: BTreeMap<String, f64>, n: usize) -> Vec<(String, f64)> {
@@ -354,5 +380,22 @@ mod tests {
         assert!(text.contains("other requests on its thread, on CPU"), "{text}");
         assert!(text.contains("/hog 60.7 ms in hogCPU (service.js:24)"), "{text}");
         assert!(text.contains("not enriched"), "{text}");
+        assert!(text.contains("allocated                             not measured: the agent ran without --alloc"), "{text}");
+        assert!(!text.contains("without --off-cpu"), "off-CPU time was measured: {text}");
+    }
+
+    /// Without --off-cpu the off-CPU parts are missing from the spans: the report says they were
+    /// not measured instead of showing 0 ms, and means are over the spans that had each part.
+    #[test]
+    fn parts_the_agent_did_not_measure_say_so() {
+        let cpu_only = Joined { off_cpu_other_traces_ms: None, off_cpu_no_span_ms: None, off_cpu_trace_ms: None, ..waited(40.0) };
+        let with_alloc = Joined { alloc_bytes: Some(3_000_000), ..cpu_only.clone() };
+        let spans = [span("/wait", 40.0, Some(cpu_only)), span("/wait", 41.0, Some(with_alloc))];
+        let e = Explanation::of(&spans.iter().collect::<Vec<_>>(), 3);
+        assert_eq!((e.enriched, e.off_cpu_measured, e.alloc_measured), (2, 0, 1));
+        let text = e.render("");
+        assert!(text.contains("off CPU                               not measured: the agent ran without --off-cpu"), "{text}");
+        assert!(!text.contains("idle (waiting"), "{text}");
+        assert!(text.contains("allocated                                  3.00 MB"), "the mean over the one span that measured it: {text}");
     }
 }

@@ -1,5 +1,6 @@
 'use strict';
-// The span-profiles pipeline on one host, every part real and on free loopback ports: Jaeger v2
+// The span-profiles pipeline on one host (the demo, and the end-to-end test of __test__/e2e/),
+// every part real and on free loopback ports: Jaeger v2
 // (target/jaeger/jaeger, memory storage), the project's Collector with collector/spanprofiles.yaml
 // (target/otelcol/otelcol-thread-ctx: the spanprofiles and spanmetrics connectors, OTLP to Jaeger),
 // an instrumented service whose NodeSDK exports spans to that Collector, and `thread-ctx agent`
@@ -10,11 +11,11 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 
-const ROOT = path.join(__dirname, '..', '..');
+const ROOT = path.join(__dirname, '..');
 const BIN = {
   collector: process.env.OTELCOL_BIN || path.join(ROOT, 'target', 'otelcol', 'otelcol-thread-ctx'),
   jaeger: process.env.JAEGER_BIN || path.join(ROOT, 'target', 'jaeger', 'jaeger'),
-  threadCtx: path.join(ROOT, 'target', 'release', 'thread-ctx'),
+  threadCtx: process.env.THREAD_CTX_BIN || path.join(ROOT, 'target', 'release', 'thread-ctx'),
 };
 
 /** What is missing to run the pipeline, as a message saying how to get it; null when nothing is. */
@@ -72,9 +73,10 @@ async function startJaeger(dir) {
   return { ...s, otlpGrpc: s.ports[0], queryHttp: s.ports[1] };
 }
 
-/** The Collector with collector/spanprofiles.yaml, its files in `dir`. */
-async function startCollector(dir, jaegerOtlpPort, maxWait = '10s') {
-  const files = { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json') };
+/** The Collector with collector/spanprofiles.yaml, its files in `dir` unless `outputs` names them. */
+async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}) {
+  const files = { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json'), ...outputs };
+  for (const f of Object.values(files)) fs.rmSync(f, { force: true });
   const s = await startServer('collector', BIN.collector,
     ['--config', path.join(ROOT, 'collector', 'spanprofiles.yaml'), '--feature-gates=+service.profilesSupport'], dir, 2,
     ([grpc, http]) => ({
