@@ -19,9 +19,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
+use thread_ctx_otlp::received::{read_exporter_file, resolve};
 use thread_ctx_otlp::traces::read_traces_file;
 use thread_ctx_output::slow_requests::Span;
-use thread_ctx_otlp::received::{read_exporter_file, resolve};
 
 /// Demo lengths tried in turn until a run has what the test needs: on a busy machine the service
 /// gets less CPU (and its start-up is a larger share of a short run), so the demo runs longer.
@@ -220,7 +220,8 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
         assert!(why.contains(part), "{test}: expected {part:?} in the explanation:\n{why}");
     }
     let slowest = requests.iter().filter(|s| s.joined.is_some()).map(|s| s.duration_ns).max().unwrap_or(0);
-    let first = why.split("the 3 slowest requests:").nth(1).and_then(|t| t.trim_start().split(" ms").next()).and_then(|ms| ms.trim().parse::<f64>().ok());
+    let first =
+        why.split("the 3 slowest requests:").nth(1).and_then(|t| t.trim_start().split(" ms").next()).and_then(|ms| ms.trim().parse::<f64>().ok());
     assert!(
         first.is_some_and(|ms| (ms - slowest as f64 / 1e6).abs() < 0.1),
         "{test}: the first of the slowest requests ({first:?} ms) is the slowest enriched span ({} ms):\n{why}",
