@@ -59,6 +59,15 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
 }
 
+/// A usage error unless `path` (given with `flag`) is a file.
+pub fn existing_file(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    if path.is_file() {
+        return Ok(());
+    }
+    let what = if path.exists() { "is not a file" } else { "does not exist" };
+    Err(usage(format!("{flag}: {} {what}", path.display())))
+}
+
 /// The exit code for an error: the first cause in its chain whose kind says.
 pub fn code_of(e: &anyhow::Error) -> u8 {
     for cause in e.chain() {

@@ -18,6 +18,7 @@ mod report_cmd;
 mod sampling_args;
 mod shim_parent;
 mod target;
+mod traces_cmd;
 
 use clap::{Parser, Subcommand};
 use exit_codes::{code_of, EXIT_CODES_HELP};

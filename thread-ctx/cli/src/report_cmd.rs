@@ -6,8 +6,9 @@
 //! The proof that the pipeline works end to end is drawn from what arrived, not from what was sent.
 
 use crate::console::{print_stdout, say};
-use crate::exit_codes::usage;
+use crate::exit_codes::{existing_file, usage};
 use crate::profile_args::ProfileFiles;
+use crate::traces_cmd;
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -40,8 +41,19 @@ const RESOURCE_SHOWN: [&str; 12] = [
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
     /// What the Collector's file exporter wrote (its `proto` format: size-prefixed OTLP ProfilesData).
+    #[arg(long, value_name = "FILE", required_unless_present = "traces", conflicts_with = "traces")]
+    pub otlp: Option<PathBuf>,
+    /// Enriched spans the Collector's spanprofiles connector wrote through a file exporter (its
+    /// `proto` format: size-prefixed OTLP TracesData): per route the latency, and where the
+    /// slowest 1 % spent their time.
     #[arg(long, value_name = "FILE")]
-    pub otlp: PathBuf,
+    pub traces: Option<PathBuf>,
+    /// With --traces: also explain the N slowest requests one by one.
+    #[arg(long, value_name = "N", requires = "traces", default_value_t = 0)]
+    pub slowest: usize,
+    /// With --traces: the report as JSON, for scripts.
+    #[arg(long, requires = "traces")]
+    pub json: bool,
     /// Only this process (its resource's process.pid); repeatable.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<u32>,
@@ -61,23 +73,30 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let (otlp, traces) = (args.otlp.clone(), args.traces.clone());
+    match (otlp, traces) {
+        (_, Some(traces)) => traces_cmd::run(&traces, args.slowest, args.top, args.json),
+        (Some(otlp), None) => profiles(args, otlp),
+        (None, None) => Err(usage("--otlp FILE or --traces FILE: what should be read?")),
+    }
+}
+
+/// `report --otlp`: what the Collector received of the agent's profiles.
+fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
     let files = &args.files;
     let filter = files.filter()?;
-    if !args.otlp.is_file() {
-        let what = if args.otlp.exists() { "is not a file" } else { "does not exist" };
-        return Err(usage(format!("--otlp: {} {what}", args.otlp.display())));
-    }
-    let file = read_exporter_file(&args.otlp)?;
+    existing_file("--otlp", &otlp)?;
+    let file = read_exporter_file(&otlp)?;
     if file.incomplete_tail > 0 {
         say!(
             "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
             file.incomplete_tail,
-            args.otlp.display()
+            otlp.display()
         );
     }
     let mut samples = Vec::new();
     for (i, m) in file.messages.iter().enumerate() {
-        samples.extend(resolve(m).with_context(|| format!("{}: message {}", args.otlp.display(), i + 1))?);
+        samples.extend(resolve(m).with_context(|| format!("{}: message {}", otlp.display(), i + 1))?);
     }
     let all = processes(&samples);
     let total = all.len();
@@ -89,12 +108,12 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if shown.is_empty() && total > 0 && (!args.pid.is_empty() || args.service.is_some()) {
         let flag = if args.pid.is_empty() { "--service" } else { "--pid" };
         let held: Vec<String> = all.iter().map(who).collect();
-        return Err(usage(format!("{flag}: no such process in {} (it holds {})", args.otlp.display(), held.join(", "))));
+        return Err(usage(format!("{flag}: no such process in {} (it holds {})", otlp.display(), held.join(", "))));
     }
     let by = group_by(&args, &shown)?;
     let mut out = format!(
         "{}: {} requests, {} CPU samples of {total} process{}{}\n",
-        args.otlp.display(),
+        otlp.display(),
         file.messages.len(),
         all.iter().map(ReceivedProcess::cpu_samples).sum::<u64>(),
         if total == 1 { "" } else { "es" },
@@ -116,7 +135,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             service_name: p.service_name().map(str::to_string),
             start_unix_ns: p.start_unix_ns as i64,
             duration_ns: p.end_unix_ns.saturating_sub(p.start_unix_ns) as i64,
-            comments: vec![format!("thread-ctx report --otlp {}", args.otlp.display())],
+            comments: vec![format!("thread-ctx report --otlp {}", otlp.display())],
         };
         let subtitle = |counted: &str| format!("{}, {counted}, as the OpenTelemetry Collector received it", who(p));
         files.write(&p.profile, &filter, &meta, &subtitle)?;

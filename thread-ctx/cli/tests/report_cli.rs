@@ -200,3 +200,96 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
     }
     assert!(!Path::new(folded).exists(), "an empty selection writes no folded file");
 }
+
+/// A file as the Collector's file exporter writes enriched traces: 100 /wait requests, the
+/// slowest held by a /hog request, and one child span; and the framing of `messages`.
+fn traces_file(dir: &std::path::Path) -> PathBuf {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, span::SpanKind, ResourceSpans, ScopeSpans, Span, TracesData};
+    use prost::Message;
+    let kv = |k: &str, v: Value| KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() };
+    let request = |i: u8, ms: u64, held: Option<&str>| Span {
+        trace_id: vec![i; 16],
+        span_id: vec![i; 8],
+        name: "GET /wait".into(),
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: 1_000_000_000,
+        end_time_unix_nano: 1_000_000_000 + ms * 1_000_000,
+        attributes: vec![
+            kv("http.route", Value::StringValue("/wait".into())),
+            kv("thread_ctx.cpu.span_ms", Value::DoubleValue(0.0)),
+            kv("thread_ctx.cpu.trace_ms", Value::DoubleValue(1.0)),
+            kv("thread_ctx.cpu.other_traces_ms", Value::DoubleValue(if held.is_some() { 60.6 } else { 0.0 })),
+            kv("thread_ctx.cpu.no_span_ms", Value::DoubleValue(0.0)),
+            kv("thread_ctx.off_cpu.no_span_ms", Value::DoubleValue(29.0)),
+            kv("thread_ctx.samples", Value::IntValue(6)),
+        ],
+        events: held
+            .map(|h| Event {
+                name: "thread_ctx.profile".into(),
+                attributes: vec![kv(
+                    "held_by",
+                    Value::ArrayValue(ArrayValue { values: vec![AnyValue { value: Some(Value::StringValue(h.into())) }] }),
+                )],
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    let mut spans: Vec<Span> = (1..=99).map(|i| request(i, 30 + u64::from(i) / 10, None)).collect();
+    spans.push(request(200, 95, Some("/hog 4bf92f3577b34da6a3ce929d0e0e4736 60.6ms: hogCPU (service.js:24)")));
+    spans.push(Span { span_id: vec![7; 8], parent_span_id: vec![1; 8], kind: SpanKind::Internal as i32, name: "db".into(), ..request(1, 5, None) });
+    let data = TracesData {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource { attributes: vec![kv("service.name", Value::StringValue("shop".into()))], ..Default::default() }),
+            scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    };
+    let bytes = data.encode_to_vec();
+    let path = dir.join("traces.pb");
+    let mut framed = (bytes.len() as u32).to_be_bytes().to_vec();
+    framed.extend(bytes);
+    std::fs::write(&path, framed).unwrap();
+    path
+}
+
+#[test]
+fn traces_explain_the_slowest_requests_per_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = traces_file(dir.path());
+    let f = file.to_str().unwrap();
+    let out = report(&["--traces", f, "--slowest", "1"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("101 spans, 100 requests of 1 routes (100 enriched by spanprofiles)"), "{stdout}");
+    let row = stdout.lines().find(|l| l.starts_with("/wait ")).expect("the /wait row");
+    assert_eq!(columns(row), ["/wait", "100", "35.0", "39.0", "39.0", "95.0"], "{stdout}");
+    assert!(stdout.contains("/wait: the slowest 1 % (1 request, 95.0 ms and more)"), "{stdout}");
+    assert!(stdout.contains("/hog 60.6 ms in hogCPU (service.js:24)"), "{stdout}");
+    assert!(stdout.contains("trace c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8"), "the slowest request, by its trace id: {stdout}");
+
+    let out = report(&["--traces", f, "--json", "--slowest", "2"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["routes"][0]["route"], "/wait");
+    assert_eq!(json["routes"][0]["slowest_1_percent"]["per_request"]["other_requests_cpu_ms"], 60.6);
+    assert_eq!(json["routes"][0]["slowest_1_percent"]["per_request"]["held_by"][0]["who"], "/hog");
+    assert_eq!(json["slowest"].as_array().unwrap().len(), 2);
+
+    let garbage = dir.path().join("garbage.pb");
+    std::fs::write(&garbage, [0, 0, 0, 3, 0xff, 0xff, 0xff]).unwrap();
+    let cases: [(&[&str], i32, &str); 4] = [
+        (&["--traces", "/nonexistent/traces.pb"], 2, "--traces: /nonexistent/traces.pb does not exist"),
+        (&["--traces", garbage.to_str().unwrap()], 3, "is not an OTLP TracesData"),
+        (&["--otlp", f, "--traces", f], 2, "cannot be used with"),
+        (&["--slowest", "3"], 2, "--traces"),
+    ];
+    for (args, code, message) in cases {
+        let out = report(args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
+    }
+}

@@ -36,6 +36,7 @@ mod retry;
 mod sink;
 mod stats;
 mod to_otlp;
+pub mod traces;
 mod transport;
 
 pub use config::{Compression, ConfigError, ExporterConfig, Overrides, Protocol, DEFAULT_QUEUE_CAPACITY, HTTP_PROFILES_PATH};

@@ -27,18 +27,24 @@ pub struct ExporterFile {
 /// Decodes the file exporter's `proto` format. A size prefix that runs past the end is an
 /// incomplete tail; a message that does not decode is an error naming its offset.
 pub fn decode_file_exporter(bytes: &[u8]) -> Result<ExporterFile> {
-    let mut out = ExporterFile::default();
+    let (messages, incomplete_tail) = decode_messages::<ProfilesData>(bytes, "ProfilesData")?;
+    Ok(ExporterFile { messages, incomplete_tail })
+}
+
+/// The file exporter's `proto` framing, for any OTLP message `M` (`what` names it in errors):
+/// the messages, and the bytes at the end that do not hold a whole one yet.
+pub fn decode_messages<M: Message + Default>(bytes: &[u8], what: &str) -> Result<(Vec<M>, usize)> {
+    let mut messages = Vec::new();
     let mut at = 0usize;
     while bytes.len() - at >= 4 {
         let size = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         let Some(message) = bytes.get(at + 4..).and_then(|rest| rest.get(..size)) else { break };
-        let data = ProfilesData::decode(message)
-            .map_err(|cause| FileError::Decode { what: format!("the message at byte {at} ({size} bytes) is not an OTLP ProfilesData"), cause })?;
-        out.messages.push(data);
+        let data = M::decode(message)
+            .map_err(|cause| FileError::Decode { what: format!("the message at byte {at} ({size} bytes) is not an OTLP {what}"), cause })?;
+        messages.push(data);
         at += 4 + size;
     }
-    out.incomplete_tail = bytes.len() - at;
-    Ok(out)
+    Ok((messages, bytes.len() - at))
 }
 
 /// Reads and decodes a file exporter's output; errors name the file and say which format it
@@ -267,11 +273,12 @@ pub fn value_text(d: &ProfilesDictionary, v: &AnyValue) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use opentelemetry_proto::tonic::profiles::v1development as otlp;
 
-    fn framed(messages: &[ProfilesData]) -> Vec<u8> {
+    /// The file exporter's framing of `messages`.
+    pub(crate) fn framed<M: Message>(messages: &[M]) -> Vec<u8> {
         let mut out = Vec::new();
         for m in messages {
             let bytes = m.encode_to_vec();

@@ -16,5 +16,6 @@ pub mod native_name;
 pub mod pprof;
 pub mod pprof_dir;
 pub mod selection;
+pub mod slow_requests;
 pub mod summary;
 pub mod top;
