@@ -5,10 +5,12 @@
 //! `record` writes (pprof, flame graph, folded stacks), restricted by --trace/--span/--attr.
 //! The proof that the pipeline works end to end is drawn from what arrived, not from what was sent.
 
+use crate::console::{print_stdout, say};
 use crate::exit_codes::{existing_file, usage};
 use crate::profile_args::ProfileFiles;
 use crate::traces_cmd;
 use anyhow::{Context, Result};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use thread_ctx_discovery::printable::printable;
@@ -16,7 +18,7 @@ use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
 use thread_ctx_otlp::received::{read_exporter_file, resolve};
 use thread_ctx_output::pprof;
 use thread_ctx_output::selection::selection_summary;
-use thread_ctx_output::summary::{GroupBy, Summary};
+use thread_ctx_output::summary::{GroupBy, Summary, NO_ROUTE_HINT, ROUTE_KEY};
 use thread_ctx_output::top;
 use thread_ctx_profile::Filter;
 
@@ -86,7 +88,7 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
     existing_file("--otlp", &otlp)?;
     let file = read_exporter_file(&otlp)?;
     if file.incomplete_tail > 0 {
-        eprintln!(
+        say!(
             "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
             file.incomplete_tail,
             otlp.display()
@@ -108,8 +110,9 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
         let held: Vec<String> = all.iter().map(who).collect();
         return Err(usage(format!("{flag}: no such process in {} (it holds {})", otlp.display(), held.join(", "))));
     }
-    println!(
-        "{}: {} requests, {} CPU samples of {total} process{}{}",
+    let by = group_by(&args, &shown)?;
+    let mut out = format!(
+        "{}: {} requests, {} CPU samples of {total} process{}{}\n",
         otlp.display(),
         file.messages.len(),
         all.iter().map(ReceivedProcess::cpu_samples).sum::<u64>(),
@@ -117,9 +120,9 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
         if shown.len() < total { format!(" ({} shown)", shown.len()) } else { String::new() }
     );
     for p in &shown {
-        println!();
-        print!("{}", describe(p, &args, &filter));
+        out += &format!("\n{}", describe(p, &args, &by, &filter));
     }
+    print_stdout(&out)?;
     if files.writes_files() {
         let [p] = shown.as_slice() else {
             let held: Vec<String> = shown.iter().map(|p| who(p)).collect();
@@ -134,10 +137,30 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
             duration_ns: p.end_unix_ns.saturating_sub(p.start_unix_ns) as i64,
             comments: vec![format!("thread-ctx report --otlp {}", otlp.display())],
         };
-        let subtitle = format!("{}, as the OpenTelemetry Collector received it", who(p));
+        let subtitle = |counted: &str| format!("{}, {counted}, as the OpenTelemetry Collector received it", who(p));
         files.write(&p.profile, &filter, &meta, &subtitle)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The summary's rows: `--by`, when some sample carries it, else `http.route` when samples carry
+/// it, else traces (with a note of what sets a route).
+fn group_by(args: &ReportArgs, shown: &[&ReceivedProcess]) -> Result<GroupBy> {
+    let keys: BTreeSet<&str> = shown.iter().flat_map(|p| &p.profile.entries).flat_map(|e| e.attrs.iter().map(|(k, _)| k.as_str())).collect();
+    match &args.by {
+        Some(GroupBy::Attr(key)) if !keys.contains(key.as_str()) => {
+            let carried = if keys.is_empty() { "no attribute".to_string() } else { keys.into_iter().collect::<Vec<_>>().join(", ") };
+            Err(usage(format!("--by {key}: no sample carries {key}; they carry {carried}")))
+        }
+        Some(by) => Ok(by.clone()),
+        None if keys.contains(ROUTE_KEY) => Ok(GroupBy::Attr(ROUTE_KEY.into())),
+        None => {
+            if shown.iter().flat_map(|p| &p.profile.entries).any(|e| e.trace_id.is_some()) {
+                say!("thread-ctx: note: rows are traces: {NO_ROUTE_HINT}, and the package's `attributes` must include it");
+            }
+            Ok(GroupBy::Trace)
+        }
+    }
 }
 
 /// "pid 4242 (shop)".
@@ -151,7 +174,7 @@ fn who(p: &ReceivedProcess) -> String {
 
 /// One process: what it is, then the summary table, and the selection's own when
 /// --trace/--span/--attr chose what the flame graph or folded stacks show.
-fn describe(p: &ReceivedProcess, args: &ReportArgs, filter: &Filter) -> String {
+fn describe(p: &ReceivedProcess, args: &ReportArgs, by: &GroupBy, filter: &Filter) -> String {
     let period = p.profile.cpu_period_ns;
     let hz = if period == 0 { 0 } else { (1e9 / period as f64).round() as u32 };
     let seconds = p.end_unix_ns.saturating_sub(p.start_unix_ns) as f64 / 1e9;
@@ -171,15 +194,14 @@ fn describe(p: &ReceivedProcess, args: &ReportArgs, filter: &Filter) -> String {
     out += &format!("  resource: {}\n", shown.join(" "));
     let ids: Vec<String> = p.build_ids().iter().map(|(file, id)| format!("{} {id}", printable(file))).collect();
     out += &format!("  build ids: {}\n", if ids.is_empty() { "none".to_string() } else { ids.join(", ") });
-    let keys: Vec<String> = p.profile.entries.iter().flat_map(|e| e.attrs.iter().map(|(k, _)| k.clone())).collect();
-    let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(Some(&keys)));
-    let mut summary = Summary::new(by.clone(), None);
+    let mut summary = Summary::new(by.clone());
     for e in &p.profile.entries {
         summary.add_entry(e);
     }
-    let notes = top::top_frames(&p.profile, &by, 3);
+    let notes = top::top_frames(&p.profile, by, 3);
     out += &summary.render_table(hz, args.top, Some(&notes));
-    if let Some(selection) = selection_summary(&p.profile, filter, &by, hz, args.top) {
+    let kind = args.files.select.kind(&p.profile);
+    if let Some(selection) = selection_summary(&p.profile, filter, kind, by, hz, args.top) {
         out += &selection;
     }
     out

@@ -2,6 +2,7 @@
 //! Collector's file exporter (`thread_ctx_otlp::traces`) and explained per route
 //! (`thread_ctx_output::slow_requests`), as text or JSON.
 
+use crate::console::{print_stdout, println_stdout, say};
 use crate::exit_codes::existing_file;
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -14,17 +15,14 @@ pub fn run(path: &Path, slowest: usize, top: usize, as_json: bool) -> Result<Exi
     existing_file("--traces", path)?;
     let (spans, tail) = read_traces_file(path)?;
     if tail > 0 {
-        eprintln!(
-            "thread-ctx: note: the last {tail} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
-            path.display()
-        );
+        say!("thread-ctx: note: the last {tail} bytes of {} are not a whole message yet (is the Collector still writing?): left out", path.display());
     }
     // --top 0 means all, as for the profile summary.
     let r = report(&spans, slowest, if top == 0 { usize::MAX } else { top });
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&r, path))?);
+        println_stdout(&serde_json::to_string_pretty(&to_json(&r, path))?)?;
     } else {
-        print!("{}", r.render(&path.display().to_string()));
+        print_stdout(&r.render(&path.display().to_string()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

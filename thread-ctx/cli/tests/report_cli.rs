@@ -139,6 +139,9 @@ fn one_process_by_span_and_its_files() {
     assert_eq!(std::fs::read_to_string(&folded).unwrap(), "main;uv_run;burnCpu file:///app/server.js:10_[j] 3\n");
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.contains("burnCpu") && drawn.contains("<svg"), "{stderr}");
+    // The title says which samples are drawn, the subtitle how many of them.
+    assert!(drawn.contains(&format!(">CPU: trace {trace} span {span}<")), "the title names the kind drawn:\n{drawn}");
+    assert!(drawn.contains("3 CPU samples"), "the subtitle counts the samples drawn:\n{drawn}");
     // The pprof keeps every sample; `thread-ctx flamegraph` draws from it like from a recording.
     let back = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
         .args(["flamegraph", pprof.to_str().unwrap(), "--trace", &trace, "--folded"])
@@ -160,7 +163,15 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
     let json = dir.join("received.json");
     std::fs::write(&json, "{\"resourceProfiles\":[]}\n").unwrap();
     let absent = "0f".repeat(16);
-    let cases: [(&[&str], i32, &str); 7] = [
+    // A pprof profile (gzip), and a file too short for one message's size prefix.
+    let pprof = dir.join("bad-input.pb.gz");
+    let drawn = report(&["--otlp", f, "--pid", "4242", "--pprof", pprof.to_str().unwrap()]);
+    assert_eq!(drawn.status.code(), Some(0), "{:?}", text(&drawn));
+    let two_bytes = dir.join("two-bytes.pb");
+    std::fs::write(&two_bytes, [0x0a, 0x00]).unwrap();
+    let folded = dir.join("empty.folded");
+    let folded = folded.to_str().unwrap();
+    let cases: [(&[&str], i32, &str); 13] = [
         (&["--otlp", "/nonexistent/received.pb"], 2, "--otlp: /nonexistent/received.pb does not exist"),
         (&["--otlp", f, "--pid", "1"], 2, "--pid: no such process in"),
         (
@@ -172,6 +183,14 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
         (&["--otlp", f, "--trace", &absent], 2, "--trace/--span/--attr select what --flamegraph and --folded show"),
         (&["--otlp", garbage.to_str().unwrap()], 3, "is not an OTLP ProfilesData"),
         (&["--otlp", json.to_str().unwrap()], 3, "looks like the file exporter's json format"),
+        (&["--otlp", pprof.to_str().unwrap()], 3, "is gzip data (a pprof profile?"),
+        (&["--otlp", two_bytes.to_str().unwrap()], 3, "holds 2 bytes, less than one message"),
+        // One empty selection, one outcome for every drawn or folded output.
+        (&["--otlp", f, "--pid", "4242", "--folded", folded, "--trace", &absent], 2, "--trace: no CPU samples of trace 0f0f"),
+        (&["--otlp", f, "--pid", "4242", "--folded", folded, "--kind", "alloc"], 2, "--kind alloc: no allocation samples"),
+        // A key no sample carries: say which keys they carry.
+        (&["--otlp", f, "--by", "route"], 2, "--by route: no sample carries route; they carry http.route"),
+        (&["--otlp", f, "--pid", "4242", "--folded", folded, "--kind", "off-cpu"], 2, "--kind off-cpu: no off-CPU intervals"),
     ];
     for (args, code, message) in cases {
         let out = report(args);
@@ -179,6 +198,7 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
         assert_eq!(out.status.code(), Some(code), "{args:?}:\n{stdout}\n{stderr}");
         assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
     }
+    assert!(!Path::new(folded).exists(), "an empty selection writes no folded file");
 }
 
 /// A file as the Collector's file exporter writes enriched traces: 100 /wait requests, the

@@ -40,7 +40,7 @@ pub mod traces;
 mod transport;
 
 pub use config::{Compression, ConfigError, ExporterConfig, Overrides, Protocol, DEFAULT_QUEUE_CAPACITY, HTTP_PROFILES_PATH};
-pub use exporter::{Exporter, StartError};
+pub use exporter::{Exporter, StartCause, StartError};
 pub use retry::RetryPolicy;
 pub use sink::OtlpSink;
 pub use stats::{Count, ExporterStats};

@@ -124,8 +124,8 @@ impl Aggregate {
     pub fn add(&mut self, s: &Sample) {
         self.scratch.clear();
         self.scratch.push(s.kernel_stack.len() as u64);
-        self.scratch.extend_from_slice(&s.kernel_stack);
-        self.scratch.extend_from_slice(&s.user_stack);
+        self.scratch.extend_from_slice(s.kernel_stack);
+        self.scratch.extend_from_slice(s.user_stack);
         let stack = match self.stacks.get(self.scratch.as_slice()) {
             Some(&id) => id,
             None => {
@@ -200,7 +200,7 @@ impl Aggregate {
 mod tests {
     use super::*;
 
-    fn sample(tid: u32, user: &[u64], span: u8) -> Sample {
+    fn sample(tid: u32, user: &[u64], span: u8) -> Sample<'_> {
         Sample {
             kind: SampleKind::Cpu,
             time_ns: 1,
@@ -209,8 +209,9 @@ mod tests {
             span_id: Some([span; 8]),
             flags: 1,
             attrs: Attrs::from([("http.route".to_string(), "/a".to_string())]),
-            user_stack: user.to_vec(),
-            kernel_stack: vec![],
+            ctx_state: thread_ctx_sampler::CtxState::Valid,
+            user_stack: user,
+            kernel_stack: &[],
             weight: 10,
         }
     }

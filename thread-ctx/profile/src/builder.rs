@@ -45,6 +45,11 @@ impl ProfileBuilder {
         &self.symbolizer
     }
 
+    /// The symbolizer, to name a stack now rather than with the window (`record --frames`).
+    pub fn symbolizer_mut(&mut self) -> &mut Symbolizer {
+        &mut self.symbolizer
+    }
+
     /// Thread names cached now.
     pub fn thread_names_cached(&self) -> usize {
         self.thread_names.len()
