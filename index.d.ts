@@ -107,9 +107,10 @@ export const layout: {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Context manager layer (js/context-manager.js, js/register.js, js/trace-active.js): keeps the
-// calling thread's record equal to the active OpenTelemetry span. Needs @opentelemetry/api and
-// (for the default delegate) @opentelemetry/context-async-hooks.
+// Context manager layer (js/manager/, js/tls/context-manager.js,
+// js/nodejs/frame-context-manager.js): keeps the calling thread's record equal to the active
+// OpenTelemetry span. Needs @opentelemetry/api and (for the default delegate)
+// @opentelemetry/context-async-hooks.
 // ---------------------------------------------------------------------------------------------
 
 import type { Context, ContextManager, Span, SpanOptions, Tracer } from '@opentelemetry/api';
@@ -206,9 +207,10 @@ export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, n
 export function traceActive<F extends (span: Span) => unknown>(tracer: Tracer, name: string, options: SpanOptions, context: Context, fn: F): ReturnType<F>;
 
 // ---------------------------------------------------------------------------------------------
-// OTEP 4719 process context and record attributes (src/process_ctx/, js/process-context.js,
-// js/attributes.js, js/span-attributes.js). The process context is process-wide: one OTEL_CTX
-// mapping shared by the main thread and every Worker; any thread may publish or append keys.
+// OTEP 4719 process context and record attributes (src/process_ctx/, js/process-context/,
+// js/record/attrs-data.js, js/tls/span-attributes.js). The process context is process-wide: one
+// OTEL_CTX mapping shared by the main thread and every Worker; any thread may publish or append
+// keys.
 // ---------------------------------------------------------------------------------------------
 
 /** An OpenTelemetry Resource (1.x or 2.x): only its `attributes` are read. */

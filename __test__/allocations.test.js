@@ -1,8 +1,8 @@
 'use strict';
-// Allocation sampling (js/allocations.js): the option and the environment variable, V8's sampling
-// heap profiler started once per thread (main and workers) and seen running by a second
-// inspector session, the interval published once per process, and failures as one warning.
-// Each case runs in a fresh child: sampling, once started, lasts for the thread's life.
+// Allocation sampling (js/profiling/allocations.js): the option and the environment variable, V8's
+// sampling heap profiler started once per thread (main and workers) and seen running by a second
+// inspector session, the interval published once per process, and failures as one warning. Each
+// case runs in a fresh child: sampling, once started, lasts for the thread's life.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -86,7 +86,7 @@ test('allocations: true starts V8 sampling on this thread at 512 KiB; the interv
     say(manager.allocations);
     retainHere(32);
     say(samples('retainHere'));
-    say(require(${JSON.stringify(`${ROOT}/js/native`)}).heapSamplingInterval());
+    say(require(${JSON.stringify(`${ROOT}/js/native/addon`)}).heapSamplingInterval());
   `);
   const [before, after, count, published] = out.said;
   assert.deepEqual(before, { active: false, samplingIntervalBytes: null, error: null });

@@ -71,7 +71,8 @@ function parseGdb(out) {
   return byTid;
 }
 
-// Independent of js/attributes.js: UTF-8 cut at 255 bytes, backed off to a character boundary.
+// Independent of js/record/attrs-data.js: UTF-8 cut at 255 bytes, backed off to a character
+// boundary.
 function entry(key, value) {
   let b = Buffer.from(value, 'utf8');
   if (b.length > 255) {

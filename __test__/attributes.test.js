@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const { trace, context } = require('@opentelemetry/api');
 const { BasicTracerProvider, AlwaysOffSampler } = require('@opentelemetry/sdk-trace-base');
 const { lib } = require('./context-helpers');
-const { encodeAttributes, decodeAttributes } = require('../js/attributes');
+const { encodeAttributes, decodeAttributes } = require('../js/record/attrs-data');
 const { setAttribute, droppedAttributeCount } = lib;
 
 const KEYS = ['http.route', 'http.request.method', 'k2', 'k3', 'k4'];

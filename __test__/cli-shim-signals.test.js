@@ -166,3 +166,17 @@ test('kill -TERM of `npx thread-ctx agent` leaves no shim or binary running', { 
   });
   assert.deepEqual(left, []);
 });
+
+// `npx thread-ctx … 2>&1 | head` once head has gone: every write the binary makes fails with EPIPE.
+// The binary ends quietly with its own exit code (no panic, no SIGABRT), and the shim, which writes
+// nothing itself, ends with that code. Here `inspect` of a process without a writer: exit 4.
+test('output into a closed pipe: the binary ends with its own code and the shim passes it on', { timeout: 60_000 }, async (t) => {
+  const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+  t.after(() => sleeper.kill('SIGKILL'));
+  const proc = spawn(process.execPath, [SHIM, 'inspect', String(sleeper.pid)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Closed before the shim has even started the binary: its first write meets a pipe without a reader.
+  proc.stdout.destroy();
+  proc.stderr.destroy();
+  const ended = await new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  assert.deepEqual(ended, { code: 4, signal: null });
+});

@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { trace, context, ROOT_CONTEXT } = require('@opentelemetry/api');
 const { setupTracing, assertPublished, assertNone, lib, immediate } = require('./context-helpers');
-const { ENTRY_SLOTS } = require('../js/thread-writer');
+const { ENTRY_SLOTS } = require('../js/tls/thread-writer');
 
 const { manager, tracer } = setupTracing({ attributes: ['http.route'] });
 test.after(() => manager.disable());

@@ -1,20 +1,21 @@
 'use strict';
-// enableJitNames() (js/jit-names.js) in real Node processes, each started with the flags under
-// test: what it reports, the interpreter trampolines it makes V8 log for code compiled afterwards
-// (read from the perf map V8 wrote), its one warning, the perf map removed at exit, bad options.
+// enableJitNames() (js/profiling/jit-names.js) in real Node processes, each started with the flags
+// under test: what it reports, the interpreter trampolines it makes V8 log for code compiled
+// afterwards (read from the perf map V8 wrote), its one warning, the perf map removed at exit, bad
+// options.
 const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { enableJitNames, checkJitNamesOptions } = require('../js/jit-names');
+const { enableJitNames, checkJitNamesOptions } = require('../js/profiling/jit-names');
 
 const PKG = path.join(__dirname, '..');
 
 // Runs `body` in a fresh node with `flags`; the child prints its pid and enableJitNames' result.
 function run(flags, body, env = {}, cwd = undefined) {
   const script = `
-    const { enableJitNames } = require(${JSON.stringify(path.join(PKG, 'js/jit-names.js'))});
+    const { enableJitNames } = require(${JSON.stringify(path.join(PKG, 'js/profiling/jit-names.js'))});
     ${body}
   `;
   const r = spawnSync(process.execPath, [...flags, '-e', script], { encoding: 'utf8', cwd, env: { ...process.env, NODE_OPTIONS: '', ...env } });

@@ -7,7 +7,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { v8Addon } = require('../js/v8-addon');
+const { v8Addon } = require('../js/nodejs/v8-addon');
 
 const { addon, reason } = v8Addon();
 const skip = addon === null ? `no V8 addon here: ${reason}` : false;

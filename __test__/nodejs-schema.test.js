@@ -1,9 +1,9 @@
 'use strict';
-// Schema 'nodejs' (js/frame-context-manager.js, js/frame-writer.js): options, the fallback where
-// the runtime has no AsyncContextFrame, and the same semantics as schema 'tls', read back the
-// way a nodejs_v1_dev reader reads them (getFrameSpanContext(): the reader's walk from
-// otel_thread_ctx_nodejs_v1 through the AsyncContextFrame, in-process). The view from outside
-// the process is nodejs-schema-outside-view.test.js.
+// Schema 'nodejs' (js/nodejs/frame-context-manager.js, js/nodejs/frame-writer.js): options, the
+// fallback where the runtime has no AsyncContextFrame, and the same semantics as schema 'tls', read
+// back the way a nodejs_v1_dev reader reads them (getFrameSpanContext(): the reader's walk from
+// otel_thread_ctx_nodejs_v1 through the AsyncContextFrame, in-process). The view from outside the
+// process is nodejs-schema-outside-view.test.js.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const asyncHooks = require('node:async_hooks');
@@ -18,7 +18,7 @@ const { expectNodejs, skipNodejs } = require('./nodejs-schema-helpers');
 const { hasProtoc, readProcessContext, decodePayload } = require('./process-context-reader');
 const { ROOT } = require('./helpers/addon');
 const lib = require('..');
-const { decodeAttributes } = require('../js/attributes');
+const { decodeAttributes } = require('../js/record/attrs-data');
 
 const tracer = new BasicTracerProvider().getTracer('nodejs-schema-test');
 const KEY = createContextKey('nodejs-schema-test other value');
@@ -145,7 +145,7 @@ test('active() is exactly the context given to with(), and the frame shows its s
 
 test('the storage holds a holder or undefined, never another object', { skip: skipNodejs }, async (t) => {
   const manager = install(t, new lib.ThreadContextManager({ schema: 'nodejs' }));
-  const { frames } = require('../js/schema').nodejsSchema();
+  const { frames } = require('../js/nodejs/availability').nodejsSchema();
   const stores = [];
   const note = () => stores.push(frames.als.getStore());
   const span = tracer.startSpan('s');
@@ -256,7 +256,7 @@ test('the process context announces nodejs_v1_dev with the V8 layout integers, r
   assert.equal(lib.processContextInfo().schemaVersion, 'nodejs_v1_dev');
   const attributes = new Map(Object.entries(decodePayload(readProcessContext(process.pid).payload).attributes));
   assert.equal(attributes.get('threadlocal.schema_version'), 'nodejs_v1_dev');
-  const expected = require('../js/schema').nodejsSchema().frames.layout;
+  const expected = require('../js/nodejs/availability').nodejsSchema().frames.layout;
   for (const [name, value] of Object.entries(expected)) {
     assert.equal(Number(attributes.get(`threadlocal.${name}`)), value, `threadlocal.${name}`);
   }
@@ -282,7 +282,7 @@ test('takeover: the newest enabled manager owns the thread, whatever the schemas
     assert.equal(lib.getSpanContext(), null, 'the TLS record shows none while schema nodejs publishes');
   });
   assert.equal(lib.processContextInfo().schemaVersion, 'nodejs_v1_dev');
-  const nodejsInfo = () => require('../js/v8-addon').v8Addon().addon.discoveryInfo();
+  const nodejsInfo = () => require('../js/nodejs/v8-addon').v8Addon().addon.discoveryInfo();
   assert.notEqual(nodejsInfo().cpedSlot, 0, 'published while a nodejs manager owns the thread');
   const newer = new lib.ThreadContextManager().enable();
   assert.equal(nodejs.enabled, false);
@@ -324,7 +324,7 @@ test('each worker publishes its own discovery struct and records', { skip: skipN
     const span = new BasicTracerProvider().getTracer('w').startSpan('worker');
     context.with(trace.setSpan(ROOT_CONTEXT, span), async () => {
       await new Promise((r) => setTimeout(r, 1));
-      const info = require(${JSON.stringify(ROOT)} + '/js/v8-addon').v8Addon().addon.discoveryInfo();
+      const info = require(${JSON.stringify(ROOT)} + '/js/nodejs/v8-addon').v8Addon().addon.discoveryInfo();
       parentPort.postMessage({ schema: manager.schema, seen: lib.getFrameSpanContext(), spanId: span.spanContext().spanId, struct: info.structAddress, cped: info.cpedSlot });
       span.end();
     });
@@ -341,7 +341,7 @@ test('each worker publishes its own discovery struct and records', { skip: skipN
       assert.deepEqual(seen(), ids(span), 'the main thread keeps its own span');
       return results;
     });
-    const info = require('../js/v8-addon').v8Addon().addon.discoveryInfo();
+    const info = require('../js/nodejs/v8-addon').v8Addon().addon.discoveryInfo();
     const structs = new Set([info.structAddress]);
     for (const r of main) {
       assert.equal(r.schema, 'nodejs');

@@ -15,6 +15,9 @@ const { IDS, isRoot } = require('./helpers/addon');
 const { expectNodejs } = require('./nodejs-schema-helpers');
 
 const { pkg, PLATFORM_PACKAGE, ENV, work, run, ok, release, newService } = require('./helpers/release');
+const { jsFiles } = require('./helpers/js-imports');
+
+const ROOT = path.join(__dirname, '..');
 
 function tarList(tgz) {
   return execFileSync('tar', ['-tzf', tgz], { encoding: 'utf8' }).trim().split('\n').sort();
@@ -82,7 +85,9 @@ test('the release tarball bundles the addon and thread-ctx, and nothing from the
   const d = release();
   const files = tarList(d.main);
   const nested = `package/node_modules/${PLATFORM_PACKAGE}`;
-  for (const f of ['package/package.json', 'package/bin/thread-ctx.js', 'package/js/index.js', 'package/js/native.js',
+  // Every file of the JS layer, in whichever folder it lives.
+  const jsLayer = jsFiles(path.join(ROOT, 'js')).map((f) => `package/${path.relative(ROOT, f)}`);
+  for (const f of ['package/package.json', 'package/bin/thread-ctx.js', ...jsLayer,
     'package/index.d.ts', 'package/README.md', 'package/docs/api.md', `${nested}/package.json`, `${nested}/thread-ctx`,
     `${nested}/${pkg.name}.linux-x64-gnu.node`, ...[127, 137, 147].map((abi) => `${nested}/v8-addon/node-abi${abi}.node`)]) {
     assert.ok(files.includes(f), `${f} is missing from ${d.main}: ${files.join(' ')}`);

@@ -156,9 +156,9 @@ test('a reader racing >= 10,000 republishes never accepts a payload that fails t
 
 test('bad input: clear errors, nothing published', { timeout: 30_000 }, async () => {
   process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
-  const pc = require('../js/process-context');
-  const { register } = require('../js/register');
-  const { enabledThreadContextManager } = require('../js/context-manager');
+  const pc = require('../js/process-context/process-context');
+  const { register } = require('../js/manager/register');
+  const { enabledThreadContextManager } = require('../js/tls/context-manager');
   pc.registerAttributeKeys(['http.route']);
   const before = pc.processContextInfo();
   const cases = [
@@ -188,17 +188,17 @@ test('bad input: clear errors, nothing published', { timeout: 30_000 }, async ()
 
 test('one process context for all threads: a worker appends to the same key map, keeps the resource', { timeout: 30_000 }, async () => {
   const { Worker } = require('node:worker_threads');
-  const pc = require('../js/process-context');
+  const pc = require('../js/process-context/process-context');
   pc.publishProcessContext({ resource: { attributes: { 'service.name': 'main-thread' } } });
   const before = pc.processContextInfo();
   // What every thread reads per new span instead of a call: the process-wide count, in place.
-  const countView = require('../js/native').keyCountView();
+  const countView = require('../js/native/addon').keyCountView();
   assert.ok(countView instanceof Uint32Array && countView.length === 1, 'keyCountView(): one Uint32 over the count');
   const worker = new Worker(`
     process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
     const { parentPort } = require('node:worker_threads');
-    const pc = require(${JSON.stringify(path.join(ROOT, 'js', 'process-context'))});
-    require(${JSON.stringify(path.join(ROOT, 'js', 'register'))}).register({ attributes: ['worker.key', 'http.route'] });
+    const pc = require(${JSON.stringify(path.join(ROOT, 'js', 'process-context', 'process-context'))});
+    require(${JSON.stringify(path.join(ROOT, 'js', 'manager', 'register'))}).register({ attributes: ['worker.key', 'http.route'] });
     parentPort.postMessage({ indices: pc.registerAttributeKeys(['worker.key']), info: pc.processContextInfo() });
   `, { eval: true });
   const { indices, info } = await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); });

@@ -6,16 +6,16 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { trace, ROOT_CONTEXT } = require('@opentelemetry/api');
 const { lib } = require('./context-helpers');
-const { NONE, encodeEntry } = require('../js/entry');
+const { NONE, encodeEntry } = require('../js/tls/entry-encoder');
 
 // The bytes of an entry's first `n` header bytes, as its arena slot holds them.
 function entryBytes(entry, n) {
   const writer = threadWriter();
   return Buffer.from(writer.entries.buffer, writer.wordsAt(entry) * 4, n).toString('hex');
 }
-const { entryForContext } = require('../js/span-entries');
-const { threadWriter } = require('../js/thread-writer');
-const { MAX_ATTRS_SIZE } = require('../js/layout');
+const { entryForContext } = require('../js/tls/span-entries');
+const { threadWriter } = require('../js/tls/thread-writer');
+const { MAX_ATTRS_SIZE } = require('../js/record/layout');
 
 const SC = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: 1 };
 const view = lib.recordView();
@@ -51,11 +51,11 @@ test('a direct setSpanContext() is known to the writer: the next publish rewrite
 });
 
 test('one writer per thread, even for a second copy of the module', () => {
-  const path = require.resolve('../js/thread-writer');
+  const path = require.resolve('../js/tls/thread-writer');
   const cached = require.cache[path];
   delete require.cache[path];
   try {
-    const copy = require('../js/thread-writer');
+    const copy = require('../js/tls/thread-writer');
     assert.notEqual(copy.threadWriter, threadWriter, 'premise: a second copy of the module');
     assert.equal(copy.threadWriter(), threadWriter(), 'expected the same writer for the same record');
   } finally {

@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { constants } = require('node:os');
-const { PACKAGE_ROOT, prebuilt } = require('../js/platform');
+const { PACKAGE_ROOT, prebuilt } = require('../js/native/platform');
 
 // Exit code when there is nothing to run: the reader's "could not read" code.
 const EXIT_NO_BINARY = 3;

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+
+	"otel-thread-ctx/collector/spanprofilesconnector"
 )
 
 // components lists the factories of this distribution. There is no batch processor: in this
@@ -28,6 +33,15 @@ func components() (otelcol.Factories, error) {
 	}
 	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		fileexporter.NewFactory(),
+		otlpexporter.NewFactory(),
+	); err != nil {
+		return otelcol.Factories{}, err
+	}
+	// spanprofiles joins spans with profiles; spanmetrics after it makes latency histograms
+	// whose exemplars lead to the enriched traces.
+	if factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](
+		spanprofilesconnector.NewFactory(),
+		spanmetricsconnector.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err
 	}

@@ -1,28 +1,33 @@
 'use strict';
-// The end-to-end demo, the pipeline this project exists to feed, on one host:
-//   1. an HTTP service instrumented with the OpenTelemetry SDK (NodeSDK) and this package's
-//      context manager (demo/service.js), driven with load (autocannon);
-//   2. an OpenTelemetry Collector (the one scripts/build-collector.sh builds into target/otelcol/,
-//      with collector/config.yaml: OTLP receiver, profiles pipeline, file exporter);
-//   3. `thread-ctx agent`, sampling the service from outside with eBPF and streaming span-linked
-//      profiles to the Collector as OTLP/Profiles, stopped with SIGTERM (which sends its last window);
-//   4. `thread-ctx report` on what the Collector received: CPU per route, the share of samples
-//      linked to a trace and span, the service's resource, the build ids, a flame graph of it all
-//      and one of the slowest trace (named by the service's span log).
+// The end-to-end demo, the pipeline this project exists to feed, on one host (demo/pipeline.js
+// starts the parts on free loopback ports):
+//   1. Jaeger v2, a trace backend (target/jaeger/, memory storage);
+//   2. the project's OpenTelemetry Collector (target/otelcol/, collector/spanprofiles.yaml): OTLP
+//      in, the spanprofiles connector joining each span with its thread's samples, spanmetrics,
+//      the enriched spans to Jaeger and to a file, the profiles to a file;
+//   3. an HTTP service instrumented with the OpenTelemetry SDK (NodeSDK) and this package's
+//      context manager (demo/service.js), exporting its spans to that Collector, driven with load
+//      (autocannon);
+//   4. `thread-ctx agent --off-cpu`, sampling the service from outside with eBPF and streaming
+//      span-linked profiles to the same Collector as OTLP/Profiles, stopped with SIGTERM (which
+//      sends its last window);
+//   5. `thread-ctx report` on what the Collector received: CPU per route, the share of samples
+//      linked to a trace and span, the service's resource, the build ids, a flame graph of it all;
+//      then `thread-ctx report --traces` on the enriched spans: why the slowest requests were slow
+//      (their own CPU, other requests holding the event loop, off-CPU time), as Jaeger shows them.
 // eBPF needs root. Without it the demo samples with `thread-ctx dump` snapshots (ptrace) instead,
 // with no agent and no Collector, and says so.
-//   node demo/run.js [--seconds 6] [--hz 499] [--snapshots] [--flamegraph FILE.svg]
-//                    [--flamegraph-all FILE.svg] [--pprof FILE] [--otlp-out FILE]
+//   node demo/run.js [--seconds 6] [--hz 499] [--snapshots] [--flamegraph-all FILE.svg]
+//                    [--pprof FILE] [--otlp-out FILE] [--traces-out FILE]
 const { spawn, spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const autocannon = require('autocannon');
+const pipeline = require('./pipeline');
 
-const ROOT = path.join(__dirname, '..');
-const THREAD_CTX = process.env.THREAD_CTX_BIN || path.join(ROOT, 'target', 'release', 'thread-ctx');
-const COLLECTOR = process.env.OTELCOL_BIN || path.join(ROOT, 'target', 'otelcol', 'otelcol-thread-ctx');
+const { ROOT } = pipeline;
+const THREAD_CTX = pipeline.BIN.threadCtx;
 const arg = (name, dflt) => { const i = process.argv.indexOf(`--${name}`); return i > 0 ? process.argv[i + 1] : dflt; };
 const SECONDS = Number(arg('seconds', 6));
 const HZ = Number(arg('hz', 499));
@@ -31,11 +36,9 @@ const SERVICE_NAME = 'demo-shop';
 const useEbpf = process.getuid() === 0 && !process.argv.includes('--snapshots');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function startService(spanLog) {
-  // --logfile=/dev/null: with a perf map, Node 24+ also writes an isolate-*-v8.log into the working
-  // directory, which nothing here reads (the perf map goes to /tmp either way).
+// The service for the snapshots (no Collector): its spans go to the span log only.
+function startLoggingService(spanLog) {
   const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
-    // The service exports spans to its log only: no metrics or logs pipeline to reach.
     env: { ...process.env, PORT: '0', SPAN_LOG: spanLog, OTEL_SERVICE_NAME: SERVICE_NAME, OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -52,120 +55,66 @@ function load(port, seconds) {
   });
 }
 
-// A free loopback port (another process could take it before the Collector binds it: then the
-// Collector is started again on others).
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer().once('error', reject);
-    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-  });
-}
-
-// Waits until `exited` settles or `ms` pass; true when it exited.
-const exitedWithin = (exited, ms) => Promise.race([exited.then(() => true), sleep(ms).then(() => false)]);
-
-// The Collector on free ports, with the repository's configuration: ready once it logs so.
-async function startCollector(dir, output) {
-  if (!fs.existsSync(COLLECTOR)) throw new Error(`${COLLECTOR} missing: run "bash scripts/setup.sh" first (it builds the Collector; needs Go)`);
-  for (let attempt = 1; ; attempt++) {
-    const [grpc, http] = [await freePort(), await freePort()];
-    const logPath = path.join(dir, `collector-${attempt}.log`);
-    const log = fs.openSync(logPath, 'w');
-    const child = spawn(COLLECTOR, ['--config', path.join(ROOT, 'collector', 'config.yaml'), '--feature-gates=+service.profilesSupport'], {
-      env: { ...process.env, OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: output },
-      stdio: ['ignore', log, log],
-    });
-    fs.closeSync(log);
-    const exited = new Promise((r) => child.once('exit', r));
-    const deadline = Date.now() + 60_000;
-    let text = '';
-    while (Date.now() < deadline) {
-      text = fs.readFileSync(logPath, 'utf8');
-      if (text.includes('Everything is ready')) return { child, exited, grpc, logPath };
-      if (await exitedWithin(exited, 100)) break;
-    }
-    child.kill('SIGKILL');
-    if (!text.includes('address already in use') || attempt === 3) throw new Error(`the Collector did not start (log ${logPath}):\n${text}`);
-  }
-}
-
-async function stopChild(child, exited, ms = 30_000) {
-  child.kill('SIGTERM');
-  if (!(await exitedWithin(exited, ms))) { child.kill('SIGKILL'); await exited; }
-}
-
-// `thread-ctx agent` for the service, streaming to the Collector; resolves once it tracks it.
-function startAgent(pid, grpcPort) {
-  const args = ['agent', '--pid', String(pid), '--hz', String(HZ), '--interval', INTERVAL, '--endpoint', `http://127.0.0.1:${grpcPort}`, '--protocol', 'grpc'];
-  const child = spawn(THREAD_CTX, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const lines = [];
-  let pending = '';
-  const exited = new Promise((r) => child.once('close', (code) => r(code))); // after its stderr is read
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`thread-ctx agent did not track process ${pid} within 30 s:\n${lines.join('\n')}`)); }, 30_000);
-    child.stderr.on('data', (d) => {
-      const parts = (pending + d).split('\n');
-      pending = parts.pop();
-      lines.push(...parts);
-      if (parts.some((l) => l.includes(`tracking process ${pid}`))) { clearTimeout(timer); resolve({ child, exited, lines, command: `thread-ctx ${args.join(' ')}` }); }
-    });
-    exited.then((code) => {
-      clearTimeout(timer);
-      reject(Object.assign(new Error(`thread-ctx agent exited (${code}): ${[...lines, pending].join('\n').trim()}`), { agentFailed: true }));
-    });
-  });
-}
-
 function report(args) {
   const r = spawnSync(THREAD_CTX, ['report', ...args], { encoding: 'utf8' });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-// The flame graph of the slowest trace: the span log names the slowest requests recorded from
-// start to end; `thread-ctx report --trace` draws the first of them that has CPU samples in what
-// the Collector received. A request can be slow without CPU of its own (queued behind others on
-// the event loop): then the slowest one with samples is drawn, and the output says so.
-function drawSlowestTrace(received, pid, spanLog, window) {
-  const svg = path.resolve(arg('flamegraph', path.join(os.tmpdir(), 'otel-thread-ctx-demo-slowest-trace.svg')));
-  const roots = fs.readFileSync(spanLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-    .filter((s) => !s.parentSpanId && s.startMs >= window.start && s.startMs + s.durationMs <= window.end)
-    .sort((a, b) => b.durationMs - a.durationMs);
-  for (const [rank, s] of roots.slice(0, 50).entries()) {
-    const drawn = report(['--otlp', received, '--pid', String(pid), '--flamegraph', svg, '--trace', s.traceId]);
-    if (drawn.code !== 0) continue; // no CPU samples in that trace
-    const samples = Number(/\((\d+) CPU samples/.exec(drawn.stderr)?.[1]);
-    const which = rank === 0 ? 'the slowest trace' : `the slowest trace with CPU samples (the ${rank} slower ones had none)`;
-    console.log(`\nflame graph of ${which}, ${s.traceId} (${s.name}): ${s.durationMs.toFixed(1)} ms long, ${samples} CPU samples at ${HZ} Hz ` +
-      `(~${(samples * 1000 / HZ).toFixed(0)} ms on CPU; the rest of the time it waited: I/O, timers, or other requests on the event loop)\n  ${svg}`);
-    return;
+// The size of a file, 0 while it does not exist.
+const sizeOf = (file) => { try { return fs.statSync(file).size; } catch { return 0; } };
+
+// Waits until `file` has not grown for `quietMs` (at most `capMs`): the Collector writes each span
+// once the agent's windows that cover it are in, and the agent's last window left at SIGTERM.
+async function settled(file, quietMs, capMs) {
+  const deadline = Date.now() + capMs;
+  let [size, since] = [sizeOf(file), Date.now()];
+  while (Date.now() < deadline && Date.now() - since < quietMs) {
+    await sleep(250);
+    const now = sizeOf(file);
+    if (now !== size) [size, since] = [now, Date.now()];
   }
-  console.log(`\nno flame graph of a trace: none of the ${Math.min(roots.length, 50)} slowest traces recorded from start to end has CPU samples in ${received}`);
 }
 
-// The pipeline: Collector, agent, load, SIGTERM, then what the Collector received.
-async function viaAgentAndCollector(svc, spanLog) {
-  const received = path.resolve(arg('otlp-out', path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-demo-')), 'received.pb')));
-  fs.rmSync(received, { force: true });
+// The pipeline: Jaeger, the Collector, the service exporting its spans to it, the agent, load,
+// SIGTERM; then what the Collector received and why the slowest requests were slow.
+async function viaAgentAndCollector() {
+  const missing = pipeline.missing();
+  if (missing) throw new Error(missing);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otel-thread-ctx-demo-'));
+  const received = path.resolve(arg('otlp-out', path.join(dir, 'profiles.pb')));
+  const traces = path.resolve(arg('traces-out', path.join(dir, 'traces.pb')));
   const allSvg = path.resolve(arg('flamegraph-all', path.join(os.tmpdir(), 'otel-thread-ctx-demo-all.svg')));
   const pprof = arg('pprof');
-  const collector = await startCollector(path.dirname(received), received);
-  const window = {};
-  let agent = null;
+  const procs = [];
+  let svc = null;
+  let jaeger = null;
   try {
-    console.log(`OpenTelemetry Collector ${path.relative(ROOT, COLLECTOR)} (--feature-gates=+service.profilesSupport): OTLP gRPC on 127.0.0.1:${collector.grpc}, file exporter -> ${received}`);
-    agent = await startAgent(svc.pid, collector.grpc);
+    jaeger = await pipeline.startJaeger(dir);
+    procs.push(jaeger);
+    console.log(`Jaeger v2 (memory storage): OTLP on 127.0.0.1:${jaeger.otlpGrpc}, query API on http://127.0.0.1:${jaeger.queryHttp}/api/v3/traces/ID`);
+    // max_wait: the agent's windows are INTERVAL long here; a span waits at most this for them.
+    const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', { profiles: received, traces });
+    procs.push(collector);
+    console.log(`OpenTelemetry Collector ${path.relative(ROOT, pipeline.BIN.collector)} (collector/spanprofiles.yaml): OTLP on 127.0.0.1:${collector.grpc} (gRPC) and ${collector.http} (HTTP); ` +
+      'spanprofiles joins each span with its thread\'s samples, spanmetrics, the spans to Jaeger');
+    svc = await pipeline.startService(path.join(__dirname, 'service.js'), collector.http, { OTEL_SERVICE_NAME: SERVICE_NAME });
+    procs.push(svc);
+    console.log(`demo service pid ${svc.pid} on 127.0.0.1:${svc.port} (NodeSDK + ThreadContextManager, service.name ${SERVICE_NAME}, spans over OTLP to the Collector); load for ${SECONDS} s`);
+    const agent = await pipeline.startAgent(svc.pid, collector.grpc, ['--hz', String(HZ), '--interval', INTERVAL, '--off-cpu']);
+    procs.push(agent);
     console.log(`${agent.command}: tracking the service`);
-    window.start = Date.now();
     const result = await load(svc.port, SECONDS);
-    window.end = Date.now();
     console.log(`load: ${result.requests.total} requests in ${SECONDS} s, ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms`);
-    await stopChild(agent.child, agent.exited);
+    await pipeline.stop(agent);
     const windows = agent.lines.filter((l) => l.includes(': window ')).length;
     const last = agent.lines.filter((l) => l.includes('stopped')).pop() ?? '(no final line)';
     console.log(`agent: SIGTERM after ${windows} windows; ${last.replace(/^thread-ctx agent: /, '')}`);
+    await settled(collector.files.traces, 2000, 30_000);
   } finally {
-    if (agent) agent.child.kill('SIGKILL'); // no-op once it exited
-    await stopChild(collector.child, collector.exited); // drains its pipeline into the file
+    // The Collector drains its pipeline into the files as it stops.
+    for (const p of procs.reverse()) await pipeline.stop(p);
+    // V8 writes its perf map (for naming JS frames) to /tmp; it means nothing once the service is gone.
+    if (svc) fs.rmSync(`/tmp/perf-${svc.pid}.map`, { force: true });
   }
   const args = ['--otlp', received, '--pid', String(svc.pid), '--top', '5', '--flamegraph', allSvg, ...(pprof ? ['--pprof', path.resolve(pprof)] : [])];
   const r = report(args);
@@ -173,7 +122,11 @@ async function viaAgentAndCollector(svc, spanLog) {
   process.stdout.write(r.stdout);
   if (r.code !== 0) throw new Error(`thread-ctx report failed (${r.code}): ${r.stderr}`);
   console.log(`\nflame graph of everything the Collector received from the service: ${allSvg}`);
-  drawSlowestTrace(received, svc.pid, spanLog, window);
+  const why = report(['--traces', traces, '--slowest', '3']);
+  console.log(`\nwhy the slowest requests were slow: their spans as the spanprofiles connector enriched them (thread-ctx report --traces ${traces} --slowest 3):\n`);
+  process.stdout.write(why.stdout);
+  if (why.code !== 0) throw new Error(`thread-ctx report --traces failed (${why.code}): ${why.stderr}`);
+  console.log(`\nthe same fields are on each span in Jaeger (it ran at 127.0.0.1:${jaeger.queryHttp} for the demo): thread_ctx.cpu.*, thread_ctx.off_cpu.*, and the thread_ctx.profile event`);
 }
 
 // The record attribute `key` of a snapshot (dump thread), if any.
@@ -233,23 +186,23 @@ async function viaSnapshots(svc, spanLog) {
 
 async function main() {
   if (!fs.existsSync(THREAD_CTX)) throw new Error(`${THREAD_CTX} missing: run "bash scripts/setup.sh" first`);
+  if (useEbpf) {
+    try {
+      await viaAgentAndCollector();
+      return;
+    } catch (e) {
+      if (!/thread-ctx agent (exited|did not track)/.test(e.message)) throw e;
+      console.log(`eBPF sampling failed (${e.message}); falling back to thread-ctx dump snapshots (ptrace)`);
+    }
+  } else {
+    console.log((process.getuid() === 0 ? '--snapshots given' : 'not root: eBPF sampling needs root') +
+      '; falling back to thread-ctx dump snapshots (ptrace), one every 50 ms plus the time a dump takes, without the agent and the Collector');
+  }
   const spanLog = path.join(os.tmpdir(), `otel-thread-ctx-demo-spans-${process.pid}.jsonl`);
-  const svc = await startService(spanLog);
+  const svc = await startLoggingService(spanLog);
   console.log(`demo service pid ${svc.pid} on 127.0.0.1:${svc.port} (NodeSDK + ThreadContextManager, service.name ${SERVICE_NAME}); load for ${SECONDS} s`);
   try {
-    if (!useEbpf) {
-      console.log((process.getuid() === 0 ? '--snapshots given' : 'not root: eBPF sampling needs root') +
-        '; falling back to thread-ctx dump snapshots (ptrace), one every 50 ms plus the time a dump takes, without the agent and the Collector');
-      await viaSnapshots(svc, spanLog);
-      return;
-    }
-    try {
-      await viaAgentAndCollector(svc, spanLog);
-    } catch (e) {
-      if (!e.agentFailed) throw e;
-      console.log(`eBPF sampling failed (${e.message}); falling back to thread-ctx dump snapshots (ptrace)`);
-      await viaSnapshots(svc, spanLog);
-    }
+    await viaSnapshots(svc, spanLog);
   } finally {
     // V8 writes its perf map (for naming JS frames) to /tmp; it means nothing once the service is gone.
     svc.child.once('exit', () => fs.rmSync(`/tmp/perf-${svc.pid}.map`, { force: true }));

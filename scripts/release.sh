@@ -71,7 +71,7 @@ strip --strip-debug "$plat/$name.$tuple.node"
 cp target/release/thread-ctx "$plat/thread-ctx"
 strip "$plat/thread-ctx"
 chmod 755 "$plat/thread-ctx"
-# The V8 part of schema 'nodejs', one file per Node ABI (22, 24, 26), loaded by js/v8-addon.js.
+# The V8 part of schema 'nodejs', one file per Node ABI (22, 24, 26), loaded by js/nodejs/v8-addon.js.
 bash scripts/build-v8-addon.sh
 mkdir -p "$plat/v8-addon"
 for f in prebuilds/v8-addon/node-abi*.node; do

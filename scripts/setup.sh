@@ -53,3 +53,9 @@ fi
 # The OpenTelemetry Collector the OTLP tests and the demo stream profiles into (Go modules; built
 # once into target/otelcol/, rebuilt only when collector/ changes).
 bash scripts/build-collector.sh
+# Jaeger v2, the trace backend the spanprofiles end-to-end test reads enriched spans back from
+# (Go modules; built once into target/jaeger/, rebuilt only when collector/jaeger/ changes).
+# scripts/test.sh builds it itself, in the background of the Rust tests (SETUP_JAEGER=later).
+if [[ "${SETUP_JAEGER:-now}" != later ]]; then
+  bash scripts/build-jaeger.sh
+fi

@@ -1,6 +1,6 @@
 //! The OTEP 4947 Thread-Local Context Record and its update protocol.
 //!
-//! The layout is defined here once for the addon (and once for the JS layer, in js/layout.js).
+//! The layout is defined here once for the addon (and once for the JS layer, in js/record/layout.js).
 //! Byte-packed, host endian:
 //! `[0,16)` trace id · `[16,24)` span id · `24` valid · `25` trace flags · `[26,28)` attrs size (u16)
 //! · `[28, 28+size)` attrs `[key u8][len u8][len bytes]`.

@@ -1,8 +1,9 @@
 'use strict';
 // A child Node process for tests that read it from outside: it runs `body` with `lib` (the
-// package), `pc` (js/process-context.js), `say(obj)` (one JSON line to stdout) and `onLine(fn)`
-// (stdin commands), then stays alive until the test ends. `child.next()` resolves with its next
-// JSON line; `child.send(line)` writes a command; a child that exits rejects what is pending.
+// package), `pc` (js/process-context/process-context.js), `say(obj)` (one JSON line to stdout) and
+// `onLine(fn)` (stdin commands), then stays alive until the test ends. `child.next()` resolves with
+// its next JSON line; `child.send(line)` writes a command; a child that exits rejects what is
+// pending.
 
 const path = require('node:path');
 const { spawn } = require('node:child_process');
@@ -12,7 +13,7 @@ function startChild(t, body, env = {}) {
   const script = `
     process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';
     const lib = require(${JSON.stringify(ROOT)});
-    const pc = require(${JSON.stringify(path.join(ROOT, 'js', 'process-context'))});
+    const pc = require(${JSON.stringify(path.join(ROOT, 'js', 'process-context', 'process-context'))});
     const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n');
     const onLine = (fn) => require('node:readline').createInterface({ input: process.stdin }).on('line', fn);
     setInterval(() => {}, 1000);

@@ -1,6 +1,6 @@
 'use strict';
 // Benchmark-only hook sets that mirror the ThreadContextManager's async-callback tracking
-// (js/hooks.js) on each mechanism, so that a benchmark can split the manager's cost:
+// (js/tls/hooks.js) on each mechanism, so that a benchmark can split the manager's cost:
 //   floor:  the same hook points with empty bodies (what the runtime charges to dispatch them);
 //   lookup: the same hooks finding the context each callback runs in, as the manager does,
 //           without publishing anything.

@@ -9,9 +9,9 @@ const path = require('node:path');
 
 // Not CPU work of JS code; the garbage collector is, and is kept.
 const IDLE = new Set(['(idle)', '(program)']);
-// The package's own JS layer (js/*.js): listed separately, as ns per request in B.
+// The package's own JS layer (js/ and its folders): listed separately, as ns per request in B.
 const STARTUP = /run_main_module|run_main$/;
-const OWN_CODE = /\/js\/[^/]+\.js$/;
+const OWN_CODE = /\/js\/([^/]+\/)?[^/]+\.js$/;
 // Node's own hook dispatch (async_hooks emit functions, its promise hooks, AsyncLocalStorage).
 const HOOK_MACHINERY = /^node:(internal\/)?async_hooks$/;
 
@@ -73,7 +73,7 @@ function main() {
   const pct = (p, g) => (100 * p.groups[g]) / p.busy;
   process.stdout.write('\nshare of the busy CPU time (self), and as ns per request\n' +
     '| where | A % | B % | B − A % | B − A ns/req |\n|---|---:|---:|---:|---:|\n');
-  for (const [g, label] of [['own', "the package's JS (js/*.js)"], ['hooks', "Node's async_hooks / promise hook dispatch and AsyncLocalStorage"], ['gc', 'garbage collector']]) {
+  for (const [g, label] of [['own', "the package's JS (js/)"], ['hooks', "Node's async_hooks / promise hook dispatch and AsyncLocalStorage"], ['gc', 'garbage collector']]) {
     const d = pct(b, g) - pct(a, g);
     const ns = (b.groups[g] / b.busy) * Number(usB) * 1000 - (a.groups[g] / a.busy) * Number(usA) * 1000;
     process.stdout.write(`| ${label} | ${pct(a, g).toFixed(2)} | ${pct(b, g).toFixed(2)} | ${d.toFixed(2)} | ${ns.toFixed(0)} |\n`);

@@ -1,10 +1,10 @@
 'use strict';
-// The hex decode of span ids (js/entry.js decodeHexId) against the other ways JavaScript has to
-// turn 16 hex digits into bytes, in time: ns per id, each variant in its own process (pinned),
-// rounds alternated, ratio to the package's decode per round. Ids come from the SDK's
-// RandomIdGenerator, as in a service. What the per-span instruction counts cannot say: the table
-// loop executes many cheap instructions (~500 per id, String#charCodeAt mostly), the others fewer
-// but dearer ones.
+// The hex decode of span ids (js/tls/entry-encoder.js decodeHexId) against the other ways
+// JavaScript has to turn 16 hex digits into bytes, in time: ns per id, each variant in its own
+// process (pinned), rounds alternated, ratio to the package's decode per round. Ids come from the
+// SDK's RandomIdGenerator, as in a service. What the per-span instruction counts cannot say: the
+// table loop executes many cheap instructions (~500 per id, String#charCodeAt mostly), the others
+// fewer but dearer ones.
 //   node bench/span-workload/decode.js [--node 24] [--rounds 5] [--ids 4096] [--reps 500] [--cpu 0]
 
 const path = require('node:path');
@@ -20,7 +20,7 @@ const ROOT = path.join(__dirname, '..', '..');
 
 // Each: (words, firstWord, hex, chars) => 1 valid, 0 all zero, -1 not `chars` hex digits.
 function variants() {
-  const { decodeHexId, BYTE } = require(path.join(ROOT, 'js', 'entry'));
+  const { decodeHexId, BYTE } = require(path.join(ROOT, 'js', 'tls', 'entry-encoder'));
   const fromBytes = (words, firstWord, bytes, chars) => {
     let any = 0;
     for (let w = 0, at = 0; w < chars >> 3; w++, at += 8) {

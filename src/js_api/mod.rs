@@ -1,5 +1,5 @@
-//! The JavaScript API (the addon's exports object; `js/native.js` is its only user, the package's
-//! API is the JS layer on top). One module per job:
+//! The JavaScript API (the addon's exports object; `js/native/addon.js` is its only user, the
+//! package's API is the JS layer on top). One module per job:
 //! - `record`: this thread's record page (`recordView`, `setSpanContext`, `getSpanContext`,
 //!   `threadInfo`) and its lifecycle per Node-API environment;
 //! - `process_context`: the process-wide OTEP 4719 context and attribute key map;

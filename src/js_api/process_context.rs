@@ -1,6 +1,7 @@
 //! The OTEP 4719 process context (src/process_ctx) for JavaScript. Process-wide: any JS thread may
-//! call these. The JS layer (js/process-context.js) validates arguments with precise messages
-//! before calling; errors here carry status InvalidArg, which it rethrows as a RangeError.
+//! call these. The JS layer (js/process-context/process-context.js) validates arguments with
+//! precise messages before calling; errors here carry status InvalidArg, which it rethrows as a
+//! RangeError.
 
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -27,10 +27,11 @@ use registry::{Registry, State};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thread_ctx_discovery::error::ErrorKind;
 use thread_ctx_discovery::host_scan::ProcessKey;
 use thread_ctx_discovery::printable::printable;
 use thread_ctx_discovery::resource::{host_name, resource_of, service_name_of};
-use thread_ctx_discovery::{discover, Discovery};
+use thread_ctx_discovery::{discover, Discovery, WriterError};
 use thread_ctx_profile::pipeline::watchdog::{stuck_note, Heartbeat, Supervised};
 use thread_ctx_profile::pipeline::{Identity, Pipeline, PipelineError, Symbolize};
 use thread_ctx_profile::sink::WindowSink;
@@ -60,10 +61,53 @@ pub struct AgentOptions {
 pub enum AgentError {
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
-    #[error("--pid {pid}: {reason}")]
-    Pid { pid: u32, reason: String },
+    #[error("--pid {pid}: {cause}")]
+    Pid { pid: u32, cause: PidError },
     #[error("starting the discovery thread: {0}")]
     Thread(std::io::Error),
+}
+
+impl AgentError {
+    /// What the error means for the caller (no permission to load eBPF, a `--pid` gone, ...).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            AgentError::Pipeline(e) | AgentError::Pid { cause: PidError::Track(e), .. } => e.kind(),
+            AgentError::Pid { cause: PidError::NoProcess, .. } => ErrorKind::TargetGone,
+            AgentError::Pid { cause: PidError::Read(e), .. } => e.kind(),
+            AgentError::Thread(_) => ErrorKind::Other,
+        }
+    }
+}
+
+/// Why a process the agent was told to sample (`--pid`) is not sampled.
+#[derive(Debug, thiserror::Error)]
+pub enum PidError {
+    #[error("no such process (expected the pid of a running process)")]
+    NoProcess,
+    #[error(transparent)]
+    Read(ReadError),
+    #[error(transparent)]
+    Track(PipelineError),
+}
+
+/// Why a process could not be read within the time given.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("starting the discover thread: {0}")]
+    Thread(std::io::Error),
+    #[error(transparent)]
+    Discovery(thread_ctx_discovery::error::Error),
+    #[error("reading the process did not finish within {0:.0}s (the target blocks the read)")]
+    TimedOut(f64),
+}
+
+impl ReadError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ReadError::Discovery(e) => e.kind(),
+            _ => ErrorKind::Other,
+        }
+    }
 }
 
 pub struct Agent {
@@ -103,12 +147,11 @@ impl Agent {
             opts,
         };
         for pid in agent.opts.pids.clone() {
-            let key = ProcessKey::of(pid)
-                .ok_or_else(|| AgentError::Pid { pid, reason: "no such process (expected the pid of a running process)".into() })?;
-            let (d, alloc_site, v8) =
-                discover_within(pid, agent.opts.sampler.alloc, agent.opts.process_timeout).map_err(|reason| AgentError::Pid { pid, reason })?;
+            let key = ProcessKey::of(pid).ok_or(AgentError::Pid { pid, cause: PidError::NoProcess })?;
+            let (d, alloc_site, v8) = discover_within(pid, agent.opts.sampler.alloc, agent.opts.process_timeout)
+                .map_err(|e| AgentError::Pid { pid, cause: PidError::Read(e) })?;
             let resource = resource_of(&d, &agent.host_name);
-            agent.track(key, d, resource, alloc_site, v8).map_err(|e| AgentError::Pid { pid, reason: e.to_string() })?;
+            agent.track(key, d, resource, alloc_site, v8).map_err(|e| AgentError::Pid { pid, cause: PidError::Track(e) })?;
         }
         agent.discovery = Supervised::new(agent.spawn_discovery_worker().map_err(AgentError::Thread)?);
         agent.begin_window();
@@ -139,7 +182,7 @@ impl Agent {
     pub fn run_until(&mut self, deadline: Instant, stop: &dyn Fn() -> bool, sink: &mut dyn WindowSink) -> Result<(), AgentError> {
         while Instant::now() < deadline && !stop() {
             let wait = POLL.min(deadline.saturating_duration_since(Instant::now()));
-            self.pipeline.poll(wait, &mut |_, _| {})?;
+            self.pipeline.poll(wait, &mut |_, _, _| {})?;
             while let Ok(found) = self.found_rx.try_recv() {
                 self.on_found(found)?;
             }
@@ -153,7 +196,7 @@ impl Agent {
     /// the profiles back through [`Agent::run_until`]; returns what the status line says
     /// about it, at once.
     pub fn end_window(&mut self) -> Result<WindowStats, AgentError> {
-        self.pipeline.poll(Duration::ZERO, &mut |_, _| {})?;
+        self.pipeline.poll(Duration::ZERO, &mut |_, _, _| {})?;
         let duration_ns = self.window_start.elapsed().as_nanos() as u64;
         self.pipeline.end_window(self.window_start_unix_ns, duration_ns);
         let counters = self.pipeline.sampler().counters().map_err(PipelineError::from)?;
@@ -219,7 +262,7 @@ impl Agent {
             Found::Refused { key, reason } => self.refuse(key, reason),
             Found::Exited { key } => {
                 if self.pipeline.get(key.pid).is_some_and(|p| p.key == key) {
-                    self.pipeline.untrack(key.pid, &mut |_, _| {})?;
+                    self.pipeline.untrack(key.pid, &mut |_, _, _| {})?;
                     self.registry.remove(key.pid);
                     self.notes.push(format!("process {} exited; its last samples go out with this window", key.pid));
                     self.stats.exited += 1;
@@ -248,11 +291,13 @@ impl Agent {
         alloc_site: Option<Result<ProbeSite, ProbeSiteError>>,
         v8: Result<V8Process, V8FramesError>,
     ) -> Result<(), PipelineError> {
-        let mut what = match d.sampled_writer() {
-            Ok(Some(w)) => format!("{} ({})", w.path, w.access.as_ref().map(|a| a.to_string()).unwrap_or_default()),
-            Ok(None) => "no otel_thread_ctx_v1: stacks only".into(),
+        let writer = d.sampled_writer();
+        let mut what = match &writer {
+            Ok(w) => format!("{} ({})", w.path, w.access.as_ref().map(|a| a.to_string()).unwrap_or_default()),
+            Err(WriterError::None(_)) => "no otel_thread_ctx_v1: stacks only".into(),
             Err(e) => format!("{e}: stacks only"),
         };
+        let unusable = matches!(writer, Err(WriterError::Unusable { .. }));
         // What the process got wrong goes on the same line: one line per process.
         if let Some(first) = d.skipped_objects.first() {
             what += &format!("; {} mapped object(s) skipped, first: {first}", d.skipped_objects.len());
@@ -262,7 +307,7 @@ impl Agent {
             Some(Ok(_)) => d.service_name().unwrap_or("no service.name").to_string(),
             Some(Err(e)) => format!("process context unreadable: {e}"),
         };
-        if d.sampled_writer().is_err() {
+        if unusable {
             // Writers that do not resolve still leave the process's stacks worth sampling.
             d.writers.clear();
         }
@@ -299,7 +344,7 @@ impl Agent {
                 .map(|p| format!(" ({})", printable(&p.identity.service_name)))
                 .unwrap_or_default();
             if self.pipeline.get(key.pid).is_some_and(|p| p.key == key) {
-                if let Err(e) = self.pipeline.untrack(key.pid, &mut |_, _| {}) {
+                if let Err(e) = self.pipeline.untrack(key.pid, &mut |_, _, _| {}) {
                     self.notes.push(format!("untracking process {}: {e}", key.pid));
                 }
             }
@@ -311,7 +356,7 @@ impl Agent {
                 .discovery
                 .respawn("discovery", "tracked processes are still sampled; new ones are not found", || spawn_discovery(config, registry, tx))
             {
-                self.notes.push(e);
+                self.notes.push(e.to_string());
             }
         }
     }
@@ -342,7 +387,7 @@ type Discovered = (Discovery, Option<Result<ProbeSite, ProbeSiteError>>, Result<
 
 /// The process's discovery, its allocation probe site (allocations on) and its V8 layout: read
 /// on a thread of their own, given up after `timeout` (the thread is left behind).
-fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<Discovered, String> {
+fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<Discovered, ReadError> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("discover".into())
@@ -351,11 +396,11 @@ fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<Discovere
             // Nobody may be listening any more (timed out): nothing to do then.
             let _ = tx.send(found);
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadError::Thread)?;
     match rx.recv_timeout(timeout) {
         Ok(Ok(d)) => Ok(d),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("reading the process did not finish within {:.0}s (the target blocks the read)", timeout.as_secs_f64())),
+        Ok(Err(e)) => Err(ReadError::Discovery(e)),
+        Err(_) => Err(ReadError::TimedOut(timeout.as_secs_f64())),
     }
 }
 

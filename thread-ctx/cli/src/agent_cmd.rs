@@ -4,8 +4,10 @@
 //! One status line per window on stderr; SIGTERM/SIGINT send the last window
 //! and exit 0.
 
-use crate::duration::parse_duration;
-use crate::exit_codes::EXIT_USAGE;
+use crate::console::say;
+use crate::duration::{parse_duration, parse_interval};
+use crate::exit_codes::usage;
+use crate::sampling_args::SamplingArgs;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,7 +18,6 @@ use thread_ctx_otlp::{ConfigError, Exporter, ExporterConfig, OtlpSink, Overrides
 use thread_ctx_output::pprof_dir::PprofDir;
 use thread_ctx_profile::sink::{SinkError, Sinks, WindowSink};
 use thread_ctx_profile::window::Window;
-use thread_ctx_sampler::SamplerOptions;
 
 /// How long the last window may take to reach the endpoint after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -38,20 +39,8 @@ pub struct AgentArgs {
     /// Length of one window: one profile per process per window (at least 1s; 10s or more in production).
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
     pub interval: Duration,
-    /// Also trace off-CPU time (sched_switch), as a second profile per process; each sample says
-    /// blocked or preempted (attribute thread.off_cpu.state; pprof label off_cpu).
-    #[arg(long)]
-    pub off_cpu: bool,
-    /// Also take allocation samples of processes that run V8's sampling heap profiler (the
-    /// package's `allocations` option or OTEL_THREAD_CTX_ALLOCATIONS), through a uprobe on
-    /// each `node`: two more profiles per process, alloc_objects/count and alloc_space/bytes,
-    /// linked to trace and span like CPU samples. A `node` without the symbol (stripped) is
-    /// named once; its CPU profile goes on.
-    #[arg(long)]
-    pub alloc: bool,
-    /// Also capture kernel stacks.
-    #[arg(long)]
-    pub kernel: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// OTLP endpoint (over OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT),
     /// e.g. http://localhost:4317 for gRPC or http://localhost:4318 for HTTP.
     #[arg(long, value_name = "URL")]
@@ -72,14 +61,6 @@ pub struct AgentArgs {
     pub process_timeout: Duration,
 }
 
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d < Duration::from_secs(1) {
-        return Err(format!("{s:?}: the interval is at least 1s"));
-    }
-    Ok(d)
-}
-
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(_: libc::c_int) {
@@ -87,21 +68,12 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
 }
 
 pub fn run(args: AgentArgs) -> Result<ExitCode> {
-    if let Some(dir) = &args.pprof_dir {
-        if !dir.is_dir() {
-            eprintln!("thread-ctx: error: --pprof-dir: {} is not a directory", dir.display());
-            return Ok(ExitCode::from(EXIT_USAGE));
-        }
+    if let Some(dir) = args.pprof_dir.as_ref().filter(|d| !d.is_dir()) {
+        return Err(usage(format!("--pprof-dir: {} is not a directory", dir.display())));
     }
-    let exporter = match exporter_for(&args) {
-        Ok(e) => e,
-        Err(message) => {
-            eprintln!("thread-ctx: error: {message}");
-            return Ok(ExitCode::from(EXIT_USAGE));
-        }
-    };
+    let exporter = exporter_for(&args)?;
     let opts = AgentOptions {
-        sampler: SamplerOptions { hz: args.hz, user_stacks: true, kernel_stacks: args.kernel, off_cpu: args.off_cpu, alloc: args.alloc },
+        sampler: args.sampling.options(args.hz, true),
         interval: args.interval,
         scan_interval: args.interval.min(MAX_SCAN_INTERVAL),
         pids: args.pids.clone(),
@@ -119,8 +91,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         None => "no OTLP export".into(),
     };
     let files = args.pprof_dir.as_ref().map(|d| format!(", pprof files in {}", d.display())).unwrap_or_default();
-    let alloc = if args.alloc { ", allocations" } else { "" };
-    eprintln!("thread-ctx agent: sampling {target} at {} Hz{alloc}, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
+    let alloc = if args.sampling.alloc { ", allocations" } else { "" };
+    say!("thread-ctx agent: sampling {target} at {} Hz{alloc}, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
     let end = args.duration.map(|d| Instant::now() + d);
     let stop = || STOP.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
     let mut last_error = None;
@@ -133,10 +105,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         agent.run_until(until, &stop, &mut sinks(&mut notes, &mut otlp, &mut files_sink))?;
         let stats = agent.end_window()?;
         for note in agent.take_notes() {
-            eprintln!("thread-ctx agent: {note}");
+            say!("thread-ctx agent: {note}");
         }
         let export = otlp.as_ref().map(|o| o.exporter.stats());
-        eprintln!("{}", stats.status_line(export.as_ref(), &mut last_error));
+        say!("{}", stats.status_line(export.as_ref(), &mut last_error));
         if stop() || agent.all_given_exited() {
             break;
         }
@@ -144,13 +116,13 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     // The last window: symbolized and handed over, then sent.
     let unfinished = agent.finish(SHUTDOWN_GRACE, &mut sinks(&mut notes, &mut otlp, &mut files_sink));
     if unfinished > 0 {
-        eprintln!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
+        say!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
     }
     if let Some(o) = otlp {
         let stats = o.exporter.shutdown(SHUTDOWN_GRACE);
-        eprintln!("thread-ctx agent: stopped; {stats}");
+        say!("thread-ctx agent: stopped; {stats}");
     } else {
-        eprintln!("thread-ctx agent: stopped");
+        say!("thread-ctx agent: stopped");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -172,14 +144,15 @@ struct ProcessNotes;
 impl WindowSink for ProcessNotes {
     fn write(&mut self, w: &Window) -> Result<(), SinkError> {
         for note in w.processes.iter().flat_map(|p| &p.profile.process_notes) {
-            eprintln!("thread-ctx agent: {note}");
+            say!("thread-ctx agent: {note}");
         }
         Ok(())
     }
 }
 
-/// The exporter, None when only pprof files were asked for; Err: a message naming the bad setting.
-fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
+/// The exporter, None when only pprof files were asked for; a bad setting is a usage error
+/// naming it.
+fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>> {
     let env_endpoint =
         ["OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"].iter().any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
     if args.pprof_dir.is_some() && args.endpoint.is_none() && !env_endpoint {
@@ -193,10 +166,10 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>, String> {
             ConfigError::Protocol { .. } => "--protocol",
             _ => "override",
         };
-        e.to_string().replacen("override", flag, 1)
+        usage(e.to_string().replacen("override", flag, 1))
     })?;
     if let Some(note) = config.port_note() {
-        eprintln!("thread-ctx agent: note: {note}");
+        say!("thread-ctx agent: note: {note}");
     }
-    Exporter::start(config).map(Some).map_err(|e| format!("OTLP exporter for {}: {}", e.endpoint, e.reason))
+    Exporter::start(config).map(Some).map_err(|e| usage(e.to_string()))
 }

@@ -7,33 +7,59 @@ use std::time::Duration;
 const EXPECTED: &str = "expected a number and a unit (ms, s, m or h), e.g. 10s, 500ms, 2m, 1h";
 /// The longest recording asked for at once.
 const MAX_SECONDS: f64 = 24.0 * 3600.0;
+/// The shortest agent window.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+/// What is wrong with a duration (clap names the flag and the value before it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("no number: {EXPECTED}")]
+    NoNumber,
+    #[error("{0:?} is not a number: {EXPECTED}")]
+    NotANumber(String),
+    #[error("unknown unit {0:?}: {EXPECTED}")]
+    Unit(String),
+    #[error("expected a duration from 1ms to 24h")]
+    OutOfRange,
+    #[error("{0:?}: the interval is at least 1s")]
+    IntervalTooShort(String),
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let value: f64 = match num.parse() {
         Ok(v) => v,
-        Err(_) if num.is_empty() => return Err(format!("no number: {EXPECTED}")),
-        Err(_) => return Err(format!("{num:?} is not a number: {EXPECTED}")),
+        Err(_) if num.is_empty() => return Err(DurationError::NoNumber),
+        Err(_) => return Err(DurationError::NotANumber(num.to_string())),
     };
     let scale = match unit.trim_start() {
         "" | "s" => 1.0,
         "ms" => 1e-3,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        other => return Err(format!("unknown unit {other:?}: {EXPECTED}")),
+        other => return Err(DurationError::Unit(other.to_string())),
     };
     let secs = value * scale;
     if !(1e-3..=MAX_SECONDS).contains(&secs) {
-        return Err("expected a duration from 1ms to 24h".into());
+        return Err(DurationError::OutOfRange);
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// An agent window: a duration of at least [`MIN_INTERVAL`].
+pub fn parse_interval(s: &str) -> Result<Duration, DurationError> {
+    let d = parse_duration(s)?;
+    if d < MIN_INTERVAL {
+        return Err(DurationError::IntervalTooShort(s.to_string()));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, parse_interval};
     use std::time::Duration;
 
     #[test]
@@ -49,12 +75,15 @@ mod tests {
 
     #[test]
     fn garbage_says_what_is_wrong_without_repeating_the_value() {
-        assert_eq!(parse_duration("0s").unwrap_err(), "expected a duration from 1ms to 24h");
-        assert_eq!(parse_duration("25h").unwrap_err(), "expected a duration from 1ms to 24h");
-        assert!(parse_duration("5d").unwrap_err().starts_with("unknown unit \"d\": expected a number and a unit (ms, s, m or h)"));
-        assert!(parse_duration("abc").unwrap_err().starts_with("no number: "));
-        assert!(parse_duration("1.2.3s").unwrap_err().starts_with("\"1.2.3\" is not a number: "));
-        assert!(parse_duration("").unwrap_err().starts_with("no number: "));
-        assert!(parse_duration("-5s").unwrap_err().starts_with("no number: "));
+        let said = |s: &str| parse_duration(s).unwrap_err().to_string();
+        assert_eq!(said("0s"), "expected a duration from 1ms to 24h");
+        assert_eq!(said("25h"), "expected a duration from 1ms to 24h");
+        assert!(said("5d").starts_with("unknown unit \"d\": expected a number and a unit (ms, s, m or h)"));
+        assert!(said("abc").starts_with("no number: "));
+        assert!(said("1.2.3s").starts_with("\"1.2.3\" is not a number: "));
+        assert!(said("").starts_with("no number: "));
+        assert!(said("-5s").starts_with("no number: "));
+        assert_eq!(parse_interval("500ms").unwrap_err().to_string(), "\"500ms\": the interval is at least 1s");
+        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
     }
 }

@@ -2,6 +2,7 @@
 //! pprof profile `record --pprof` wrote, restricted by --trace/--span/--attr:
 //! record once, then draw any trace found slow afterwards.
 
+use crate::console::say;
 use crate::exit_codes::usage;
 use crate::profile_args::{check_writable, FilterArgs};
 use anyhow::{Context, Result};
@@ -40,15 +41,16 @@ pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
     }
     // read_file's errors name the file already.
     let profile = pprof::read_file(&args.profile)?;
-    let cpu = args.select.check_selection(&profile, &filter)?;
+    args.select.check_selection(&profile, &filter)?;
+    let kind = args.select.kind(&profile);
     if let Some(p) = &args.folded {
-        let n = flame::write_folded(p, &profile, &filter).context("--folded")?;
-        eprintln!("thread-ctx: wrote folded stacks {} ({n} stacks, {})", p.display(), filter.describe());
+        let n = flame::write_folded(p, &profile, &filter, kind).context("--folded")?;
+        say!("thread-ctx: wrote folded stacks {} ({n} stacks of {}, {}; {})", p.display(), kind.samples_name(), filter.describe(), kind.describe());
     }
     if let Some(p) = &args.output {
-        let subtitle = format!("{cpu} CPU samples, from {}", args.profile.display());
-        flame::write_svg(p, &profile, &filter, &subtitle).context("--output")?;
-        eprintln!("thread-ctx: wrote flame graph {} ({cpu} CPU samples, {})", p.display(), filter.describe());
+        let counted = kind.count_text(&profile, &filter);
+        flame::write_svg(p, &profile, &filter, kind, &format!("{counted}, from {}", args.profile.display())).context("--output")?;
+        say!("thread-ctx: wrote flame graph {} ({counted}, {})", p.display(), filter.describe());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,11 +1,14 @@
 //! `inspect`, `dump` and `validate`: what discovery finds in a process, and
 //! every thread's record read through ptrace (no eBPF needed).
 
-use crate::exit_codes::{code_of, discover_live, no_symbol, permission_hint, Failure, EXIT_MALFORMED, EXIT_NO_PERMISSION, EXIT_READER_FAILED};
+use crate::console::{print_stdout, println_stdout, say};
+use crate::exit_codes::{TargetError, EXIT_MALFORMED, EXIT_READER_FAILED};
 use crate::render;
+use crate::target::{self, permission_hint, Access};
 use anyhow::Result;
 use clap::Args;
 use std::process::ExitCode;
+use thread_ctx_discovery::error::ErrorKind;
 use thread_ctx_discovery::ptrace::{read_all_threads, State};
 
 #[derive(Args)]
@@ -19,43 +22,42 @@ pub struct PidArgs {
 }
 
 pub fn inspect(a: PidArgs) -> Result<ExitCode> {
-    let d = discover_live(a.pid)?;
+    let d = target::discover(a.pid, Access::Ptrace)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&render::discovery_json(&d))?);
+        println_stdout(&serde_json::to_string_pretty(&render::discovery_json(&d))?)?;
     } else {
-        print!("{}", render::discovery_text(&d));
+        print_stdout(&render::discovery_text(&d))?;
     }
     if d.writers.is_empty() {
-        return Err(no_symbol(&d));
+        return Err(target::no_writer(d.no_writer(), Access::Ptrace));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
-    let d = discover_live(a.pid)?;
+    let d = target::discover(a.pid, Access::Ptrace)?;
     if d.writers.is_empty() {
         if a.json {
             let mut j = render::discovery_json(&d);
             j["threads"] = serde_json::json!([]);
             j["verdict"] = "no_symbol".into();
-            println!("{}", serde_json::to_string_pretty(&j)?);
+            println_stdout(&serde_json::to_string_pretty(&j)?)?;
         }
-        return Err(no_symbol(&d));
+        return Err(target::no_writer(d.no_writer(), Access::Ptrace));
     }
-    let threads = read_all_threads(&d).map_err(anyhow::Error::from).map_err(|e| match code_of(&e) {
-        EXIT_NO_PERMISSION => Failure { code: EXIT_NO_PERMISSION, message: format!("{e}: {}", permission_hint(a.pid)) }.into(),
-        _ => e.context(format!("reading the threads of process {}", a.pid)),
+    let threads = read_all_threads(&d).map_err(|e| match e.kind() {
+        ErrorKind::NoPermission => {
+            TargetError { kind: ErrorKind::NoPermission, message: format!("{e}: {}", permission_hint(a.pid, Access::Ptrace)) }.into()
+        }
+        _ => anyhow::Error::new(e).context(format!("reading the threads of process {}", a.pid)),
     })?;
     // ptrace refused on every thread: that is the reader's permission, not the target's state.
-    if !threads.is_empty() && threads.iter().all(|t| t.state == State::Error && t.problems.iter().any(|p| p.contains("Operation not permitted"))) {
+    if !threads.is_empty() && threads.iter().all(|t| t.state == State::Error && t.error_kind == Some(ErrorKind::NoPermission)) {
         if a.json {
             print_threads_json(&d, &threads, "unreadable")?;
         }
-        return Err(Failure {
-            code: EXIT_NO_PERMISSION,
-            message: format!("process {}: ptrace was refused on every thread: {}", a.pid, permission_hint(a.pid)),
-        }
-        .into());
+        let message = format!("process {}: ptrace was refused on every thread: {}", a.pid, permission_hint(a.pid, Access::Ptrace));
+        return Err(TargetError { kind: ErrorKind::NoPermission, message }.into());
     }
     let malformed = threads.iter().any(|t| t.state == State::Malformed);
     let unreadable = threads.iter().any(|t| t.state == State::Error);
@@ -67,11 +69,8 @@ pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
     if a.json {
         print_threads_json(&d, &threads, verdict)?;
     } else {
-        print!("{}", render::discovery_text(&d));
-        print!("{}", render::threads_text(&threads));
-        if validate {
-            println!("verdict: {verdict}");
-        }
+        let verdict_line = if validate { format!("verdict: {verdict}\n") } else { String::new() };
+        print_stdout(&format!("{}{}{verdict_line}", render::discovery_text(&d), render::threads_text(&threads)))?;
     }
     if !validate {
         return Ok(ExitCode::SUCCESS);
@@ -79,7 +78,7 @@ pub fn dump(a: PidArgs, validate: bool) -> Result<ExitCode> {
     Ok(match verdict {
         "malformed" => ExitCode::from(EXIT_MALFORMED),
         "unreadable" => {
-            eprintln!("thread-ctx: some threads could not be read (see their problems); validation is incomplete");
+            say!("thread-ctx: some threads could not be read (see their problems); validation is incomplete");
             ExitCode::from(EXIT_READER_FAILED)
         }
         _ => ExitCode::SUCCESS,
@@ -90,6 +89,6 @@ fn print_threads_json(d: &thread_ctx_discovery::Discovery, threads: &[thread_ctx
     let mut j = render::discovery_json(d);
     j["threads"] = serde_json::to_value(threads)?;
     j["verdict"] = verdict.into();
-    println!("{}", serde_json::to_string_pretty(&j)?);
+    println_stdout(&serde_json::to_string_pretty(&j)?)?;
     Ok(())
 }

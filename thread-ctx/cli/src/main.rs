@@ -6,6 +6,7 @@
 //! errors exit 2, like ours).
 
 mod agent_cmd;
+mod console;
 mod duration;
 mod exit_codes;
 mod flamegraph_cmd;
@@ -14,7 +15,10 @@ mod profile_args;
 mod record_cmd;
 mod render;
 mod report_cmd;
+mod sampling_args;
 mod shim_parent;
+mod target;
+mod traces_cmd;
 
 use clap::{Parser, Subcommand};
 use exit_codes::{code_of, EXIT_CODES_HELP};
@@ -72,7 +76,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("thread-ctx: error: {e:#}");
+            console::say!("thread-ctx: error: {e:#}");
             ExitCode::from(code_of(&e))
         }
     }

@@ -3,33 +3,39 @@
 //! JSON lines; with stacks, also the profile outputs of [`crate::profile_args`]
 //! (pprof, flame graph, folded).
 //!
+//! A thin handler over library stages, as `agent` is: discovery finds the
+//! target, a [`Recording`] runs the pipeline (decode, aggregate, the inline
+//! symbolize stage) and shows each decoded sample to this command's
+//! [`Observer`], which adds it to the summary and prints its jsonl line; the
+//! recording's profile then goes to the output crate's files and tables.
+//!
 //! `record TID` with the id of a thread that is not its process's main
 //! thread records that thread only (and says whose thread it is): the user
 //! named one thread, so its samples alone answer the question, and the
 //! sampler tracks processes, so the process is tracked and the thread kept.
 
+use crate::console::{say, say_once};
 use crate::duration::parse_duration;
-use crate::exit_codes::{discover_live, no_symbol, thread_group_of, usage};
-use crate::profile_args::ProfileArgs;
+use crate::exit_codes::usage;
+use crate::profile_args::{ProfileArgs, ProfilePlan};
+use crate::target::{self, Access};
 use anyhow::{Context, Result};
-use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use thread_ctx_discovery::container::read_placement;
-use thread_ctx_discovery::host_scan::ProcessKey;
+use thread_ctx_discovery::{process, Discovery};
+use thread_ctx_output::jsonl::sample_line;
 use thread_ctx_output::selection::selection_summary;
 use thread_ctx_output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx_output::{pprof, top};
-use thread_ctx_profile::pipeline::{process_alive, Identity, Pipeline, Symbolize};
+use thread_ctx_profile::pipeline::{Identity, Symbolize, TrackedProcess};
+use thread_ctx_profile::recording::{End, Observer, Recorded, Recording};
 use thread_ctx_profile::symbolized::monotonic_to_unix_ns;
-use thread_ctx_profile::{Frame, Symbolizer};
-use thread_ctx_sampler::alloc_probe::{published_interval, unbiased_bytes, DEFAULT_INTERVAL};
-use thread_ctx_sampler::{Event, SamplerOptions};
-
-/// How often the run loop looks at the clock, Ctrl-C and the target.
-const POLL_INTERVAL: Duration = Duration::from_millis(100);
+use thread_ctx_profile::{Profile, Sample};
+use thread_ctx_sampler::alloc_probe::{published_interval, DEFAULT_INTERVAL};
+use thread_ctx_sampler::Event;
 
 #[derive(clap::Args, Debug)]
 pub struct RecordArgs {
@@ -77,291 +83,281 @@ extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
-    Deadline,
-    Stopped,
-    TargetExited,
-    ThreadExited,
-}
-
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
-    let plan = args.profile.plan(!args.no_user_stacks)?;
-    if args.frames && (args.format != Format::Jsonl || args.no_user_stacks) {
-        return Err(usage("--frames: gives each jsonl sample its frames: use it with --format jsonl and user stacks"));
-    }
-    if args.format == Format::Jsonl && (args.by.is_some() || args.top != 10) {
-        return Err(usage("--by/--top: shape the summary: drop them for --format jsonl"));
-    }
+    let plan = args.plan()?;
     // A thread's id: record its process, keep that thread's samples.
-    let (pid, tid) = match thread_group_of(args.pid) {
+    let (pid, tid) = match process::thread_group_of(args.pid) {
         Some(pid) => (pid, Some(args.pid as u32)),
         None => (args.pid, None),
     };
-    let d = discover_live(pid)?;
+    let d = target::discover(pid, Access::Ebpf)?;
     if let Some(tid) = tid {
-        eprintln!("thread-ctx: {tid} is a thread of process {pid}: recording that thread only (`record {pid}` records them all)");
+        say!("thread-ctx: {tid} is a thread of process {pid}: recording that thread only (`record {pid}` records them all)");
     }
-    let writer = d.sampled_writer().map_err(anyhow::Error::msg)?;
-    let Some(writer) = writer else {
-        return Err(no_symbol(&d));
-    };
+    let writer = target::sampled_writer(&d, Access::Ebpf)?;
     for other in d.writers.iter().filter(|w| !std::ptr::eq(*w, writer)) {
-        eprintln!("thread-ctx: warning: also defined by {}, which is not sampled (one writer object per process)", other.path);
+        say!("thread-ctx: warning: also defined by {}, which is not sampled (one writer object per process)", other.path);
     }
-    let opts = SamplerOptions {
-        hz: args.hz,
-        user_stacks: !args.no_user_stacks,
-        kernel_stacks: args.profile.kernel,
-        off_cpu: args.profile.off_cpu,
-        alloc: args.profile.alloc,
-    };
-    let alloc_interval = d.context().and_then(published_interval);
-    let key_map = d.key_map().map(<[String]>::to_vec);
-    let service_name = d.service_name().map(str::to_string);
-    let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(key_map.as_deref()));
-    let key = ProcessKey::of(pid as u32).ok_or_else(|| anyhow::anyhow!("process {pid} exited before it could be sampled"))?;
-    let mut pipeline =
-        Pipeline::start(opts, if plan.symbolize { Symbolize::Inline } else { Symbolize::Never }).context("starting the eBPF sampler")?;
+    let by = group_by(args.by.clone(), &d)?;
+    let identity = Identity { service_name: d.service_name().unwrap_or_default().to_string(), ..Default::default() };
+    let options = args.profile.sampling.options(args.hz, !args.no_user_stacks);
+    let symbolize = if plan.symbolize { Symbolize::Inline } else { Symbolize::Never };
+    let mut recording = Recording::start(options, symbolize, &d, identity, tid)?;
     if args.bpf_stats {
-        pipeline.sampler_mut().enable_run_time_stats()?;
+        recording.pipeline_mut().sampler_mut().enable_run_time_stats()?;
     }
-    // Its V8 layout (its node binary's symbols, read once), for reading its JS frames.
-    let v8 = thread_ctx_sampler::V8Sites::new().process(pid as u32);
-    // The recording starts when tracking does: taken after it, a sample the kernel sent while
-    // this thread was switched out between the two would carry a time before the profile's start.
-    let started_unix = std::time::SystemTime::now();
-    let started = Instant::now();
-    let identity = Identity { service_name: service_name.clone().unwrap_or_default(), ..Default::default() };
-    let v8_for_frames = v8.clone();
-    pipeline.track(key, &d, identity, v8).with_context(|| format!("sampling process {pid}"))?;
-    if let Some(tid) = tid {
-        pipeline.keep_only_thread(pid as u32, tid);
-    }
-    pipeline.probe_allocations(pid as u32, None);
-    for line in pipeline.take_alloc_reports() {
-        eprintln!("thread-ctx: --alloc: {line}; the CPU profile goes on");
-    }
-    if args.profile.alloc && pipeline.alloc_probed(pid as u32) && alloc_interval.is_none() {
-        eprintln!(
-            "thread-ctx: --alloc: process {pid} publishes no heap sampling interval (is the package's `allocations` option on?); bytes assume {DEFAULT_INTERVAL}"
-        );
-    }
-    if let Some(sym) = pipeline.get(pid as u32).and_then(|t| t.symbolizer()) {
-        // Warn now, not after the recording, when a Node target's JS frames will stay unnamed.
-        if sym.runs_v8() {
-            if let Some(note) = sym.perf_map_note() {
-                eprintln!("thread-ctx: warning: {note}");
-            }
-        }
-    }
+    warn_at_start(&mut recording, &d, &args);
     // SAFETY: installing an async-signal-safe handler that only stores an atomic.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 
-    let stdout = std::io::stdout();
     let mut live = Live {
-        summary: Summary::new(by.clone(), key_map.as_deref()),
-        out: std::io::BufWriter::new(stdout.lock()),
+        summary: Summary::new(by.clone()),
+        out: std::io::BufWriter::new(std::io::stdout().lock()),
         jsonl: args.format == Format::Jsonl,
-        key_map: key_map.clone(),
-        tid,
+        frames: args.frames,
         monotonic_to_unix_ns: monotonic_to_unix_ns(),
-        alloc_interval: alloc_interval.unwrap_or(DEFAULT_INTERVAL),
-        // Its own symbolizer: the pipeline's names samples in batches, a line needs its frames now.
-        frames: if args.frames {
-            let mut sym = Symbolizer::new(pid).context("--frames: symbolizing")?;
-            sym.set_v8(v8_for_frames);
-            Some(sym)
-        } else {
-            None
-        },
         write_error: None,
     };
-    live.summary.set_off_cpu_traced(args.profile.off_cpu);
-    live.summary.set_alloc_traced(args.profile.alloc, alloc_interval);
-    let deadline = started + args.duration;
-    let end = loop {
-        if Instant::now() >= deadline {
-            break End::Deadline;
+    live.summary.set_off_cpu_traced(args.profile.sampling.off_cpu);
+    live.summary.set_alloc_traced(args.profile.sampling.alloc, alloc_interval(&d));
+    let end = recording.run(args.duration, &mut live)?;
+    let recorded = recording.finish(end)?;
+    report(&args, &plan, &d, &by, recording, recorded, live)
+}
+
+impl RecordArgs {
+    /// Checks the flags before anything is loaded; errors name the flag at fault.
+    fn plan(&self) -> Result<ProfilePlan> {
+        let plan = self.profile.plan(!self.no_user_stacks)?;
+        if self.frames && (self.format != Format::Jsonl || self.no_user_stacks) {
+            return Err(usage("--frames: gives each jsonl sample its frames: use it with --format jsonl and user stacks"));
         }
-        if INTERRUPTED.load(Ordering::Relaxed) || live.stdout_closed() {
-            break End::Stopped;
+        if self.format == Format::Jsonl && (self.by.is_some() || self.top != 10) {
+            return Err(usage("--by/--top: shape the summary: drop them for --format jsonl"));
         }
-        if !process_alive(pid as u32) {
-            break End::TargetExited;
+        Ok(plan)
+    }
+}
+
+/// The summary's rows: `--by`, when the process's records can carry it, else the process's
+/// default. A key the process never registered is refused before recording, naming those it did.
+fn group_by(by: Option<GroupBy>, d: &Discovery) -> Result<GroupBy> {
+    let Some(by) = by else { return Ok(GroupBy::default_for(d.key_map())) };
+    if let (GroupBy::Attr(key), Some(keys)) = (&by, d.key_map()) {
+        // `attr.N` names a key index the key map lacks (as the decode stage names it).
+        let index_name = key.strip_prefix("attr.").is_some_and(|n| n.parse::<u8>().is_ok());
+        if !keys.contains(key) && !index_name {
+            let carried = if keys.is_empty() { "no attribute".to_string() } else { keys.join(", ") };
+            return Err(usage(format!("--by {key}: no record of process {} carries {key}; they carry {carried}", d.pid)));
         }
-        if tid.is_some_and(|t| !std::path::Path::new(&format!("/proc/{pid}/task/{t}")).exists()) {
-            break End::ThreadExited;
-        }
-        let wait = POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now()));
-        pipeline.poll(wait, &mut |_, e| live.on_event(e))?;
-    };
-    pipeline.poll(Duration::ZERO, &mut |_, e| live.on_event(e))?;
-    let seconds = started.elapsed().as_secs_f64();
+    }
+    Ok(by)
+}
+
+/// The mean heap sampling interval the process publishes (what its allocation samples were scaled by).
+fn alloc_interval(d: &Discovery) -> Option<u64> {
+    d.context().and_then(published_interval)
+}
+
+/// What the user should know before waiting for the recording: allocation probes that could
+/// not be placed, and JS frames nothing will name.
+fn warn_at_start(recording: &mut Recording, d: &Discovery, args: &RecordArgs) {
+    let pid = d.pid;
+    for line in recording.pipeline_mut().take_alloc_reports() {
+        say!("thread-ctx: --alloc: {line}; the CPU profile goes on");
+    }
+    if args.profile.sampling.alloc && recording.pipeline().alloc_probed(pid as u32) && alloc_interval(d).is_none() {
+        say!(
+            "thread-ctx: --alloc: process {pid} publishes no heap sampling interval (is the package's `allocations` option on?); bytes assume {DEFAULT_INTERVAL}"
+        );
+    }
+    let symbolizer = recording.process().and_then(TrackedProcess::symbolizer);
+    if let Some(note) = symbolizer.and_then(|s| s.heap_fallback_note_once()) {
+        say!("thread-ctx: {note}");
+    }
+    if let Some(note) = symbolizer.filter(|s| s.runs_v8()).and_then(|s| s.perf_map_note()) {
+        say_once("thread-ctx: warning: ", &note);
+    }
+}
+
+/// Everything the recording gives once it ended: files, the summary (or the jsonl closing
+/// line), notes, and how it ended.
+fn report<W: Write>(
+    args: &RecordArgs,
+    plan: &ProfilePlan,
+    d: &Discovery,
+    by: &GroupBy,
+    recording: Recording,
+    recorded: Recorded,
+    live: Live<W>,
+) -> Result<ExitCode> {
+    let pid = d.pid;
     // A reader that closed our stdout (`| head`) ends the recording, quietly: it has what it wanted.
     let stdout_closed = live.stdout_closed();
-    let Live { summary, mut out, write_error, .. } = live;
+    let Live { mut summary, mut out, write_error, .. } = live;
     if let Some(e) = write_error.filter(|_| !stdout_closed) {
         return Err(e).context("writing samples to stdout");
     }
-    let counters = pipeline.sampler().counters()?;
-    let dropped = counters.all_dropped();
-    let placement = read_placement(pid).ok();
-    let info = RunInfo {
-        pid: pid as u32,
-        tid,
-        hz: args.hz,
-        cpus: pipeline.sampler().cpus(),
-        seconds,
-        dropped,
-        service_name: service_name.as_deref(),
-        placement: placement.as_ref(),
-        top: args.top,
-    };
-    pipeline.end_window(started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64), (seconds * 1e9) as u64);
-    let profile = pipeline.take_windows().into_iter().flat_map(|w| w.processes).map(|p| p.profile).next();
-    let mut outputs = Ok(());
-    if let Some(p) = &profile {
-        let meta = pprof::Meta {
-            service_name: service_name.clone(),
-            start_unix_ns: started_unix.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64),
-            duration_ns: (seconds * 1e9) as i64,
-            comments: vec![format!("thread-ctx record {} --hz {}", args.pid, args.hz)],
-        };
-        let subtitle = if args.profile.alloc {
-            let a = summary.alloc().total();
-            format!("pid {pid}, {} allocation samples standing for {:.1} MB over {seconds:.1} s", a.samples, a.bytes as f64 / 1e6)
-        } else {
-            format!("pid {pid}, {} CPU samples at {} Hz over {seconds:.1} s", summary.total(), args.hz)
-        };
-        outputs = args.profile.files.write(p, &plan.filter, &meta, &subtitle);
+    // No allocation sample, no interval published: the service never sampled its allocations.
+    let alloc_off = args.profile.sampling.alloc && summary.alloc().total().samples == 0 && alloc_interval(d).is_none();
+    if alloc_off {
+        summary.set_alloc_traced(false, None);
     }
-    let top_frames = profile.as_ref().map(|p| top::top_frames(p, &by, 3));
-    let mut written = Ok(());
-    match args.format {
-        Format::Summary => {
-            let selection = profile.as_ref().and_then(|p| selection_summary(p, &plan.filter, &by, args.hz, args.top)).unwrap_or_default();
-            written = write!(out, "{}{selection}", summary.render(&info, top_frames.as_ref()));
-        }
-        Format::Jsonl if stdout_closed => {}
+    let files = recorded.profile.as_ref().map_or(Ok(()), |p| write_files(args, plan, d, &recorded, p));
+    let written = match args.format {
+        Format::Summary => write!(out, "{}", summary_text(args, plan, d, by, &recording, &recorded, &summary)),
+        Format::Jsonl if stdout_closed => Ok(()),
         Format::Jsonl => {
-            let alloc = summary.alloc();
-            let alloc = if args.profile.alloc {
-                format!(", {} allocation samples ({} without a span context)", alloc.total().samples, alloc.no_span().samples)
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "thread-ctx: {} samples ({} without a span context){alloc}, {} dropped (ring buffer full)",
-                summary.total(),
-                summary.no_context(),
-                dropped
-            )
+            say_jsonl_totals(args, &summary, recorded.dropped);
+            Ok(())
         }
-    }
+    };
     match written.and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {} // nobody reads stdout any more
         r => r.context("writing to stdout")?,
     }
-    for note in profile.iter().flat_map(|p| &p.notes) {
-        eprintln!("thread-ctx: note: {note}");
+    for note in recorded.profile.iter().flat_map(|p| &p.notes) {
+        say_once("thread-ctx: note: ", note);
     }
-    if pipeline.undecodable > 0 {
-        eprintln!("thread-ctx: warning: {} ring-buffer events did not decode (sampler ABI mismatch)", pipeline.undecodable);
+    if let (GroupBy::Attr(key), None, false) = (by, d.key_map(), summary.key_carried()) {
+        say!("thread-ctx: note: --by {key}: no record carried {key} (process {pid} publishes no attribute key map to name its keys)");
+    }
+    if recording.pipeline().undecodable > 0 {
+        say!("thread-ctx: warning: {} ring-buffer events did not decode (sampler ABI mismatch)", recording.pipeline().undecodable);
     }
     if args.bpf_stats {
-        print_bpf_stats(&pipeline, summary.total())?;
+        print_bpf_stats(&recording, summary.total())?;
     }
-    match end {
-        End::TargetExited => eprintln!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
-        End::ThreadExited => eprintln!("thread-ctx: thread {} of process {pid} exited after {seconds:.1} s; sampling stopped", args.pid),
-        End::Stopped if stdout_closed => {}
-        End::Stopped => eprintln!("thread-ctx: interrupted after {seconds:.1} s"),
-        End::Deadline => {}
+    say_end(args, pid, &recorded, stdout_closed);
+    files?;
+    if alloc_off {
+        return Err(usage(format!(
+            "--alloc: process {pid} has not turned allocation sampling on (no allocation sample, and it publishes no heap sampling interval): \
+             start it with the package's `allocations` option or OTEL_THREAD_CTX_ALLOCATIONS=1, or drop --alloc"
+        )));
     }
-    outputs?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// What the run prints as events arrive: the summary's counts and, for jsonl, each event.
+/// The profile files asked for, from the recording's profile.
+fn write_files(args: &RecordArgs, plan: &ProfilePlan, d: &Discovery, recorded: &Recorded, profile: &Profile) -> Result<()> {
+    let meta = pprof::Meta {
+        service_name: d.service_name().map(str::to_string),
+        start_unix_ns: recorded.start_unix_ns as i64,
+        duration_ns: (recorded.seconds * 1e9) as i64,
+        comments: vec![format!("thread-ctx record {} --hz {}", args.pid, args.hz)],
+    };
+    let subtitle = |counted: &str| format!("pid {} at {} Hz, {counted} over {:.1} s", d.pid, args.hz, recorded.seconds);
+    args.profile.files.write(profile, &plan.filter, &meta, &subtitle)
+}
+
+/// The summary table, with each group's top frames, and the selection's own when one was made.
+fn summary_text(
+    args: &RecordArgs,
+    plan: &ProfilePlan,
+    d: &Discovery,
+    by: &GroupBy,
+    recording: &Recording,
+    recorded: &Recorded,
+    summary: &Summary,
+) -> String {
+    let placement = read_placement(d.pid).ok();
+    let info = RunInfo {
+        pid: d.pid as u32,
+        tid: recording.tid(),
+        hz: args.hz,
+        cpus: recording.pipeline().sampler().cpus(),
+        seconds: recorded.seconds,
+        dropped: recorded.dropped,
+        service_name: d.service_name(),
+        placement: placement.as_ref(),
+        top: args.top,
+    };
+    let profile = recorded.profile.as_ref();
+    let top_frames = profile.map(|p| top::top_frames(p, by, 3));
+    let selection = profile.and_then(|p| selection_summary(p, &plan.filter, args.profile.files.select.kind(p), by, args.hz, args.top));
+    format!("{}{}", summary.render(&info, top_frames.as_ref()), selection.unwrap_or_default())
+}
+
+/// jsonl's closing line on stderr: what the lines on stdout add up to.
+fn say_jsonl_totals(args: &RecordArgs, summary: &Summary, dropped: u64) {
+    let alloc = summary.alloc();
+    let alloc = if args.profile.sampling.alloc {
+        format!(", {} allocation samples ({} without a span context)", alloc.total().samples, alloc.no_span().samples)
+    } else {
+        String::new()
+    };
+    say!("thread-ctx: {} samples ({} without a span context){alloc}, {dropped} dropped (ring buffer full)", summary.total(), summary.no_context());
+}
+
+/// How the recording ended, when not by its deadline (or by a reader that went away).
+fn say_end(args: &RecordArgs, pid: i32, recorded: &Recorded, stdout_closed: bool) {
+    let seconds = recorded.seconds;
+    match recorded.end {
+        End::TargetExited => say!("thread-ctx: process {pid} exited after {seconds:.1} s; sampling stopped"),
+        End::ThreadExited => say!("thread-ctx: thread {} of process {pid} exited after {seconds:.1} s; sampling stopped", args.pid),
+        End::Stopped if stdout_closed => {}
+        End::Stopped => say!("thread-ctx: interrupted after {seconds:.1} s"),
+        End::Deadline => {}
+    }
+}
+
+/// What the recording shows of each sample as it arrives: the summary's counts and, for jsonl,
+/// the sample's line.
 struct Live<W: Write> {
     summary: Summary,
     out: W,
     jsonl: bool,
-    key_map: Option<Vec<String>>,
-    /// Only this thread's events count.
-    tid: Option<u32>,
-    /// CLOCK_REALTIME - CLOCK_MONOTONIC: the events' times as wall-clock times.
+    /// `--frames`: each jsonl line names its stack, through the recording's own symbolize stage.
+    frames: bool,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC: the samples' times as wall-clock times.
     monotonic_to_unix_ns: i64,
-    /// The process's mean heap sampling interval: the bytes an allocation sample stands for.
-    alloc_interval: u64,
-    /// `--frames`: names each jsonl sample's stack.
-    frames: Option<Symbolizer>,
     write_error: Option<std::io::Error>,
 }
 
-impl<W: Write> Live<W> {
-    fn on_event(&mut self, e: &Event) {
-        if self.tid.is_some_and(|t| t != e.tid) {
+impl<W: Write> Observer for Live<W> {
+    fn sample(&mut self, process: &mut TrackedProcess, event: &Event, sample: &Sample) {
+        self.summary.add(sample);
+        if !self.jsonl || self.write_error.is_some() {
             return;
         }
-        self.summary.add(e);
-        if self.jsonl && self.write_error.is_none() {
-            let mut line = e.to_json(self.key_map.as_deref());
-            line["time_unix_nano"] = json!((e.time_ns as i64).saturating_add(self.monotonic_to_unix_ns).max(0));
-            if let Some(size) = e.alloc_size() {
-                line["bytes"] = json!(unbiased_bytes(size, self.alloc_interval));
-            }
-            if let Some(sym) = self.frames.as_mut() {
-                let kernel = e.kernel_stack.as_deref().map(|s| sym.kernel_frames(s)).unwrap_or_default();
-                let user = e.user_stack.as_deref().map(|s| sym.sample_frames(s, &e.js_frames, &e.leaf_words)).unwrap_or_default();
-                line["frames"] = kernel.iter().chain(&user).map(frame_json).collect();
-            }
-            if let Err(err) = writeln!(self.out, "{line}") {
-                self.write_error = Some(err);
-            }
+        let frames = if self.frames { process.name_now(sample) } else { None };
+        let line = sample_line(event, sample, process.key_map(), self.monotonic_to_unix_ns, frames.as_deref());
+        if let Err(err) = writeln!(self.out, "{line}") {
+            self.write_error = Some(err);
         }
     }
 
+    fn stopped(&self) -> bool {
+        INTERRUPTED.load(Ordering::Relaxed) || self.stdout_closed()
+    }
+}
+
+impl<W: Write> Live<W> {
     fn stdout_closed(&self) -> bool {
         self.write_error.as_ref().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
     }
 }
 
-/// One frame of a `--frames` jsonl line.
-fn frame_json(f: &Frame) -> serde_json::Value {
-    json!({
-        "kind": format!("{:?}", f.kind).to_lowercase(),
-        "name": f.name,
-        "file": f.file,
-        "line": f.source_line(),
-        "column": f.pos.map_or(f.column, |p| p.column),
-        "function_line": f.line,
-        // Source-mapped: where V8 ran it (file and lines above are the original source's).
-        "generated": f.generated.as_ref().map(|g| json!({
-            "file": g.file, "line": g.pos.map_or(g.line, |p| Some(p.line)), "column": g.pos.map_or(g.column, |p| p.column), "function_line": g.line,
-        })),
-    })
-}
-
-fn print_bpf_stats(pipeline: &Pipeline, target_samples: u64) -> Result<()> {
-    let st = pipeline.sampler().program_stats()?;
+fn print_bpf_stats(recording: &Recording, target_samples: u64) -> Result<()> {
+    let sampler = recording.pipeline().sampler();
+    let st = sampler.program_stats()?;
     let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
     // run_cnt counts every cpu-clock tick on the sampled CPUs, the target's or not.
-    eprintln!("thread-ctx: BPF program: {} runs, {} ns total, {per:.0} ns per run", st.run_cnt, st.run_time_ns);
+    say!("thread-ctx: BPF program: {} runs, {} ns total, {per:.0} ns per run", st.run_cnt, st.run_time_ns);
     if target_samples > 0 {
         // An upper bound: run_time_ns includes the cheap runs on other processes' ticks.
-        eprintln!("thread-ctx: BPF program: <= {:.0} ns per sample of the target", st.run_time_ns as f64 / target_samples as f64);
+        say!("thread-ctx: BPF program: <= {:.0} ns per sample of the target", st.run_time_ns as f64 / target_samples as f64);
         // Exact for the target: the program's own clock around its runs on the target's ticks.
-        let timed = pipeline.sampler().counters()?;
+        let timed = sampler.counters()?;
         let ticks = timed.total() + timed.dropped;
         if ticks > 0 {
-            eprintln!("thread-ctx: BPF program: {:.0} ns per sample of the target (its own clock)", timed.cpu_sample_ns as f64 / ticks as f64);
+            say!("thread-ctx: BPF program: {:.0} ns per sample of the target (its own clock)", timed.cpu_sample_ns as f64 / ticks as f64);
         }
     }
-    if let Some(st) = pipeline.sampler().off_cpu_program_stats()? {
+    if let Some(st) = sampler.off_cpu_program_stats()? {
         let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
-        eprintln!("thread-ctx: off-CPU program: {} context switches seen, {} ns total, {per:.0} ns per switch", st.run_cnt, st.run_time_ns);
+        say!("thread-ctx: off-CPU program: {} context switches seen, {} ns total, {per:.0} ns per switch", st.run_cnt, st.run_time_ns);
     }
     Ok(())
 }

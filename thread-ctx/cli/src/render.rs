@@ -27,9 +27,9 @@ fn writer_json(w: &Writer) -> Value {
         "relocations": w.object.relocations,
         "got_address": w.got_address.map(|a| format!("{a:#x}")),
         "access": w.access.as_ref().ok().map(access_json),
-        "error": w.access.as_ref().err(),
+        "error": w.access.as_ref().err().map(ToString::to_string),
         "nodejs_layout": w.nodejs.as_ref().and_then(|l| l.as_ref().ok()),
-        "nodejs_error": w.nodejs.as_ref().and_then(|l| l.as_ref().err()),
+        "nodejs_error": w.nodejs.as_ref().and_then(|l| l.as_ref().err()).map(ToString::to_string),
     })
 }
 
@@ -37,12 +37,12 @@ pub fn discovery_json(d: &Discovery) -> Value {
     let (pc, pc_err) = match &d.process_context {
         None => (Value::Null, Value::Null),
         Some(Ok(pc)) => (serde_json::to_value(pc).unwrap_or(Value::Null), Value::Null),
-        Some(Err(e)) => (Value::Null, e.clone().into()),
+        Some(Err(e)) => (Value::Null, e.to_string().into()),
     };
     json!({
         "pid": d.pid,
         "writers": d.writers.iter().map(writer_json).collect::<Vec<_>>(),
-        "skipped_objects": d.skipped_objects,
+        "skipped_objects": d.skipped_objects.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "process_context": pc,
         "process_context_error": pc_err,
     })
@@ -66,7 +66,7 @@ pub fn discovery_text(d: &Discovery) -> String {
                 let _ = writeln!(s, "  access: {a}");
             }
             Err(e) => {
-                let _ = writeln!(s, "  access: UNRESOLVED: {}", printable(e));
+                let _ = writeln!(s, "  access: UNRESOLVED: {}", printable(&e.to_string()));
             }
         }
         match &w.nodejs {
@@ -76,19 +76,19 @@ pub fn discovery_text(d: &Discovery) -> String {
                 let _ = writeln!(s, "  layout: {layout}");
             }
             Some(Err(e)) => {
-                let _ = writeln!(s, "  schema: NOT READ: {}", printable(e));
+                let _ = writeln!(s, "  schema: NOT READ: {}", printable(&e.to_string()));
             }
         }
     }
     for o in &d.skipped_objects {
-        let _ = writeln!(s, "skipped object: {}", printable(o));
+        let _ = writeln!(s, "skipped object: {}", printable(&o.to_string()));
     }
     match &d.process_context {
         None => {
             let _ = writeln!(s, "process context: none (no OTEL_CTX mapping)");
         }
         Some(Err(e)) => {
-            let _ = writeln!(s, "process context: UNREADABLE: {}", printable(e));
+            let _ = writeln!(s, "process context: UNREADABLE: {}", printable(&e.to_string()));
         }
         Some(Ok(pc)) => {
             let _ = writeln!(

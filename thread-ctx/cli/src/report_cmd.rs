@@ -5,9 +5,12 @@
 //! `record` writes (pprof, flame graph, folded stacks), restricted by --trace/--span/--attr.
 //! The proof that the pipeline works end to end is drawn from what arrived, not from what was sent.
 
-use crate::exit_codes::usage;
+use crate::console::{print_stdout, say};
+use crate::exit_codes::{existing_file, usage};
 use crate::profile_args::ProfileFiles;
+use crate::traces_cmd;
 use anyhow::{Context, Result};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use thread_ctx_discovery::printable::printable;
@@ -15,7 +18,7 @@ use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
 use thread_ctx_otlp::received::{read_exporter_file, resolve};
 use thread_ctx_output::pprof;
 use thread_ctx_output::selection::selection_summary;
-use thread_ctx_output::summary::{GroupBy, Summary};
+use thread_ctx_output::summary::{GroupBy, Summary, NO_ROUTE_HINT, ROUTE_KEY};
 use thread_ctx_output::top;
 use thread_ctx_profile::Filter;
 
@@ -38,8 +41,19 @@ const RESOURCE_SHOWN: [&str; 12] = [
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
     /// What the Collector's file exporter wrote (its `proto` format: size-prefixed OTLP ProfilesData).
+    #[arg(long, value_name = "FILE", required_unless_present = "traces", conflicts_with = "traces")]
+    pub otlp: Option<PathBuf>,
+    /// Enriched spans the Collector's spanprofiles connector wrote through a file exporter (its
+    /// `proto` format: size-prefixed OTLP TracesData): per route the latency, and where the
+    /// slowest 1 % spent their time.
     #[arg(long, value_name = "FILE")]
-    pub otlp: PathBuf,
+    pub traces: Option<PathBuf>,
+    /// With --traces: also explain the N slowest requests one by one.
+    #[arg(long, value_name = "N", requires = "traces", default_value_t = 0)]
+    pub slowest: usize,
+    /// With --traces: the report as JSON, for scripts.
+    #[arg(long, requires = "traces")]
+    pub json: bool,
     /// Only this process (its resource's process.pid); repeatable.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<u32>,
@@ -59,23 +73,30 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let (otlp, traces) = (args.otlp.clone(), args.traces.clone());
+    match (otlp, traces) {
+        (_, Some(traces)) => traces_cmd::run(&traces, args.slowest, args.top, args.json),
+        (Some(otlp), None) => profiles(args, otlp),
+        (None, None) => Err(usage("--otlp FILE or --traces FILE: what should be read?")),
+    }
+}
+
+/// `report --otlp`: what the Collector received of the agent's profiles.
+fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
     let files = &args.files;
     let filter = files.filter()?;
-    if !args.otlp.is_file() {
-        let what = if args.otlp.exists() { "is not a file" } else { "does not exist" };
-        return Err(usage(format!("--otlp: {} {what}", args.otlp.display())));
-    }
-    let file = read_exporter_file(&args.otlp)?;
+    existing_file("--otlp", &otlp)?;
+    let file = read_exporter_file(&otlp)?;
     if file.incomplete_tail > 0 {
-        eprintln!(
+        say!(
             "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
             file.incomplete_tail,
-            args.otlp.display()
+            otlp.display()
         );
     }
     let mut samples = Vec::new();
     for (i, m) in file.messages.iter().enumerate() {
-        samples.extend(resolve(m).with_context(|| format!("{}: message {}", args.otlp.display(), i + 1))?);
+        samples.extend(resolve(m).with_context(|| format!("{}: message {}", otlp.display(), i + 1))?);
     }
     let all = processes(&samples);
     let total = all.len();
@@ -87,20 +108,21 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if shown.is_empty() && total > 0 && (!args.pid.is_empty() || args.service.is_some()) {
         let flag = if args.pid.is_empty() { "--service" } else { "--pid" };
         let held: Vec<String> = all.iter().map(who).collect();
-        return Err(usage(format!("{flag}: no such process in {} (it holds {})", args.otlp.display(), held.join(", "))));
+        return Err(usage(format!("{flag}: no such process in {} (it holds {})", otlp.display(), held.join(", "))));
     }
-    println!(
-        "{}: {} requests, {} CPU samples of {total} process{}{}",
-        args.otlp.display(),
+    let by = group_by(&args, &shown)?;
+    let mut out = format!(
+        "{}: {} requests, {} CPU samples of {total} process{}{}\n",
+        otlp.display(),
         file.messages.len(),
         all.iter().map(ReceivedProcess::cpu_samples).sum::<u64>(),
         if total == 1 { "" } else { "es" },
         if shown.len() < total { format!(" ({} shown)", shown.len()) } else { String::new() }
     );
     for p in &shown {
-        println!();
-        print!("{}", describe(p, &args, &filter));
+        out += &format!("\n{}", describe(p, &args, &by, &filter));
     }
+    print_stdout(&out)?;
     if files.writes_files() {
         let [p] = shown.as_slice() else {
             let held: Vec<String> = shown.iter().map(|p| who(p)).collect();
@@ -113,12 +135,32 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             service_name: p.service_name().map(str::to_string),
             start_unix_ns: p.start_unix_ns as i64,
             duration_ns: p.end_unix_ns.saturating_sub(p.start_unix_ns) as i64,
-            comments: vec![format!("thread-ctx report --otlp {}", args.otlp.display())],
+            comments: vec![format!("thread-ctx report --otlp {}", otlp.display())],
         };
-        let subtitle = format!("{}, as the OpenTelemetry Collector received it", who(p));
+        let subtitle = |counted: &str| format!("{}, {counted}, as the OpenTelemetry Collector received it", who(p));
         files.write(&p.profile, &filter, &meta, &subtitle)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The summary's rows: `--by`, when some sample carries it, else `http.route` when samples carry
+/// it, else traces (with a note of what sets a route).
+fn group_by(args: &ReportArgs, shown: &[&ReceivedProcess]) -> Result<GroupBy> {
+    let keys: BTreeSet<&str> = shown.iter().flat_map(|p| &p.profile.entries).flat_map(|e| e.attrs.iter().map(|(k, _)| k.as_str())).collect();
+    match &args.by {
+        Some(GroupBy::Attr(key)) if !keys.contains(key.as_str()) => {
+            let carried = if keys.is_empty() { "no attribute".to_string() } else { keys.into_iter().collect::<Vec<_>>().join(", ") };
+            Err(usage(format!("--by {key}: no sample carries {key}; they carry {carried}")))
+        }
+        Some(by) => Ok(by.clone()),
+        None if keys.contains(ROUTE_KEY) => Ok(GroupBy::Attr(ROUTE_KEY.into())),
+        None => {
+            if shown.iter().flat_map(|p| &p.profile.entries).any(|e| e.trace_id.is_some()) {
+                say!("thread-ctx: note: rows are traces: {NO_ROUTE_HINT}, and the package's `attributes` must include it");
+            }
+            Ok(GroupBy::Trace)
+        }
+    }
 }
 
 /// "pid 4242 (shop)".
@@ -132,7 +174,7 @@ fn who(p: &ReceivedProcess) -> String {
 
 /// One process: what it is, then the summary table, and the selection's own when
 /// --trace/--span/--attr chose what the flame graph or folded stacks show.
-fn describe(p: &ReceivedProcess, args: &ReportArgs, filter: &Filter) -> String {
+fn describe(p: &ReceivedProcess, args: &ReportArgs, by: &GroupBy, filter: &Filter) -> String {
     let period = p.profile.cpu_period_ns;
     let hz = if period == 0 { 0 } else { (1e9 / period as f64).round() as u32 };
     let seconds = p.end_unix_ns.saturating_sub(p.start_unix_ns) as f64 / 1e9;
@@ -152,15 +194,14 @@ fn describe(p: &ReceivedProcess, args: &ReportArgs, filter: &Filter) -> String {
     out += &format!("  resource: {}\n", shown.join(" "));
     let ids: Vec<String> = p.build_ids().iter().map(|(file, id)| format!("{} {id}", printable(file))).collect();
     out += &format!("  build ids: {}\n", if ids.is_empty() { "none".to_string() } else { ids.join(", ") });
-    let keys: Vec<String> = p.profile.entries.iter().flat_map(|e| e.attrs.iter().map(|(k, _)| k.clone())).collect();
-    let by = args.by.clone().unwrap_or_else(|| GroupBy::default_for(Some(&keys)));
-    let mut summary = Summary::new(by.clone(), None);
+    let mut summary = Summary::new(by.clone());
     for e in &p.profile.entries {
         summary.add_entry(e);
     }
-    let notes = top::top_frames(&p.profile, &by, 3);
+    let notes = top::top_frames(&p.profile, by, 3);
     out += &summary.render_table(hz, args.top, Some(&notes));
-    if let Some(selection) = selection_summary(&p.profile, filter, &by, hz, args.top) {
+    let kind = args.files.select.kind(&p.profile);
+    if let Some(selection) = selection_summary(&p.profile, filter, kind, by, hz, args.top) {
         out += &selection;
     }
     out

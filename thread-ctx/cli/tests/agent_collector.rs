@@ -499,7 +499,7 @@ fn agent_alloc_samples_reach_the_collector_linked_to_their_spans() {
         assert_eq!(s.timestamps_unix_nano.len(), s.values.len(), "one timestamp per allocation sample");
     }
 
-    // `report` reads them back: the allocation table by route, and one route's flame graph.
+    // `report` reads them back: the allocation table by route, and one route's flame graph of bytes.
     let file = collector.output_file();
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("a.svg");
@@ -513,6 +513,8 @@ fn agent_alloc_samples_reach_the_collector_linked_to_their_spans() {
         "http.route=/a",
         "--flamegraph",
         svg.to_str().unwrap(),
+        "--kind",
+        "alloc",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let ratio = alloc_common::table_mb(&r.stdout, "/a") / alloc_common::table_mb(&r.stdout, "/b");

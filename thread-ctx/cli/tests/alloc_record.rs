@@ -117,7 +117,8 @@ fn summary_pprof_and_flame_graph_of_allocations() {
     let dir = tempfile::tempdir().unwrap();
     let (pprof, svg) = (dir.path().join("alloc.pb.gz"), dir.path().join("a.svg"));
     let pid = w.pid.to_string();
-    let args = ["record", &pid, "--alloc", "--duration", "4s", "--pprof", pprof.to_str().unwrap(), "--flamegraph", svg.to_str().unwrap()];
+    let args =
+        ["record", &pid, "--alloc", "--duration", "4s", "--pprof", pprof.to_str().unwrap(), "--flamegraph", svg.to_str().unwrap(), "--kind", "alloc"];
     let run = thread_ctx(&[&args[..], &["--attr", "http.route=/a"]].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     let ratio = table_mb(&run.stdout, "/a") / table_mb(&run.stdout, "/b");
@@ -131,9 +132,23 @@ fn summary_pprof_and_flame_graph_of_allocations() {
     assert!(p.entries.iter().any(|e| e.kind.is_cpu()), "the CPU profile is in the same file");
 
     let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.contains("Allocated bytes"), "flame graph title");
+    assert!(text.contains(">Allocated bytes: http.route=/a<"), "flame graph title");
+    assert!(text.contains(" allocation samples standing for "), "the subtitle counts allocation samples, not CPU ones:\n{text}");
     assert!(text.contains("allocateInSpanA") && !text.contains("allocateInSpanB"), "the flame graph of /a names its allocating function only");
     assert!(run.stderr.contains("allocation samples"), "{}", run.stderr);
+
+    // The same recording drawn again: CPU by default, allocations when --kind says so.
+    for (kind, title, counted) in
+        [(None, ">CPU: all samples<", " CPU samples"), (Some("alloc"), ">Allocated bytes: all samples<", " allocation samples")]
+    {
+        let out = dir.path().join("again.svg");
+        let mut args = vec!["flamegraph", pprof.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend(kind.map(|k| ["--kind", k]).into_iter().flatten());
+        let drawn = thread_ctx(&args);
+        assert_eq!(drawn.code, 0, "{}", drawn.stderr);
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains(title) && text.contains(counted), "flamegraph --kind {kind:?}: expected {title} counting{counted}:\n{}", drawn.stderr);
+    }
 }
 
 #[test]

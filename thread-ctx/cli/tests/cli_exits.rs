@@ -192,3 +192,47 @@ fn record_of_a_thread_id_records_that_thread_only() {
     }
     panic!("{test}: thread {thread} spun through 5 one-second recordings at 199 Hz without a sample");
 }
+
+/// `thread-ctx … 2>&1 | head` once head has gone: every write fails with EPIPE. Each command
+/// still ends with its own exit code, quietly: no panic, no SIGABRT (the release build aborts
+/// on panic), as `grep` ends on a closed pipe.
+#[test]
+fn a_closed_pipe_ends_every_command_quietly_with_its_code() {
+    let mut sleeper = Command::new("sleep").arg("60").stdout(Stdio::null()).spawn().expect("spawning sleep");
+    let pid = sleeper.id().to_string();
+    let cases: [(&[&str], i32); 5] = [
+        (&["--help"], 0),
+        (&["inspect", &pid], 4),
+        (&["dump", &pid, "--json"], 4),
+        (&["report", "--otlp", "/nonexistent/received.pb"], 2),
+        (&["record", "1", "--duration", "5x"], 2),
+    ];
+    for (args, code) in cases {
+        let status = thread_ctx_into_closed_pipe(args);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.code(),
+            Some(code),
+            "thread-ctx {} into a closed pipe: expected exit {code}, got {status:?} (signal {:?})",
+            args.join(" "),
+            status.signal()
+        );
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
+
+/// eBPF needs root whoever owns the target: as another user, `record` does not suggest running
+/// as the target's user (which would fail next, at loading eBPF).
+#[test]
+fn record_of_another_users_process_says_ebpf_needs_root() {
+    if !is_root() {
+        let _ = writeln_stderr("SKIPPED record_of_another_users_process_says_ebpf_needs_root: needs root to drop to another user");
+        return;
+    }
+    let w = c_writer(&fixtures().writer_le, &[], &[]);
+    let r = thread_ctx_as_nobody(&["record", &w.pid.to_string(), "--duration", "1s"]);
+    assert_exit(&r, 5, "record as nobody of a root process");
+    assert!(r.stderr.contains("eBPF needs root"), "{}", r.stderr);
+    assert!(!r.stderr.contains("target's user"), "running as the target's user would not load eBPF either: {}", r.stderr);
+}

@@ -1,9 +1,12 @@
 //! The README's demo (`node demo/run.js`) end to end. As root: the demo service (NodeSDK with
-//! otel-thread-ctx's context manager) under load, `thread-ctx agent` streaming to the project's
-//! OpenTelemetry Collector, and `thread-ctx report` on what the Collector received. The test reads
-//! the Collector's file itself too (the library's decoder) and checks the demo's claims against
-//! it: routes with plausible shares, >= 90 % of the samples in the service's request code linked
-//! to a trace and span, the service's name and pid in the resource, build ids, flame graphs.
+//! otel-thread-ctx's context manager, its spans over OTLP) under load, `thread-ctx agent`
+//! streaming to the project's OpenTelemetry Collector (spanprofiles, spanmetrics, Jaeger), and
+//! `thread-ctx report` on what the Collector received, then `report --traces` on the spans it
+//! enriched. The test reads the Collector's files itself too (the library's decoders) and checks
+//! the demo's claims against them: routes with plausible shares, >= 90 % of the samples in the
+//! service's request code linked to a trace and span, the service's name and pid in the resource,
+//! build ids, a flame graph, >= 90 % of the requests' spans enriched, and the slowest requests
+//! explained with the lines that held them.
 //! Without root the demo falls back to `thread-ctx dump` snapshots and says so (run here as uid
 //! 65534 through setpriv when the tests run as root).
 
@@ -17,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
 use thread_ctx_otlp::received::{read_exporter_file, resolve};
+use thread_ctx_otlp::traces::read_traces_file;
+use thread_ctx_output::slow_requests::Span;
 
 /// Demo lengths tried in turn until a run has what the test needs: on a busy machine the service
 /// gets less CPU (and its start-up is a larger share of a short run), so the demo runs longer.
@@ -36,6 +41,8 @@ struct DemoRun {
     stderr: String,
     /// What the Collector wrote (--otlp-out).
     received: PathBuf,
+    /// The spans it enriched (--traces-out).
+    traces: PathBuf,
 }
 
 /// `node demo/run.js --seconds S` for each S of SECONDS until `enough` holds (or the last ran).
@@ -61,6 +68,7 @@ fn run_demo(as_user: Option<&[&str]>, seconds: &str, extra: &[&str]) -> DemoRun 
     let root = package_dir();
     let demo = root.join("demo/run.js");
     let received = scratch().join(format!("received-{seconds}s.pb"));
+    let traces = scratch().join(format!("traces-{seconds}s.pb"));
     let mut cmd = match as_user {
         Some(setpriv_args) => {
             let mut c = Command::new("setpriv");
@@ -77,7 +85,7 @@ fn run_demo(as_user: Option<&[&str]>, seconds: &str, extra: &[&str]) -> DemoRun 
         .env("THREAD_CTX_BIN", env!("CARGO_BIN_EXE_thread-ctx"))
         .env("HOME", "/tmp");
     if as_user.is_none() {
-        cmd.arg("--otlp-out").arg(&received);
+        cmd.arg("--otlp-out").arg(&received).arg("--traces-out").arg(&traces);
     }
     let out = cmd.output().unwrap_or_else(|e| panic!("running the demo ({cmd:?}): {e}"));
     DemoRun {
@@ -85,6 +93,7 @@ fn run_demo(as_user: Option<&[&str]>, seconds: &str, extra: &[&str]) -> DemoRun 
         stdout: String::from_utf8_lossy(&out.stdout).into(),
         stderr: String::from_utf8_lossy(&out.stderr).into(),
         received,
+        traces,
     }
 }
 
@@ -145,14 +154,19 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
     }
     let _serial = one_at_a_time();
     let dir = scratch();
-    let (slow_svg, all_svg) = (dir.join("slowest-trace.svg"), dir.join("all.svg"));
-    let extra = ["--flamegraph", slow_svg.to_str().unwrap(), "--flamegraph-all", all_svg.to_str().unwrap()];
+    let all_svg = dir.join("all.svg");
+    let extra = ["--flamegraph-all", all_svg.to_str().unwrap()];
     let r = run_demo_until(None, &extra, |r| received_from_service(r).is_some_and(|p| request_code_samples(&p).0 >= MIN_REQUEST_SAMPLES));
     assert_ran(test, &r);
     let out = &r.stdout;
-    for step in
-        ["OpenTelemetry Collector ", "thread-ctx agent --pid ", "agent: SIGTERM after ", "what the Collector received (thread-ctx report --otlp "]
-    {
+    for step in [
+        "Jaeger v2 (memory storage)",
+        "OpenTelemetry Collector ",
+        "thread-ctx agent --pid ",
+        "agent: SIGTERM after ",
+        "what the Collector received (thread-ctx report --otlp ",
+        "why the slowest requests were slow",
+    ] {
         assert!(out.contains(step), "{test}: expected {step:?} in the demo's output:\n{out}");
     }
     let pid = service_pid(out).unwrap_or_else(|| panic!("{test}: no service pid:\n{out}"));
@@ -193,11 +207,30 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
         "{test}: the flame graph of everything names the hot functions ({})",
         all_svg.display()
     );
-    assert!(out.contains("flame graph of the slowest trace"), "{test}: expected the slowest trace's flame graph:\n{out}");
-    let slowest = out.lines().find(|l| l.contains("flame graph of the slowest trace")).unwrap_or_default();
-    let samples = slowest.split(" CPU samples at ").next().and_then(|head| head.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
-    assert!(samples.is_some_and(|n| n > 0), "{test}: the slowest trace's line counts its CPU samples: {slowest}");
-    assert!(std::fs::read_to_string(&slow_svg).unwrap_or_default().contains("<svg"), "{test}: {} is an SVG", slow_svg.display());
+
+    // The spans the connector enriched: the requests' spans carry what their thread did.
+    let (spans, _) = read_traces_file(&r.traces).unwrap_or_else(|e| panic!("{test}: reading {}: {e}", r.traces.display()));
+    let requests: Vec<&Span> = spans.iter().filter(|s| s.entry && s.service == "demo-shop").collect();
+    let enriched = requests.iter().filter(|s| s.joined.is_some()).count();
+    assert!(!requests.is_empty() && enriched * 10 >= requests.len() * 9, "{test}: {enriched} of {} request spans enriched", requests.len());
+    // The explanation of the slowest requests: per route and per request, the parts of their time,
+    // and who held the loop, named by a line of the service.
+    let why = out.split("why the slowest requests were slow").nth(1).unwrap_or_default();
+    for part in ["own CPU", "other requests on its thread, on CPU", "idle (waiting for I/O, timers)", "the 3 slowest requests:"] {
+        assert!(why.contains(part), "{test}: expected {part:?} in the explanation:\n{why}");
+    }
+    let slowest = requests.iter().filter(|s| s.joined.is_some()).map(|s| s.duration_ns).max().unwrap_or(0);
+    let first =
+        why.split("the 3 slowest requests:").nth(1).and_then(|t| t.trim_start().split(" ms").next()).and_then(|ms| ms.trim().parse::<f64>().ok());
+    assert!(
+        first.is_some_and(|ms| (ms - slowest as f64 / 1e6).abs() < 0.1),
+        "{test}: the first of the slowest requests ({first:?} ms) is the slowest enriched span ({} ms):\n{why}",
+        slowest as f64 / 1e6
+    );
+    assert!(
+        why.lines().any(|l| l.trim_start().starts_with("held by") && l.contains("(service.js:")),
+        "{test}: expected the requests that held the loop named with a line of the service:\n{why}"
+    );
     let _ = writeln!(
         std::io::stderr(),
         "{test}: {total} CPU samples received from pid {pid}; {linked}/{in_requests} in {SERVICE_FILE} linked; /api/search {:.1}%, /api/report {:.1}%",

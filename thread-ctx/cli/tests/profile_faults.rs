@@ -63,6 +63,8 @@ fn record_unnamed_until(
             "expected the first stderr line to warn that JS frames stay unnamed, saying {warning_says:?}, got:\n{}",
             r.stderr
         );
+        let said = r.stderr.lines().filter(|l| l.contains("no V8 jitdump or perf map")).count();
+        assert_eq!(said, 1, "the missing perf map is said once, at the start:\n{}", r.stderr);
         let text = std::fs::read_to_string(&folded).unwrap();
         assert!(!text.contains(never_named), "a frame was named {never_named}:\n{text}");
         if sampled(&text) {
@@ -174,4 +176,22 @@ fn target_exiting_mid_recording_still_gets_its_profile() {
         burn as usize >= MIN_SPAN_SAMPLES / 2,
         "the {with_span} samples with a span taken before the exit are in the profile, JS frames named: {burn} in burnAlpha/burnBeta"
     );
+}
+
+/// `record --alloc` of a service that has not turned allocation sampling on (no V8 sampling heap
+/// profiler runs, no interval published) says so and what to do, instead of an empty allocation
+/// table and exit 0: a usage error (2), like a selection that matches nothing.
+#[test]
+fn alloc_of_a_service_without_allocation_sampling_says_it_is_off() {
+    if !ebpf_or_skip("alloc_of_a_service_without_allocation_sampling_says_it_is_off") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let w = workload("cpu");
+    spans(&w, 2, STARTUP);
+    let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--alloc"]);
+    assert_eq!(r.code, 2, "expected exit 2:\n{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("has not turned allocation sampling on") && r.stderr.contains("allocations"), "{}", r.stderr);
+    assert!(!r.stdout.contains("ALLOCATIONS BY"), "no empty allocation table:\n{}", r.stdout);
+    assert!(r.stdout.contains("CPU samples"), "the CPU summary is still printed:\n{}", r.stdout);
 }

@@ -37,3 +37,28 @@ fn jsonl_into_a_closed_pipe_ends_quietly() {
     assert!(stderr.is_empty(), "{test}: a closed stdout ends recording quietly, but stderr says:\n{stderr}");
     assert!(took < Duration::from_secs(10), "{test}: expected recording to stop soon after stdout closed, it took {took:?} of the 60 s asked");
 }
+
+/// `record PID … 2>&1 | head` once head has gone: the summary (stdout) and the lines about the
+/// files written (stderr) both meet EPIPE; the recording still writes its files and exits 0,
+/// without a panic or SIGABRT. The same for jsonl.
+#[test]
+fn summary_and_notes_into_a_closed_pipe_end_quietly() {
+    let test = "summary_and_notes_into_a_closed_pipe_end_quietly";
+    if !ebpf_or_skip(test) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let w = common::c_writer(&spinners().spinner_le, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let pprof = dir.path().join("p.pb.gz");
+    let pid = w.pid.to_string();
+    for args in [
+        &["record", &pid, "--hz", "99", "--duration", "1s", "--pprof", pprof.to_str().unwrap()][..],
+        &["record", &pid, "--hz", "99", "--duration", "1s", "--format", "jsonl"],
+    ] {
+        let status = common::thread_ctx_into_closed_pipe(args);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.code(), Some(0), "{test}: `thread-ctx {}` into a closed pipe: {status:?} (signal {:?})", args.join(" "), status.signal());
+    }
+    assert!(pprof.exists(), "{test}: the pprof is written even though nobody reads the output");
+}

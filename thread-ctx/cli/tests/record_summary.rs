@@ -133,3 +133,18 @@ fn off_cpu_totals_add_up_in_the_table_and_in_the_folded_file() {
     let period_us = 1_000_000 / u64::from(hz);
     assert!(cpu_us.abs_diff(samples * period_us) <= samples + n as u64, "{samples} CPU samples at {period_us} µs each vs {cpu_us} µs folded");
 }
+
+/// `--by KEY` with a key the process never registered as a record attribute: refused before
+/// recording, naming the keys its records can carry (its process context's key map).
+#[test]
+fn by_a_key_no_record_carries_names_the_keys_they_carry() {
+    if !ebpf_or_skip("by_a_key_no_record_carries_names_the_keys_they_carry") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let w = workload("cpu");
+    let r = thread_ctx(&["record", &w.pid.to_string(), "--duration", "10s", "--by", "route"]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("--by route: no record of process") && r.stderr.contains("carries route; they carry http.route"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "nothing recorded: {}", r.stdout);
+}

@@ -139,6 +139,9 @@ fn one_process_by_span_and_its_files() {
     assert_eq!(std::fs::read_to_string(&folded).unwrap(), "main;uv_run;burnCpu file:///app/server.js:10_[j] 3\n");
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.contains("burnCpu") && drawn.contains("<svg"), "{stderr}");
+    // The title says which samples are drawn, the subtitle how many of them.
+    assert!(drawn.contains(&format!(">CPU: trace {trace} span {span}<")), "the title names the kind drawn:\n{drawn}");
+    assert!(drawn.contains("3 CPU samples"), "the subtitle counts the samples drawn:\n{drawn}");
     // The pprof keeps every sample; `thread-ctx flamegraph` draws from it like from a recording.
     let back = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
         .args(["flamegraph", pprof.to_str().unwrap(), "--trace", &trace, "--folded"])
@@ -160,7 +163,15 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
     let json = dir.join("received.json");
     std::fs::write(&json, "{\"resourceProfiles\":[]}\n").unwrap();
     let absent = "0f".repeat(16);
-    let cases: [(&[&str], i32, &str); 7] = [
+    // A pprof profile (gzip), and a file too short for one message's size prefix.
+    let pprof = dir.join("bad-input.pb.gz");
+    let drawn = report(&["--otlp", f, "--pid", "4242", "--pprof", pprof.to_str().unwrap()]);
+    assert_eq!(drawn.status.code(), Some(0), "{:?}", text(&drawn));
+    let two_bytes = dir.join("two-bytes.pb");
+    std::fs::write(&two_bytes, [0x0a, 0x00]).unwrap();
+    let folded = dir.join("empty.folded");
+    let folded = folded.to_str().unwrap();
+    let cases: [(&[&str], i32, &str); 13] = [
         (&["--otlp", "/nonexistent/received.pb"], 2, "--otlp: /nonexistent/received.pb does not exist"),
         (&["--otlp", f, "--pid", "1"], 2, "--pid: no such process in"),
         (
@@ -172,6 +183,108 @@ fn bad_input_exits_with_its_code_and_names_the_flag() {
         (&["--otlp", f, "--trace", &absent], 2, "--trace/--span/--attr select what --flamegraph and --folded show"),
         (&["--otlp", garbage.to_str().unwrap()], 3, "is not an OTLP ProfilesData"),
         (&["--otlp", json.to_str().unwrap()], 3, "looks like the file exporter's json format"),
+        (&["--otlp", pprof.to_str().unwrap()], 3, "is gzip data (a pprof profile?"),
+        (&["--otlp", two_bytes.to_str().unwrap()], 3, "holds 2 bytes, less than one message"),
+        // One empty selection, one outcome for every drawn or folded output.
+        (&["--otlp", f, "--pid", "4242", "--folded", folded, "--trace", &absent], 2, "--trace: no CPU samples of trace 0f0f"),
+        (&["--otlp", f, "--pid", "4242", "--folded", folded, "--kind", "alloc"], 2, "--kind alloc: no allocation samples"),
+        // A key no sample carries: say which keys they carry.
+        (&["--otlp", f, "--by", "route"], 2, "--by route: no sample carries route; they carry http.route"),
+        (&["--otlp", f, "--pid", "4242", "--folded", folded, "--kind", "off-cpu"], 2, "--kind off-cpu: no off-CPU intervals"),
+    ];
+    for (args, code, message) in cases {
+        let out = report(args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
+    }
+    assert!(!Path::new(folded).exists(), "an empty selection writes no folded file");
+}
+
+/// A file as the Collector's file exporter writes enriched traces: 100 /wait requests, the
+/// slowest held by a /hog request, and one child span; and the framing of `messages`.
+fn traces_file(dir: &std::path::Path) -> PathBuf {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, span::SpanKind, ResourceSpans, ScopeSpans, Span, TracesData};
+    use prost::Message;
+    let kv = |k: &str, v: Value| KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() };
+    let request = |i: u8, ms: u64, held: Option<&str>| Span {
+        trace_id: vec![i; 16],
+        span_id: vec![i; 8],
+        name: "GET /wait".into(),
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: 1_000_000_000,
+        end_time_unix_nano: 1_000_000_000 + ms * 1_000_000,
+        attributes: vec![
+            kv("http.route", Value::StringValue("/wait".into())),
+            kv("thread_ctx.cpu.span_ms", Value::DoubleValue(0.0)),
+            kv("thread_ctx.cpu.trace_ms", Value::DoubleValue(1.0)),
+            kv("thread_ctx.cpu.other_traces_ms", Value::DoubleValue(if held.is_some() { 60.6 } else { 0.0 })),
+            kv("thread_ctx.cpu.no_span_ms", Value::DoubleValue(0.0)),
+            kv("thread_ctx.off_cpu.no_span_ms", Value::DoubleValue(29.0)),
+            kv("thread_ctx.samples", Value::IntValue(6)),
+        ],
+        events: held
+            .map(|h| Event {
+                name: "thread_ctx.profile".into(),
+                attributes: vec![kv(
+                    "held_by",
+                    Value::ArrayValue(ArrayValue { values: vec![AnyValue { value: Some(Value::StringValue(h.into())) }] }),
+                )],
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    let mut spans: Vec<Span> = (1..=99).map(|i| request(i, 30 + u64::from(i) / 10, None)).collect();
+    spans.push(request(200, 95, Some("/hog 4bf92f3577b34da6a3ce929d0e0e4736 60.6ms: hogCPU (service.js:24)")));
+    spans.push(Span { span_id: vec![7; 8], parent_span_id: vec![1; 8], kind: SpanKind::Internal as i32, name: "db".into(), ..request(1, 5, None) });
+    let data = TracesData {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource { attributes: vec![kv("service.name", Value::StringValue("shop".into()))], ..Default::default() }),
+            scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    };
+    let bytes = data.encode_to_vec();
+    let path = dir.join("traces.pb");
+    let mut framed = (bytes.len() as u32).to_be_bytes().to_vec();
+    framed.extend(bytes);
+    std::fs::write(&path, framed).unwrap();
+    path
+}
+
+#[test]
+fn traces_explain_the_slowest_requests_per_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = traces_file(dir.path());
+    let f = file.to_str().unwrap();
+    let out = report(&["--traces", f, "--slowest", "1"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("101 spans, 100 requests of 1 routes (100 enriched by spanprofiles)"), "{stdout}");
+    let row = stdout.lines().find(|l| l.starts_with("/wait ")).expect("the /wait row");
+    assert_eq!(columns(row), ["/wait", "100", "35.0", "39.0", "39.0", "95.0"], "{stdout}");
+    assert!(stdout.contains("/wait: the slowest 1 % (1 request, 95.0 ms and more)"), "{stdout}");
+    assert!(stdout.contains("/hog 60.6 ms in hogCPU (service.js:24)"), "{stdout}");
+    assert!(stdout.contains("trace c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8"), "the slowest request, by its trace id: {stdout}");
+
+    let out = report(&["--traces", f, "--json", "--slowest", "2"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["routes"][0]["route"], "/wait");
+    assert_eq!(json["routes"][0]["slowest_1_percent"]["per_request"]["other_requests_cpu_ms"], 60.6);
+    assert_eq!(json["routes"][0]["slowest_1_percent"]["per_request"]["held_by"][0]["who"], "/hog");
+    assert_eq!(json["slowest"].as_array().unwrap().len(), 2);
+
+    let garbage = dir.path().join("garbage.pb");
+    std::fs::write(&garbage, [0, 0, 0, 3, 0xff, 0xff, 0xff]).unwrap();
+    let cases: [(&[&str], i32, &str); 4] = [
+        (&["--traces", "/nonexistent/traces.pb"], 2, "--traces: /nonexistent/traces.pb does not exist"),
+        (&["--traces", garbage.to_str().unwrap()], 3, "is not an OTLP TracesData"),
+        (&["--otlp", f, "--traces", f], 2, "cannot be used with"),
+        (&["--slowest", "3"], 2, "--traces"),
     ];
     for (args, code, message) in cases {
         let out = report(args);

@@ -6,15 +6,17 @@
 //! `record` and the agent start from.
 
 use crate::elf_tls_symbol::{scan_all, TlsSymbol, WriterObject};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::maps::{read_maps, Mapping};
-use crate::nodejs::layout::{layout_for, NodejsLayout, SCHEMA_VERSION as NODEJS_SCHEMA};
+use crate::nodejs::layout::{layout_for, LayoutError, NodejsLayout, SCHEMA_VERSION as NODEJS_SCHEMA};
 use crate::process_context::{read_process_context, ProcessContextInfo};
 use crate::remote_memory::RemoteMemory;
 use crate::tls_access::TlsAccess;
 use crate::tls_model::{classify, load_bias, resolve, TlsModel};
-use crate::{elf_reader, tls_model};
+use crate::v8_version::{V8Version, V8VersionError};
+use crate::{elf_reader, process, tls_model};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One writer object in the target process.
 #[derive(Debug, Clone)]
@@ -28,11 +30,33 @@ pub struct Writer {
     /// Runtime address of the descriptor / GOT slot used, when the model has one.
     pub got_address: Option<u64>,
     /// The resolved access, or why it could not be resolved.
-    pub access: std::result::Result<TlsAccess, String>,
+    pub access: std::result::Result<TlsAccess, Unresolved>,
     /// For an `otel_thread_ctx_nodejs_v1` writer: the V8 layout its walk uses,
-    /// or the one line saying why it is refused (schema not declared, unknown
-    /// or implausible layout). None for an `otel_thread_ctx_v1` writer.
-    pub nodejs: Option<std::result::Result<NodejsLayout, String>>,
+    /// or why it is refused (schema not declared, unknown or implausible layout).
+    /// None for an `otel_thread_ctx_v1` writer.
+    pub nodejs: Option<std::result::Result<NodejsLayout, LayoutError>>,
+}
+
+/// Why a writer object's TLS access is not known.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unresolved {
+    #[error(
+        "no TLSDESC, DTPMOD64 or TPOFF64 relocation reaches the symbol and it is not in an executable's PT_TLS (local dynamic is not supported by OTEP 4947)"
+    )]
+    NoRelocation,
+    #[error("no mapping of the object matches a PT_LOAD segment, cannot compute the load bias")]
+    NoLoadBias,
+    #[error(transparent)]
+    Resolve(Arc<Error>),
+}
+
+/// Why the sampler cannot read records through a writer object.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unusable {
+    #[error(transparent)]
+    Access(Unresolved),
+    #[error(transparent)]
+    Layout(LayoutError),
 }
 
 /// How a process's threads reach their record: the TLS slot every thread
@@ -54,7 +78,7 @@ impl RecordReach {
 impl Writer {
     /// How threads reach their record through this writer; None when it is unusable.
     pub fn record_reach(&self) -> Option<RecordReach> {
-        let access = self.access.clone().ok()?;
+        let access = *self.access.as_ref().ok()?;
         match &self.nodejs {
             None => Some(RecordReach::tls(access)),
             Some(Ok(layout)) => Some(RecordReach { access, nodejs: Some(*layout) }),
@@ -68,11 +92,26 @@ impl Writer {
     }
 
     /// Why the sampler cannot read records through it, if it cannot.
-    pub fn unusable(&self) -> Option<&str> {
+    pub fn unusable(&self) -> Option<Unusable> {
         match (&self.access, &self.nodejs) {
-            (Err(e), _) | (Ok(_), Some(Err(e))) => Some(e),
+            (Err(e), _) => Some(Unusable::Access(e.clone())),
+            (Ok(_), Some(Err(e))) => Some(Unusable::Layout(e.clone())),
             _ => None,
         }
+    }
+}
+
+/// A mapped object that could not be opened or parsed: the others are read.
+#[derive(Debug, Clone)]
+pub struct SkippedObject {
+    /// The object's path, as the maps file names it.
+    pub path: String,
+    pub error: Arc<Error>,
+}
+
+impl std::fmt::Display for SkippedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
     }
 }
 
@@ -81,9 +120,73 @@ pub struct Discovery {
     pub pid: i32,
     pub writers: Vec<Writer>,
     /// Mapped objects that could not be opened or parsed (not fatal).
-    pub skipped_objects: Vec<String>,
+    pub skipped_objects: Vec<SkippedObject>,
     /// None: no OTEL_CTX mapping. Some(Err): one exists but could not be read.
-    pub process_context: Option<std::result::Result<ProcessContextInfo, String>>,
+    pub process_context: Option<std::result::Result<ProcessContextInfo, Arc<Error>>>,
+}
+
+/// A process without a usable writer object, and what the user can do about it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriterError {
+    #[error(transparent)]
+    None(#[from] NoWriter),
+    #[error("process {pid}: no thread-context writer can be read: {}", why.iter().map(|(symbol, path, e)| format!("{symbol} in {path}: {e}")).collect::<Vec<_>>().join("; "))]
+    Unusable { pid: i32, why: Vec<(&'static str, String, Unusable)> },
+}
+
+impl WriterError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            WriterError::None(e) => e.kind(),
+            WriterError::Unusable { .. } => ErrorKind::Other,
+        }
+    }
+}
+
+/// No mapped object defines a thread-context symbol, as far as they could be read.
+#[derive(Debug, Clone)]
+pub struct NoWriter {
+    pub pid: i32,
+    /// Its command name, when readable.
+    pub comm: Option<String>,
+    /// Objects the reader was not allowed to read: the symbol may be in one of them.
+    pub denied: Vec<SkippedObject>,
+    /// This project's addon is mapped but could not be read.
+    pub unreadable_addon: Option<SkippedObject>,
+}
+
+impl NoWriter {
+    /// No permission when some objects could not be read for want of it, else no writer.
+    pub fn kind(&self) -> ErrorKind {
+        if self.denied.is_empty() {
+            ErrorKind::NoWriter
+        } else {
+            ErrorKind::NoPermission
+        }
+    }
+}
+
+impl std::error::Error for NoWriter {}
+
+impl std::fmt::Display for NoWriter {
+    /// What was wrong; with objects denied, the caller says who may read them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = match &self.comm {
+            Some(c) => format!("process {} ({})", self.pid, crate::printable::printable(c)),
+            None => format!("process {}", self.pid),
+        };
+        if let Some(first) = self.denied.first() {
+            let more = if self.denied.len() > 1 { format!(" and {} more", self.denied.len() - 1) } else { String::new() };
+            return write!(f, "{who}: its mapped objects could not all be read to look for otel_thread_ctx_v1 ({first}{more})");
+        }
+        let hint = match &self.unreadable_addon {
+            Some(o) => format!("its otel-thread-ctx addon could not be read: {o}"),
+            None => "load otel-thread-ctx in it: `require('otel-thread-ctx')` and install its context manager \
+                     (`register()`, or `new ThreadContextManager()` passed to the SDK); its addon defines the symbol"
+                .into(),
+        };
+        write!(f, "{who} has no otel_thread_ctx_v1 or otel_thread_ctx_nodejs_v1 (no mapped ELF object defines either): {hint}")
+    }
 }
 
 impl Discovery {
@@ -108,25 +211,35 @@ impl Discovery {
     /// Err (naming each writer and why) when writers exist but none is usable.
     /// With several (e.g. two addons) only one is sampled: a thread has one
     /// record per writer object.
-    pub fn sampled_writer(&self) -> std::result::Result<Option<&Writer>, String> {
+    pub fn sampled_writer(&self) -> std::result::Result<&Writer, WriterError> {
         if self.writers.is_empty() {
-            return Ok(None);
+            return Err(self.no_writer().into());
         }
         let nodejs_first = self.context().and_then(|pc| pc.schema_version.as_deref()) == Some(NODEJS_SCHEMA);
         let preferred = |w: &&Writer| (w.object.symbol == TlsSymbol::NodejsV1) == nodejs_first;
         let usable = |w: &&Writer| w.unusable().is_none();
         match self.writers.iter().filter(usable).find(preferred).or_else(|| self.writers.iter().find(usable)) {
-            Some(w) => Ok(Some(w)),
-            None => {
-                let why: Vec<String> =
-                    self.writers.iter().map(|w| format!("{} in {}: {}", w.symbol_name(), w.path, w.unusable().unwrap_or(""))).collect();
-                Err(format!("process {}: no thread-context writer can be read: {}", self.pid, why.join("; ")))
-            }
+            Some(w) => Ok(w),
+            None => Err(WriterError::Unusable {
+                pid: self.pid,
+                why: self.writers.iter().filter_map(|w| Some((w.symbol_name(), w.path.clone(), w.unusable()?))).collect(),
+            }),
         }
+    }
+
+    /// What to tell the user of a process without a writer object: why none was found.
+    pub fn no_writer(&self) -> NoWriter {
+        let denied = self.skipped_objects.iter().filter(|o| o.error.kind() == ErrorKind::NoPermission).cloned().collect();
+        let unreadable_addon = self.skipped_objects.iter().find(|o| o.path.contains("otel-thread-ctx")).cloned();
+        NoWriter { pid: self.pid, comm: process::comm(self.pid), denied, unreadable_addon }
     }
 }
 
+/// Everything a process publishes, read now; [`Error::NoProcess`] when it does not exist.
 pub fn discover(pid: i32) -> Result<Discovery> {
+    if !process::exists(pid) {
+        return Err(Error::NoProcess { pid });
+    }
     let maps = read_maps(pid)?;
     let mem = RemoteMemory::new(pid);
     let page_size = page_size();
@@ -139,7 +252,7 @@ pub fn discover(pid: i32) -> Result<Discovery> {
 
     let mut writers = Vec::new();
     let mut skipped_objects = Vec::new();
-    let mut v8_version: Option<std::result::Result<crate::v8_version::V8Version, String>> = None;
+    let mut v8_version: Option<std::result::Result<V8Version, V8VersionError>> = None;
     for ((_, _, path), mappings) in &objects {
         let first = mappings[0];
         // map_files reaches deleted files and other mount namespaces; fall back to the path.
@@ -148,22 +261,21 @@ pub fn discover(pid: i32) -> Result<Discovery> {
         let (found, v8_symbols) = match scanned {
             Ok(s) => s,
             Err(e) => {
-                skipped_objects.push(e.to_string());
+                skipped_objects.push(SkippedObject { path: path.clone(), error: Arc::new(e) });
                 continue;
             }
         };
         if let (Some(syms), None) = (v8_symbols, &v8_version) {
             let bias = tls_model::load_bias_of(&syms.load_segments, mappings, page_size);
-            v8_version = Some(
-                bias.ok_or_else(|| format!("{path}: no mapping matches a PT_LOAD segment")).and_then(|b| crate::v8_version::read(&syms, b, &mem)),
-            );
+            v8_version =
+                Some(bias.ok_or_else(|| V8VersionError::NotMapped { path: path.clone() }).and_then(|b| crate::v8_version::read(&syms, b, &mem)));
         }
         writers.extend(found.into_iter().map(|object| resolve_writer(path, object, mappings, &mem, page_size)));
     }
 
-    let process_context = read_process_context(pid, &maps).map_err(|e| e.to_string()).transpose();
+    let process_context = read_process_context(pid, &maps).map_err(Arc::new).transpose();
     let mut d = Discovery { pid, writers, skipped_objects, process_context };
-    let v8 = v8_version.unwrap_or_else(|| Err("no mapped object defines V8's version symbols".into()));
+    let v8 = v8_version.unwrap_or(Err(V8VersionError::NoSymbols));
     for w in d.writers.iter_mut().filter(|w| w.object.symbol == TlsSymbol::NodejsV1) {
         w.nodejs = Some(nodejs_layout(d.process_context.as_ref(), v8.clone()));
     }
@@ -173,17 +285,17 @@ pub fn discover(pid: i32) -> Result<Discovery> {
 /// The `nodejs_v1_dev` gate and layout: the process context must declare the
 /// schema (a struct nobody declared is not read), then [`layout_for`].
 fn nodejs_layout(
-    pc: Option<&std::result::Result<ProcessContextInfo, String>>,
-    v8: std::result::Result<crate::v8_version::V8Version, String>,
-) -> std::result::Result<NodejsLayout, String> {
+    pc: Option<&std::result::Result<ProcessContextInfo, Arc<Error>>>,
+    v8: std::result::Result<V8Version, V8VersionError>,
+) -> std::result::Result<NodejsLayout, LayoutError> {
     let pc = match pc {
-        None => return Err(format!("no process context declares threadlocal.schema_version = \"{NODEJS_SCHEMA}\"; not read")),
-        Some(Err(e)) => return Err(format!("the process context is unreadable ({e}); not read")),
+        None => return Err(LayoutError::NotDeclared),
+        Some(Err(e)) => return Err(LayoutError::ContextUnreadable(e.clone())),
         Some(Ok(pc)) => pc,
     };
     match pc.schema_version.as_deref() {
         Some(NODEJS_SCHEMA) => layout_for(&pc.attributes, v8),
-        other => Err(format!("the process context declares schema {other:?}, not \"{NODEJS_SCHEMA}\"; not read")),
+        other => Err(LayoutError::OtherSchema(other.map(str::to_string))),
     }
 }
 
@@ -207,18 +319,16 @@ fn resolve_writer(path: &str, object: WriterObject, mappings: &[&Mapping], mem: 
         load_bias: bias.unwrap_or(0),
         model: classified.map(|c| c.0),
         got_address: None,
-        access: Err(String::new()),
+        access: Err(Unresolved::NoRelocation),
         nodejs: None,
         object,
     };
     writer.access = match (classified, bias) {
-        (None, _) => Err("no TLSDESC, DTPMOD64 or TPOFF64 relocation reaches the symbol and it is not in an \
-                          executable's PT_TLS (local dynamic is not supported by OTEP 4947)"
-            .into()),
-        (_, None) => Err("no mapping of the object matches a PT_LOAD segment, cannot compute the load bias".into()),
+        (None, _) => Err(Unresolved::NoRelocation),
+        (_, None) => Err(Unresolved::NoLoadBias),
         (Some((model, reloc)), Some(bias)) => {
             writer.got_address = reloc.map(|r| bias.wrapping_add(r.vaddr));
-            resolve(&writer.object, model, reloc, bias, mappings, mem, path).map_err(|e| e.to_string())
+            resolve(&writer.object, model, reloc, bias, mappings, mem, path).map_err(|e| Unresolved::Resolve(Arc::new(e)))
         }
     };
     writer

@@ -149,7 +149,7 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str, symbol: TlsSymbol
     let endian = header.endian().map_err(|e| broken("ELF header", e))?;
     let sections = header.sections(endian, data).map_err(|e| broken("section headers", e))?;
     let dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM).map_err(|e| broken(".dynsym", e))?;
-    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym, symbol.name()).map_err(bad)? else {
+    let Some((sym_index, sym)) = find_defined(&sections, endian, data, &dynsym, symbol.name().as_bytes()).map_err(|e| bad(e.to_string()))? else {
         return Ok(None);
     };
     let (kind, size) = (sym.st_type(), sym.st_size(endian));
@@ -195,18 +195,25 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str, symbol: TlsSymbol
     }))
 }
 
-pub(crate) type Sym64 = elf::Sym64<Endianness>;
+pub type Sym64 = elf::Sym64<Endianness>;
 
-/// `name` defined in `.dynsym`: through the GNU hash table the
-/// dynamic loader itself uses (a few reads even in node's 90 000 symbols),
-/// else by walking the table.
-pub(crate) fn find_defined<'d, R: ReadCacheOps>(
+/// A symbol table without the hash table that finds a name in it in a few reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{symbols} dynamic symbols and no .gnu.hash to look one up")]
+pub struct Unhashed {
+    pub symbols: usize,
+}
+
+/// `name` defined in `.dynsym`: through the GNU hash table the dynamic loader itself uses (a
+/// few reads even in node's 90 000 symbols), else by walking a table of at most
+/// [`MAX_UNHASHED_SYMBOLS`]. Every symbol lookup of the reader goes through here.
+pub fn find_defined<'d, R: ReadCacheOps>(
     sections: &SectionTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
     endian: Endianness,
     data: &'d ElfData<R>,
     dynsym: &SymbolTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>,
-    name: &str,
-) -> std::result::Result<Option<(usize, &'d Sym64)>, String> {
+    name: &[u8],
+) -> std::result::Result<Option<(usize, &'d Sym64)>, Unhashed> {
     let defined = |s: &Sym64| s.st_shndx(endian) != elf::SHN_UNDEF;
     for section in sections.iter().filter(|s| s.sh_type(endian) == elf::SHT_GNU_HASH) {
         if section.sh_link(endian) as usize != dynsym.section().0 {
@@ -218,16 +225,15 @@ pub(crate) fn find_defined<'d, R: ReadCacheOps>(
             continue;
         }
         let Ok(Some((table, _))) = section.gnu_hash(endian, data) else { continue };
-        let hash = elf::gnu_hash(name.as_bytes());
-        let found = table.find(endian, name.as_bytes(), hash, None, dynsym, &VersionTable::default());
+        let found = table.find(endian, name, elf::gnu_hash(name), None, dynsym, &VersionTable::default());
         return Ok(found.filter(|(_, s)| defined(s)).map(|(i, s)| (i.0, s)));
     }
     let symbols = dynsym.symbols();
     if symbols.len() > MAX_UNHASHED_SYMBOLS {
-        return Err(format!("{} dynamic symbols and no .gnu.hash to look one up", symbols.len()));
+        return Err(Unhashed { symbols: symbols.len() });
     }
     let strings = dynsym.strings();
-    Ok(symbols.iter().enumerate().find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(name.as_bytes())))
+    Ok(symbols.iter().enumerate().find(|(_, s)| defined(s) && s.name(endian, strings) == Ok(name)))
 }
 
 /// Dynamic TLS relocations that reach the symbol: by symbol index (the symbol is

@@ -34,6 +34,7 @@ pub mod ids;
 pub mod maps;
 pub mod nodejs;
 pub mod printable;
+pub mod process;
 pub mod process_context;
 pub mod process_context_proto;
 pub mod ptrace;
@@ -44,5 +45,5 @@ pub mod tls_access;
 pub mod tls_model;
 pub mod v8_version;
 
-pub use discover::{discover, Discovery, RecordReach, Writer};
+pub use discover::{discover, Discovery, NoWriter, RecordReach, SkippedObject, Unresolved, Unusable, Writer, WriterError};
 pub use tls_access::TlsAccess;

@@ -36,20 +36,31 @@ pub struct ContextHeader {
     pub payload_addr: u64,
 }
 
+/// What is wrong with a process-context header.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("signature {0:?}, expected \"OTEL_CTX\"")]
+    Signature(String),
+    #[error("version {0}, expected {VERSION}")]
+    Version(u32),
+    #[error("payload size {0} exceeds the {MAX_PAYLOAD}-byte limit")]
+    PayloadSize(u32),
+}
+
 impl ContextHeader {
     /// Parses the 32-byte header; Err names what is wrong.
-    pub fn parse(b: &[u8; HEADER_SIZE]) -> std::result::Result<Self, String> {
+    pub fn parse(b: &[u8; HEADER_SIZE]) -> std::result::Result<Self, HeaderError> {
         if &b[0..8] != SIGNATURE {
-            return Err(format!("signature {:?}, expected \"OTEL_CTX\"", String::from_utf8_lossy(&b[0..8])));
+            return Err(HeaderError::Signature(String::from_utf8_lossy(&b[0..8]).into_owned()));
         }
         let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
         let h = ContextHeader { version: u32_at(8), payload_size: u32_at(12), published_at_ns: u64_at(16), payload_addr: u64_at(24) };
         if h.version != VERSION {
-            return Err(format!("version {}, expected {VERSION}", h.version));
+            return Err(HeaderError::Version(h.version));
         }
         if h.payload_size > MAX_PAYLOAD {
-            return Err(format!("payload size {} exceeds the {MAX_PAYLOAD}-byte limit", h.payload_size));
+            return Err(HeaderError::PayloadSize(h.payload_size));
         }
         Ok(h)
     }
@@ -96,14 +107,14 @@ fn read_at(mem: &RemoteMemory, m: &Mapping) -> Result<ProcessContextInfo> {
         Ok(b)
     };
     for _ in 0..ATTEMPTS {
-        let h = ContextHeader::parse(&read_header()?).map_err(fail)?;
+        let h = ContextHeader::parse(&read_header()?).map_err(|e| fail(e.to_string()))?;
         if h.published_at_ns == 0 {
             // Writer is mid-update; it will publish a new timestamp shortly.
             std::thread::sleep(std::time::Duration::from_micros(200));
             continue;
         }
         let payload = mem.read_vec(h.payload_addr, h.payload_size as usize, "OTEL_CTX payload");
-        let again = ContextHeader::parse(&read_header()?).map_err(fail)?;
+        let again = ContextHeader::parse(&read_header()?).map_err(|e| fail(e.to_string()))?;
         if again != h {
             continue; // updated while we copied: the copy may be torn
         }
@@ -168,8 +179,8 @@ mod tests {
     fn header_checks_signature_version_and_size() {
         let h = ContextHeader::parse(&header(SIGNATURE, 2, 10)).unwrap();
         assert_eq!((h.payload_size, h.published_at_ns, h.payload_addr), (10, 5, 0x1000));
-        assert!(ContextHeader::parse(&header(b"OTEL_CTY", 2, 10)).unwrap_err().contains("signature"));
-        assert!(ContextHeader::parse(&header(SIGNATURE, 1, 10)).unwrap_err().contains("version 1"));
-        assert!(ContextHeader::parse(&header(SIGNATURE, 2, u32::MAX)).unwrap_err().contains("limit"));
+        assert!(matches!(ContextHeader::parse(&header(b"OTEL_CTY", 2, 10)), Err(HeaderError::Signature(s)) if s == "OTEL_CTY"));
+        assert_eq!(ContextHeader::parse(&header(SIGNATURE, 1, 10)), Err(HeaderError::Version(1)));
+        assert!(ContextHeader::parse(&header(SIGNATURE, 2, u32::MAX)).unwrap_err().to_string().contains("limit"));
     }
 }

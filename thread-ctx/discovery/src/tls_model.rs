@@ -110,7 +110,9 @@ pub fn resolve(
         }
         (TlsModel::LocalExec, _) => {
             let tls = obj.tls_segment.ok_or_else(|| fail("executable has no PT_TLS segment".into()))?;
-            local_exec_offset(obj.symbol_value, obj.symbol.size(), tls).map(|tp_offset| TlsAccess::Static { tp_offset }).map_err(fail)
+            local_exec_offset(obj.symbol_value, obj.symbol.size(), tls)
+                .map(|tp_offset| TlsAccess::Static { tp_offset })
+                .map_err(|e| fail(e.to_string()))
         }
         (m, None) => Err(fail(format!("model {m} needs a relocation, none found"))),
     }
@@ -120,19 +122,32 @@ pub fn resolve(
 /// pointer, so the slot is at `symbol - round_up(memsz, align)`. The segment
 /// comes from the file: its alignment must be a power of two and the slot
 /// inside the block, and the offset a static one (negative, 32-bit).
-fn local_exec_offset(symbol_value: u64, symbol_size: u64, tls: TlsSegment) -> std::result::Result<i64, String> {
+fn local_exec_offset(symbol_value: u64, symbol_size: u64, tls: TlsSegment) -> std::result::Result<i64, Implausible> {
     if !tls.align.is_power_of_two() {
-        return Err(format!("PT_TLS alignment {:#x} is not a power of two", tls.align));
+        return Err(Implausible::TlsAlignment(tls.align));
     }
     if symbol_value.checked_add(symbol_size).is_none_or(|end| end > tls.memsz) {
-        return Err(format!("symbol at offset {symbol_value:#x} is outside the {:#x}-byte PT_TLS block", tls.memsz));
+        return Err(Implausible::OutsideTlsBlock { symbol_value, memsz: tls.memsz });
     }
     let block = tls.memsz.checked_next_multiple_of(tls.align);
     let offset = block.and_then(|b| i64::try_from(b).ok()).map(|b| symbol_value as i64 - b);
     match offset {
         Some(o) if o < 0 && o >= i32::MIN as i64 => Ok(o),
-        _ => Err(format!("PT_TLS block of {:#x} bytes aligned to {:#x} is too large for static TLS", tls.memsz, tls.align)),
+        _ => Err(Implausible::TlsBlockTooLarge { memsz: tls.memsz, align: tls.align }),
     }
+}
+
+/// A value the object or the loader holds that no linker or loader would write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Implausible {
+    #[error("PT_TLS alignment {0:#x} is not a power of two")]
+    TlsAlignment(u64),
+    #[error("symbol at offset {symbol_value:#x} is outside the {memsz:#x}-byte PT_TLS block")]
+    OutsideTlsBlock { symbol_value: u64, memsz: u64 },
+    #[error("PT_TLS block of {memsz:#x} bytes aligned to {align:#x} is too large for static TLS")]
+    TlsBlockTooLarge { memsz: u64, align: u64 },
+    #[error("module id {0:#x} is not a plausible loader module id")]
+    ModuleId(u64),
 }
 
 /// x86-64 (TLS variant II) static offsets are negative 32-bit values. A small
@@ -144,10 +159,10 @@ fn static_tp_offset(arg: u64) -> Option<i64> {
     (v < 0 && v >= i32::MIN as i64).then_some(v)
 }
 
-fn check_module_id(module_id: u64) -> std::result::Result<(), String> {
+fn check_module_id(module_id: u64) -> std::result::Result<(), Implausible> {
     // glibc module ids are small positive integers (dl_tls_max_dtv_idx).
     if module_id == 0 || module_id > 1 << 20 {
-        return Err(format!("module id {module_id:#x} is not a plausible loader module id"));
+        return Err(Implausible::ModuleId(module_id));
     }
     Ok(())
 }
@@ -182,12 +197,12 @@ mod tests {
     fn local_exec_rejects_silly_segments() {
         let seg = |memsz, align| TlsSegment { memsz, align };
         assert_eq!(local_exec_offset(8, 8, seg(20, 8)), Ok(-16));
-        assert!(local_exec_offset(0, 8, seg(16, 24)).unwrap_err().contains("power of two"));
-        assert!(local_exec_offset(16, 8, seg(16, 8)).unwrap_err().contains("outside"));
-        assert!(local_exec_offset(0, 32, seg(16, 8)).unwrap_err().contains("outside"), "a 32-byte struct in a 16-byte block");
-        assert!(local_exec_offset(u64::MAX, 8, seg(16, 8)).unwrap_err().contains("outside"));
-        assert!(local_exec_offset(0, 8, seg(u64::MAX, 1 << 63)).unwrap_err().contains("too large"));
-        assert!(local_exec_offset(0, 8, seg(8, 1 << 40)).unwrap_err().contains("too large"));
+        assert!(local_exec_offset(0, 8, seg(16, 24)).unwrap_err().to_string().contains("power of two"));
+        assert!(local_exec_offset(16, 8, seg(16, 8)).unwrap_err().to_string().contains("outside"));
+        assert!(local_exec_offset(0, 32, seg(16, 8)).unwrap_err().to_string().contains("outside"), "a 32-byte struct in a 16-byte block");
+        assert!(local_exec_offset(u64::MAX, 8, seg(16, 8)).unwrap_err().to_string().contains("outside"));
+        assert!(local_exec_offset(0, 8, seg(u64::MAX, 1 << 63)).unwrap_err().to_string().contains("too large"));
+        assert!(local_exec_offset(0, 8, seg(8, 1 << 40)).unwrap_err().to_string().contains("too large"));
     }
 
     #[test]

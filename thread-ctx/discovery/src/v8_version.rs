@@ -14,6 +14,7 @@ use object::read::elf::{FileHeader, ProgramHeader, Sym};
 use object::read::ReadCacheOps;
 use object::Endianness;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// `v8::internal::Version::major_` and `minor_`, mangled.
 pub const MAJOR_SYMBOL: &str = "_ZN2v88internal7Version6major_E";
@@ -49,7 +50,7 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     let sections = header.sections(endian, data).map_err(|e| bad(format!("section headers: {e}")))?;
     let dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM).map_err(|e| bad(format!(".dynsym: {e}")))?;
     let vaddr = |name: &str| -> Result<Option<u64>> {
-        let Some((_, sym)) = find_defined(&sections, endian, data, &dynsym, name).map_err(&bad)? else {
+        let Some((_, sym)) = find_defined(&sections, endian, data, &dynsym, name.as_bytes()).map_err(|e| bad(e.to_string()))? else {
             return Ok(None);
         };
         if sym.st_type() != elf::STT_OBJECT || sym.st_size(endian) != 4 {
@@ -70,17 +71,30 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
     Ok(Some(VersionSymbols { major_vaddr, minor_vaddr, load_segments }))
 }
 
+/// Why the target's V8 version is not known.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum V8VersionError {
+    #[error("no mapped object defines V8's version symbols")]
+    NoSymbols,
+    #[error("{path}: no mapping matches a PT_LOAD segment")]
+    NotMapped { path: String },
+    #[error(transparent)]
+    Read(Arc<Error>),
+    #[error("V8 version symbols hold {major}.{minor}, not a V8 version")]
+    Implausible { major: u32, minor: u32 },
+}
+
 /// Reads the numbers in the live process. Implausible values (a stripped or
 /// foreign object that happens to define the names) are an error, not a version.
-pub fn read(syms: &VersionSymbols, bias: u64, mem: &impl TargetMemory) -> std::result::Result<V8Version, String> {
-    let read_u32 = |vaddr: u64, what: &str| -> std::result::Result<u32, String> {
+pub fn read(syms: &VersionSymbols, bias: u64, mem: &impl TargetMemory) -> std::result::Result<V8Version, V8VersionError> {
+    let read_u32 = |vaddr: u64, what: &str| -> std::result::Result<u32, V8VersionError> {
         let mut b = [0u8; 4];
-        mem.read(bias.wrapping_add(vaddr), &mut b, what).map_err(|e| e.to_string())?;
+        mem.read(bias.wrapping_add(vaddr), &mut b, what).map_err(|e| V8VersionError::Read(Arc::new(e)))?;
         Ok(u32::from_ne_bytes(b))
     };
     let v = V8Version { major: read_u32(syms.major_vaddr, "V8 major version")?, minor: read_u32(syms.minor_vaddr, "V8 minor version")? };
     if !(1..=99).contains(&v.major) || v.minor > 99 {
-        return Err(format!("V8 version symbols hold {}.{}, not a V8 version", v.major, v.minor));
+        return Err(V8VersionError::Implausible { major: v.major, minor: v.minor });
     }
     Ok(v)
 }

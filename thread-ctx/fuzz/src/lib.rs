@@ -21,8 +21,9 @@ use thread_ctx_discovery::tls_model::{classify, load_bias, resolve, TlsModel};
 use thread_ctx_discovery::TlsAccess;
 use thread_ctx_output::summary::{GroupBy, RunInfo, Summary};
 use thread_ctx_profile::perf_map::{parse_v8_name, PerfMap, MAX_FUNCTIONS};
+use thread_ctx_profile::Decoder;
 use thread_ctx_sampler::event::EVENT_SIZE;
-use thread_ctx_sampler::Event;
+use thread_ctx_sampler::{Event, SamplerOptions};
 
 /// A fuzz target: one input, any outcome but a panic.
 pub type Target = fn(&[u8]);
@@ -100,9 +101,11 @@ pub fn sample_event(data: &[u8]) {
     let Ok(e) = Event::decode(&raw) else { return };
     let keys = key_map();
     let _ = (e.to_json(Some(&keys)), e.span());
+    let opts = SamplerOptions { hz: 49, user_stacks: true, kernel_stacks: true, off_cpu: true, alloc: true };
+    let sample = Decoder::new(Some(&keys), &opts).decode(&e);
     for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into())] {
-        let mut summary = Summary::new(by, Some(&keys));
-        summary.add(&e);
+        let mut summary = Summary::new(by);
+        summary.add(&sample);
         let info = RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 0, service_name: Some("fuzz"), placement: None, top: 10 };
         let _ = summary.render(&info, None);
     }

@@ -372,15 +372,7 @@ pub(crate) mod tests {
     pub(crate) fn profile() -> Profile {
         let mut p = Profile::new(42);
         (p.cpu_period_ns, p.off_cpu_traced, p.runs_v8, p.monotonic_to_unix_ns) = (10_000_000, true, true, 1_000_000_000_000);
-        p.mappings = vec![MapsLine {
-            start: 0x1000,
-            end: 0x2000,
-            perms: "r-xp".into(),
-            offset: 0,
-            dev: "08:01".into(),
-            inode: 7,
-            name: "/usr/bin/node".into(),
-        }];
+        p.mappings = vec![Profile::test_node_mapping()];
         p.build_ids.insert(("08:01".into(), 7), "abcd".into());
         p.thread_names.insert(42, "node".into());
         let native = p.intern(Frame::native("uv_run", Some("/usr/bin/node")));

@@ -21,7 +21,7 @@ use super::config::ExporterConfig;
 use super::outcome::{Delivered, SendError};
 use super::retry::RetryPolicy;
 use super::stats::{Count, ExporterStats};
-use super::transport::Transport;
+use super::transport::{Transport, TransportError};
 
 /// Sends OTLP profiles requests in the background. See the module documentation.
 pub struct Exporter {
@@ -51,21 +51,31 @@ struct State {
 
 /// The exporter could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("OTLP exporter for {endpoint}: {reason}")]
+#[error("OTLP exporter for {endpoint}: {cause}")]
 pub struct StartError {
     pub endpoint: String,
-    pub reason: String,
+    pub cause: StartCause,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartCause {
+    #[error("Tokio runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("thread: {0}")]
+    Thread(std::io::Error),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
 }
 
 impl Exporter {
     /// Starts the background thread. Nothing is sent (nor connected) until a request is queued.
     pub fn start(config: ExporterConfig) -> Result<Exporter, StartError> {
         let description = config.to_string();
-        let fail = |reason: String| StartError { endpoint: description.clone(), reason };
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| fail(format!("Tokio runtime: {e}")))?;
+        let fail = |cause: StartCause| StartError { endpoint: description.clone(), cause };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| fail(StartCause::Runtime(e)))?;
         let transport = {
             let _in_runtime = runtime.enter(); // tonic's lazy channel spawns its task here
-            Transport::new(&config).map_err(fail)?
+            Transport::new(&config).map_err(|e| fail(e.into()))?
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -99,7 +109,7 @@ impl Exporter {
                 drop(state);
                 worker_shared.settled.notify_all();
             })
-            .map_err(|e| fail(format!("thread: {e}")))?;
+            .map_err(|e| fail(StartCause::Thread(e)))?;
         Ok(Exporter { shared, worker: Some(worker), description })
     }
 

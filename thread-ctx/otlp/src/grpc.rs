@@ -13,6 +13,7 @@ use tonic_types::StatusExt;
 
 use super::config::{Compression, ExporterConfig, Protocol};
 use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
+use super::transport::TransportError;
 use super::USER_AGENT;
 
 /// Largest answer accepted: an export response is a few bytes.
@@ -25,12 +26,12 @@ pub(crate) struct GrpcTransport {
 }
 
 impl GrpcTransport {
-    pub fn new(config: &ExporterConfig) -> Result<GrpcTransport, String> {
+    pub fn new(config: &ExporterConfig) -> Result<GrpcTransport, TransportError> {
         let origin = config.endpoint.as_str().trim_end_matches('/').to_string();
         let endpoint = Endpoint::from_shared(origin)
-            .map_err(|e| format!("endpoint {}: {e}", config.endpoint))?
+            .map_err(|cause| TransportError::Endpoint { endpoint: config.endpoint.to_string(), cause })?
             .user_agent(USER_AGENT)
-            .map_err(|e| e.to_string())?
+            .map_err(TransportError::UserAgent)?
             // The whole attempt is bounded in send(), so one timeout error says what happened.
             .connect_timeout(config.timeout);
         // Lazy: connects on the first request and reconnects after the server went away.
@@ -42,8 +43,8 @@ impl GrpcTransport {
         }
         let mut metadata = MetadataMap::new();
         for (name, value) in &config.headers {
-            let key = MetadataKey::from_bytes(name.as_bytes()).map_err(|e| format!("header {name}: {e}"))?;
-            let value = MetadataValue::try_from(value.as_str()).map_err(|e| format!("header {name}: {e}"))?;
+            let key = MetadataKey::from_bytes(name.as_bytes()).map_err(|e| TransportError::header(name, e))?;
+            let value = MetadataValue::try_from(value.as_str()).map_err(|e| TransportError::header(name, e))?;
             metadata.insert(key, value);
         }
         Ok(GrpcTransport { client, metadata, timeout: config.timeout })

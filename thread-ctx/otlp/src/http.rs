@@ -12,6 +12,7 @@ use url::Url;
 
 use super::config::{Compression, ExporterConfig, Protocol};
 use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
+use super::transport::TransportError;
 use super::USER_AGENT;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -28,17 +29,17 @@ pub(crate) struct HttpTransport {
 }
 
 impl HttpTransport {
-    pub fn new(config: &ExporterConfig) -> Result<HttpTransport, String> {
+    pub fn new(config: &ExporterConfig) -> Result<HttpTransport, TransportError> {
         let client = Client::builder()
             .user_agent(USER_AGENT)
             // The whole attempt is bounded in send(), so one timeout error says what happened.
             .connect_timeout(config.timeout)
             .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .map_err(TransportError::HttpClient)?;
         let mut headers = HeaderMap::new();
         for (name, value) in &config.headers {
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header {name}: {e}"))?;
-            let value = HeaderValue::from_str(value).map_err(|e| format!("header {name}: {e}"))?;
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| TransportError::header(name, e))?;
+            let value = HeaderValue::from_str(value).map_err(|e| TransportError::header(name.as_str(), e))?;
             headers.insert(name, value);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROTOBUF));

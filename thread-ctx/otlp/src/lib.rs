@@ -36,10 +36,11 @@ mod retry;
 mod sink;
 mod stats;
 mod to_otlp;
+pub mod traces;
 mod transport;
 
 pub use config::{Compression, ConfigError, ExporterConfig, Overrides, Protocol, DEFAULT_QUEUE_CAPACITY, HTTP_PROFILES_PATH};
-pub use exporter::{Exporter, StartError};
+pub use exporter::{Exporter, StartCause, StartError};
 pub use retry::RetryPolicy;
 pub use sink::OtlpSink;
 pub use stats::{Count, ExporterStats};

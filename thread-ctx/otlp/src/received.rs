@@ -27,31 +27,50 @@ pub struct ExporterFile {
 /// Decodes the file exporter's `proto` format. A size prefix that runs past the end is an
 /// incomplete tail; a message that does not decode is an error naming its offset.
 pub fn decode_file_exporter(bytes: &[u8]) -> Result<ExporterFile> {
-    let mut out = ExporterFile::default();
+    let (messages, incomplete_tail) = decode_messages::<ProfilesData>(bytes, "ProfilesData")?;
+    Ok(ExporterFile { messages, incomplete_tail })
+}
+
+/// The file exporter's `proto` framing, for any OTLP message `M` (`what` names it in errors):
+/// the messages, and the bytes at the end that do not hold a whole one yet.
+pub fn decode_messages<M: Message + Default>(bytes: &[u8], what: &str) -> Result<(Vec<M>, usize)> {
+    let mut messages = Vec::new();
     let mut at = 0usize;
     while bytes.len() - at >= 4 {
         let size = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         let Some(message) = bytes.get(at + 4..).and_then(|rest| rest.get(..size)) else { break };
-        let data = ProfilesData::decode(message)
-            .map_err(|cause| FileError::Decode { what: format!("the message at byte {at} ({size} bytes) is not an OTLP ProfilesData"), cause })?;
-        out.messages.push(data);
+        let data = M::decode(message)
+            .map_err(|cause| FileError::Decode { what: format!("the message at byte {at} ({size} bytes) is not an OTLP {what}"), cause })?;
+        messages.push(data);
         at += 4 + size;
     }
-    out.incomplete_tail = bytes.len() - at;
-    Ok(out)
+    Ok((messages, bytes.len() - at))
 }
 
 /// Reads and decodes a file exporter's output; errors name the file and say which format it
-/// expected (a `json` file exporter's output is told apart from garbage).
+/// expected, and what the file looks like instead (the file exporter's `json` output, a pprof
+/// profile, a file too short for one message). A file with no whole message but bytes is not
+/// one a Collector is still writing: its first message would be whole by now.
 pub fn read_exporter_file(path: &Path) -> Result<ExporterFile> {
     let bytes = std::fs::read(path).map_err(|e| FileError::io("reading", path, e))?;
+    let expected = "expected the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)";
+    let looks_like = |what: String| FileError::Invalid(format!("{}: {what}: {expected}", path.display()));
     if bytes.first() == Some(&b'{') {
-        return Err(FileError::Invalid(format!(
-            "{}: looks like the file exporter's json format: expected its proto format (`format: proto` in the Collector's file exporter)",
-            path.display()
-        )));
+        return Err(looks_like("looks like the file exporter's json format (`format: json`; set `format: proto`)".into()));
     }
-    decode_file_exporter(&bytes).map_err(FileError::in_file(path, "not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)"))
+    let file = decode_file_exporter(&bytes)
+        .map_err(FileError::in_file(path, "not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)"))?;
+    if !file.messages.is_empty() || bytes.is_empty() {
+        return Ok(file);
+    }
+    Err(looks_like(match bytes.as_slice() {
+        [0x1f, 0x8b, ..] => "is gzip data (a pprof profile? `thread-ctx flamegraph FILE` draws one), not a single whole message".into(),
+        short if short.len() < 4 => format!("holds {} bytes, less than one message's 4-byte size", short.len()),
+        _ => {
+            let size = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes"));
+            format!("holds {} bytes, and its first message claims {size} after its 4-byte size: no whole message", bytes.len())
+        }
+    }))
 }
 
 /// A sample with everything its indices point at, as plain values.
@@ -254,11 +273,12 @@ pub fn value_text(d: &ProfilesDictionary, v: &AnyValue) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use opentelemetry_proto::tonic::profiles::v1development as otlp;
 
-    fn framed(messages: &[ProfilesData]) -> Vec<u8> {
+    /// The file exporter's framing of `messages`.
+    pub(crate) fn framed<M: Message>(messages: &[M]) -> Vec<u8> {
         let mut out = Vec::new();
         for m in messages {
             let bytes = m.encode_to_vec();
@@ -310,5 +330,25 @@ mod tests {
         assert_eq!(err, "link_table[9] is out of range (the table has 2 entries)");
         let bad = message(otlp::Sample { stack_index: -1, ..Default::default() });
         assert!(resolve(&bad).unwrap_err().to_string().starts_with("stack_table[-1]"));
+    }
+
+    /// A file without one whole message is not a Collector's output (an empty one is: nothing
+    /// arrived yet); the error says what the file looks like.
+    #[test]
+    fn a_file_with_no_whole_message_says_what_it_looks_like() {
+        let dir = tempfile::tempdir().unwrap();
+        let said = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            read_exporter_file(&path).map(|f| f.messages.len()).map_err(|e| e.to_string())
+        };
+        assert!(said("p.pb.gz", &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]).unwrap_err().contains("is gzip data (a pprof profile?"));
+        assert!(said("two", &[0x0a, 0]).unwrap_err().contains("holds 2 bytes, less than one message's 4-byte size"));
+        assert!(said("cut", &[0, 0, 1, 0, 9, 9]).unwrap_err().contains("its first message claims 256"));
+        assert_eq!(said("empty", &[]), Ok(0));
+        let m = message(otlp::Sample { link_index: 1, values: vec![1], ..Default::default() });
+        let mut one_and_a_bit = framed(std::slice::from_ref(&m));
+        one_and_a_bit.extend([0, 0]);
+        assert_eq!(said("writing", &one_and_a_bit), Ok(1), "a whole message, and the next one still being written");
     }
 }

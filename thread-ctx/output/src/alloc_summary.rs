@@ -58,6 +58,11 @@ impl AllocTable {
         self.no_span
     }
 
+    /// Some sample carried the grouping attribute (a row with a value, or the rows past the bound).
+    pub fn carried(&self) -> bool {
+        self.rows.keys().any(|g| matches!(g, Group::Value(Some(_)))) || self.overflow.samples > 0
+    }
+
     /// The row of `group`, if any sample fell in it.
     pub fn row(&self, group: &Group) -> Option<AllocRow> {
         self.rows.get(group).copied()

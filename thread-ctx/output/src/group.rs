@@ -1,12 +1,17 @@
 //! What a table's rows are ([`GroupBy`]: a record attribute such as `http.route`, the trace, or
 //! the span instance) and which row a sample or profile entry falls in ([`Group`]).
 
-use thread_ctx_discovery::ctx_record::decode_attrs;
-use thread_ctx_profile::Entry;
-use thread_ctx_sampler::Event;
+use thread_ctx_profile::{Entry, Sample};
 
 /// Distinct groups kept; samples of later ones are counted in one overflow row.
 pub const MAX_GROUPS: usize = 100_000;
+/// A `--by` value that names nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupByError {
+    #[error("expected span, trace or a record attribute key such as http.route")]
+    Blank,
+}
+
 /// What the table's rows are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupBy {
@@ -20,9 +25,9 @@ pub enum GroupBy {
 
 impl GroupBy {
     /// `span`, `trace`, or an attribute key (`http.route`).
-    pub fn parse(s: &str) -> Result<GroupBy, String> {
+    pub fn parse(s: &str) -> Result<GroupBy, GroupByError> {
         match s.trim() {
-            "" => Err("expected span, trace or a record attribute key such as http.route".into()),
+            "" => Err(GroupByError::Blank),
             "span" => Ok(GroupBy::Span),
             "trace" => Ok(GroupBy::Trace),
             key => Ok(GroupBy::Attr(key.to_string())),
@@ -46,37 +51,29 @@ impl GroupBy {
         }
     }
 
-    /// The group of a sample with a span context (None: no span).
-    pub fn group_of_event(&self, e: &Event, key_map: Option<&[String]>) -> Option<Group> {
-        let (trace, span, _) = e.span()?;
-        Some(match self {
-            GroupBy::Span => Group::Span(trace, span),
-            GroupBy::Trace => Group::Trace(trace),
-            GroupBy::Attr(key) => {
-                let (attrs, _) = decode_attrs(&e.attrs, key_map);
-                let name = |a: &thread_ctx_discovery::ctx_record::Attr| a.key.clone().unwrap_or_else(|| attr_index_name(a.key_index));
-                Group::Value(attrs.into_iter().find(|a| name(a) == *key).map(|a| a.value))
-            }
-        })
-    }
-
-    /// The group of a profile entry (None: no span), as [`GroupBy::group_of_event`] would say.
-    pub fn group_of_entry(&self, e: &Entry) -> Option<Group> {
-        let (trace, span) = match (e.trace_id, e.span_id) {
+    /// The group of a sample or entry with these ids and attributes (sorted by key, as the decode
+    /// stage gives them); None: no span.
+    pub fn group_of(&self, trace_id: Option<[u8; 16]>, span_id: Option<[u8; 8]>, attrs: &[(String, String)]) -> Option<Group> {
+        let (trace, span) = match (trace_id, span_id) {
             (None, None) => return None,
             (t, s) => (t.unwrap_or([0; 16]), s.unwrap_or([0; 8])),
         };
         Some(match self {
             GroupBy::Span => Group::Span(trace, span),
             GroupBy::Trace => Group::Trace(trace),
-            GroupBy::Attr(key) => Group::Value(e.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())),
+            GroupBy::Attr(key) => Group::Value(attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())),
         })
     }
-}
 
-/// How a profile names an attribute whose key index the key map lacks.
-pub(crate) fn attr_index_name(index: u8) -> String {
-    format!("attr.{index}")
+    /// The group of a profile entry (None: no span).
+    pub fn group_of_entry(&self, e: &Entry) -> Option<Group> {
+        self.group_of(e.trace_id, e.span_id, &e.attrs)
+    }
+
+    /// The group of a decoded sample (None: no span).
+    pub fn group_of_sample(&self, s: &Sample) -> Option<Group> {
+        self.group_of(s.trace_id, s.span_id, &s.attrs)
+    }
 }
 
 /// One row of the table.

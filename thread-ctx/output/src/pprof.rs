@@ -335,21 +335,12 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_discovery::maps::Mapping;
 
     #[test]
     fn decode_reads_back_what_encode_wrote() {
         let mut p = Profile::default();
         (p.off_cpu_traced, p.alloc_traced, p.cpu_period_ns) = (true, true, 10_000_000);
-        p.mappings = vec![Mapping {
-            start: 0x1000,
-            end: 0x2000,
-            perms: "r-xp".into(),
-            offset: 0,
-            dev: "08:01".into(),
-            inode: 7,
-            name: "/usr/bin/node".into(),
-        }];
+        p.mappings = vec![Profile::test_node_mapping()];
         p.thread_names.insert(42, "node".into());
         let frames = [
             (Frame::kernel("schedule"), 0xffff_ffff_8100_0000, true),
@@ -360,6 +351,12 @@ mod tests {
             ),
             (Frame::js("[Symbol.iterator]", Some("/app/a.js"), Some(9), None), 0x7f00_0000_0100, false),
             (Frame::unknown("[anon:jit]".into(), None), 0x7f00_0000_0200, false),
+            // Tables and flame graphs shorten C++ names (native_name.rs); pprof keeps them whole.
+            (
+                Frame::native("void v8::internal::Heap::Scavenge<int>(v8::internal::GarbageCollectionReason) const", Some("/usr/bin/node")),
+                0x1080,
+                false,
+            ),
             (Frame::native("uv_run", Some("/usr/bin/node")), 0x1100, false),
         ];
         let stack: Vec<StackFrame> =

@@ -5,41 +5,45 @@
 //! (blocked apart from preempted, and added up in the total row), and (given them) each group's top frames. Memory stays bounded however long
 //! the recording: past [`MAX_GROUPS`] groups, new ones are counted together.
 //! With allocations traced, the allocation table ([`AllocTable`]) follows.
-//! Samples come one by one from the sampler ([`Summary::add`]) or aggregated
-//! from a profile ([`Summary::add_entry`]: a profile a Collector received).
+//! Samples come one by one as the decode stage made them ([`Summary::add`]:
+//! their attributes named once, allocations weighed in the bytes they stand
+//! for, and why a sample had no span) or aggregated from a profile
+//! ([`Summary::add_entry`]: a profile a Collector received, which does not
+//! say why a sample had no span).
 
 use super::alloc_summary::AllocTable;
-use super::group::attr_index_name;
 pub use super::group::{Group, GroupBy, MAX_GROUPS};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use thread_ctx_discovery::container::Placement;
-use thread_ctx_discovery::ctx_record::decode_attrs;
 use thread_ctx_discovery::ids::hex;
-use thread_ctx_profile::{Entry, SampleKind};
-use thread_ctx_sampler::alloc_probe::{unbiased_bytes, DEFAULT_INTERVAL};
+use thread_ctx_profile::{Entry, Sample, SampleKind};
 use thread_ctx_sampler::CtxState;
-use thread_ctx_sampler::{Event, EventKind};
 
 /// Distinct (group, trace or span) pairs kept to count each group's traces or spans.
 pub const MAX_MEMBERS: usize = 200_000;
+
+/// The attribute most services are asked about, and what to do when no span carries it.
+pub const ROUTE_KEY: &str = "http.route";
+pub const NO_ROUTE_HINT: &str = "no span carried http.route: the service's instrumentation sets no route. \
+     An instrumentation of its web framework sets it (Express: @opentelemetry/instrumentation-express; \
+     Fastify: @fastify/otel, which @opentelemetry/auto-instrumentations-node 0.81 does not include), \
+     or span.setAttribute('http.route', …) in the request's span";
 
 #[derive(Debug, Clone, Default)]
 struct Row {
     samples: u64,
     off_cpu: OffCpu,
-    /// Span rows: the attrs-data of the latest sample (attributes can change during a span).
-    attrs: Vec<u8>,
-    /// Span rows filled from profile entries: their attributes, already decoded.
-    attr_pairs: Vec<(String, String)>,
+    /// Span rows: the attributes of the latest sample (attributes can change during a span).
+    attrs: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
 pub struct Summary {
     by: GroupBy,
-    key_map: Option<Vec<String>>,
     rows: HashMap<Group, Row>,
-    /// Traces (by attribute) or spans (by trace) seen per group, for the count column.
+    /// Traces (by attribute) or spans (by trace) of each group's CPU samples, for the count
+    /// column: counted over CPU samples only, so that it never exceeds the SAMPLES beside it.
     members: HashSet<(Group, [u8; 16], [u8; 8])>,
     members_complete: bool,
     overflow: Row,
@@ -53,7 +57,7 @@ pub struct Summary {
     off_cpu_no_context: OffCpu,
     /// Allocations are traced: the allocation table follows the CPU one.
     alloc_traced: bool,
-    /// The process's mean heap sampling interval (bytes), to scale allocation events.
+    /// The process's mean heap sampling interval (bytes), as the allocation table says it.
     alloc_interval: Option<u64>,
     alloc: AllocTable,
 }
@@ -105,10 +109,9 @@ pub struct RunInfo<'a> {
 }
 
 impl Summary {
-    pub fn new(by: GroupBy, key_map: Option<&[String]>) -> Summary {
+    pub fn new(by: GroupBy) -> Summary {
         Summary {
             by,
-            key_map: key_map.map(<[String]>::to_vec),
             rows: HashMap::new(),
             members: HashSet::new(),
             members_complete: true,
@@ -133,8 +136,8 @@ impl Summary {
         self.off_cpu_traced = traced;
     }
 
-    /// Shows the allocation table (even before any allocation sample arrives); allocation
-    /// events are scaled at `interval` (None: the package's default).
+    /// Shows the allocation table (even before any allocation sample arrives, or not at all);
+    /// its samples were scaled at `interval` (None: the package's default).
     pub fn set_alloc_traced(&mut self, traced: bool, interval: Option<u64>) {
         self.alloc_traced = traced;
         self.alloc_interval = interval;
@@ -145,72 +148,62 @@ impl Summary {
         &self.alloc
     }
 
-    pub fn add(&mut self, e: &Event) {
-        if let Some(size) = e.alloc_size() {
-            self.alloc_traced = true;
-            let group = self.by.group_of_event(e, self.key_map.as_deref());
-            let ids = e.span().map(|(trace, span, _)| (trace, span));
-            self.alloc.add(group, ids, 1, unbiased_bytes(size, self.alloc_interval.unwrap_or(DEFAULT_INTERVAL)));
-            return;
-        }
-        let off_cpu = e.kind == EventKind::OffCpu;
-        self.off_cpu_traced |= off_cpu;
-        if !off_cpu {
-            self.total += 1;
-        }
-        let Some(group) = self.by.group_of_event(e, self.key_map.as_deref()) else {
-            if off_cpu {
-                self.off_cpu_no_context.add(OffCpu::of(e.value, e.preempted));
-            } else {
-                *self.no_context.entry(e.state).or_default() += 1;
-            }
-            return;
-        };
-        let by_span = matches!(self.by, GroupBy::Span);
-        let ids = e.span().map(|(trace, span, _)| (trace, span));
-        let row =
-            if off_cpu { self.count_in(group, ids, 0, OffCpu::of(e.value, e.preempted)) } else { self.count_in(group, ids, 1, OffCpu::default()) };
-        if by_span && row.attrs != e.attrs {
-            row.attrs.clone_from(&e.attrs);
-        }
+    /// Adds a sample as the decode stage made it (its weight, for an allocation, the bytes
+    /// it stands for), counting why it had no span when it had none.
+    pub fn add(&mut self, s: &Sample) {
+        let group = self.by.group_of_sample(s);
+        self.count(s.kind, group, ids(s.trace_id, s.span_id), &s.attrs, 1, s.weight, Some(s.ctx_state));
     }
 
-    /// Adds a profile entry (`count` CPU samples, or off-CPU time): what [`Summary::add`]
-    /// does for each of its samples, without the reason a sample had no span.
+    /// Adds a profile entry (`count` samples of one kind): what [`Summary::add`] does for each
+    /// of its samples, without the reason a sample had no span.
     pub fn add_entry(&mut self, e: &Entry) {
-        if e.kind.is_alloc() {
+        self.count(e.kind, self.by.group_of_entry(e), ids(e.trace_id, e.span_id), &e.attrs, e.count, e.weight, None);
+    }
+
+    /// `count` samples of `kind` weighing `weight` in all, in `group` (None: no span, for `why`).
+    #[allow(clippy::too_many_arguments)]
+    fn count(
+        &mut self,
+        kind: SampleKind,
+        group: Option<Group>,
+        ids: Option<([u8; 16], [u8; 8])>,
+        attrs: &[(String, String)],
+        count: u64,
+        weight: u64,
+        why: Option<CtxState>,
+    ) {
+        if kind.is_alloc() {
             self.alloc_traced = true;
-            let ids = e.trace_id.map(|trace| (trace, e.span_id.unwrap_or([0; 8])));
-            self.alloc.add(self.by.group_of_entry(e), ids, e.count, e.weight);
+            self.alloc.add(group, ids, count, weight);
             return;
         }
-        let off_cpu = e.kind.is_off_cpu();
+        let off_cpu = kind.is_off_cpu();
         self.off_cpu_traced |= off_cpu;
         if !off_cpu {
-            self.total += e.count;
+            self.total += count;
         }
-        let Some(group) = self.by.group_of_entry(e) else {
-            if off_cpu {
-                self.off_cpu_no_context.add(OffCpu::of(e.weight, e.kind == SampleKind::Preempted));
-            } else {
-                self.no_context_unexplained += e.count;
+        let Some(group) = group else {
+            match (off_cpu, why) {
+                (true, _) => self.off_cpu_no_context.add(OffCpu::of(weight, kind == SampleKind::Preempted)),
+                (false, Some(state)) => *self.no_context.entry(state).or_default() += count,
+                (false, None) => self.no_context_unexplained += count,
             }
             return;
         };
         let by_span = matches!(self.by, GroupBy::Span);
-        let ids = e.trace_id.map(|trace| (trace, e.span_id.unwrap_or([0; 8])));
         let row = if off_cpu {
-            self.count_in(group, ids, 0, OffCpu::of(e.weight, e.kind == SampleKind::Preempted))
+            self.count_in(group, None, 0, OffCpu::of(weight, kind == SampleKind::Preempted))
         } else {
-            self.count_in(group, ids, e.count, OffCpu::default())
+            self.count_in(group, ids, count, OffCpu::default())
         };
-        if by_span && row.attr_pairs != e.attrs {
-            row.attr_pairs.clone_from(&e.attrs);
+        if by_span && row.attrs != attrs {
+            row.attrs = attrs.to_vec();
         }
     }
 
     /// Counts CPU `samples` and `off_cpu` time in `group`'s row (the overflow row past
-    /// [`MAX_GROUPS`]), noting the trace and span behind them; returns the row.
+    /// [`MAX_GROUPS`]), noting the trace and span behind the samples; returns the row.
     fn count_in(&mut self, group: Group, ids: Option<([u8; 16], [u8; 8])>, samples: u64, off_cpu: OffCpu) -> &mut Row {
         if let (Some((trace, span)), false) = (ids, matches!(group, Group::Span(..))) {
             self.add_member(&group, trace, span);
@@ -244,6 +237,12 @@ impl Summary {
     /// CPU samples without a span context.
     pub fn no_context(&self) -> u64 {
         self.no_context.values().sum::<u64>() + self.no_context_unexplained
+    }
+
+    /// By an attribute: some sample with a span carried it (false for the other groupings).
+    pub fn key_carried(&self) -> bool {
+        matches!(self.by, GroupBy::Attr(_))
+            && (self.rows.keys().any(|g| matches!(g, Group::Value(Some(_)))) || self.overflow.samples > 0 || self.alloc.carried())
     }
 
     /// The recording's line, then the table, with `notes` (top frames) under the groups they name.
@@ -373,6 +372,9 @@ impl Summary {
             facts.push(format!("no span because: {}", why.join(", ")));
         }
         let _ = writeln!(out, "{}.", facts.join("; "));
+        if self.by == GroupBy::Attr(ROUTE_KEY.into()) && with_span > 0 && !self.key_carried() {
+            let _ = writeln!(out, "Note: {NO_ROUTE_HINT}.");
+        }
         if self.alloc_traced {
             out.push('\n');
             out.push_str(&self.alloc.render(&self.by, top, self.alloc_interval, &|g| self.label(g)));
@@ -400,13 +402,15 @@ impl Summary {
     }
 
     fn attrs_text(&self, row: &Row) -> String {
-        if !row.attr_pairs.is_empty() {
-            return row.attr_pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        }
-        let (attrs, _) = decode_attrs(&row.attrs, self.key_map.as_deref());
-        let words: Vec<String> =
-            attrs.iter().map(|a| format!("{}={}", a.key.clone().unwrap_or_else(|| attr_index_name(a.key_index)), a.value)).collect();
-        words.join(" ")
+        row.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// The trace and span a sample or entry belongs to, as [`GroupBy::group_of`] reads them.
+fn ids(trace_id: Option<[u8; 16]>, span_id: Option<[u8; 8]>) -> Option<([u8; 16], [u8; 8])> {
+    match (trace_id, span_id) {
+        (None, None) => None,
+        (t, s) => Some((t.unwrap_or([0; 16]), s.unwrap_or([0; 8]))),
     }
 }
 
@@ -439,43 +443,43 @@ fn truncate(s: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_discovery::ctx_record::Header;
+    use thread_ctx_profile::sample::Attrs;
 
-    fn sample(state: CtxState, trace: u8, span: u8, route: Option<&str>) -> Event {
-        let attrs = route.map(|r| [&[0u8, r.len() as u8][..], r.as_bytes()].concat()).unwrap_or_default();
-        Event {
-            kind: EventKind::Cpu,
+    /// A CPU sample as the decode stage makes it: a span only when the record was valid and had ids.
+    fn sample(state: CtxState, trace: u8, span: u8, route: Option<&str>) -> Sample<'static> {
+        let spanned = state == CtxState::Valid && (trace, span) != (0, 0);
+        let attrs: Vec<(String, String)> = route.filter(|_| spanned).map(|r| ("http.route".to_string(), r.to_string())).into_iter().collect();
+        Sample {
+            kind: SampleKind::Cpu,
             time_ns: 0,
-            pid: 1,
             tid: 1,
-            cpu: 0,
-            state,
-            record_addr: 0x1000,
-            header: Some(Header { trace_id: [trace; 16], span_id: [span; 8], valid: 1, flags: 1, attrs_size: attrs.len() as u16 }),
-            attrs,
-            user_stack: Err(-2),
-            kernel_stack: Err(-2),
-            js_frames: vec![],
-            leaf_words: vec![],
-            value: 0,
-            preempted: false,
+            trace_id: spanned.then_some([trace; 16]),
+            span_id: spanned.then_some([span; 8]),
+            flags: 1,
+            attrs: Attrs::from(attrs),
+            ctx_state: state,
+            user_stack: &[],
+            kernel_stack: &[],
+            js_frames: &[],
+            leaf_words: &[],
+            weight: 10_000_000,
         }
+    }
+
+    /// An off-CPU interval of `ms` milliseconds.
+    fn off_cpu(state: CtxState, trace: u8, span: u8, ms: u64, preempted: bool) -> Sample<'static> {
+        let kind = if preempted { SampleKind::Preempted } else { SampleKind::Blocked };
+        Sample { kind, weight: ms * 1_000_000, ..sample(state, trace, span, None) }
     }
 
     fn info(top: usize) -> RunInfo<'static> {
         RunInfo { pid: 1, tid: None, hz: 49, cpus: 2, seconds: 1.0, dropped: 7, service_name: Some("shop"), placement: None, top }
     }
 
-    const KEYS: &[&str] = &["http.route"];
-
-    fn key_map() -> Vec<String> {
-        KEYS.iter().map(|s| s.to_string()).collect()
-    }
-
     #[test]
     fn groups_by_attribute_with_trace_counts_and_no_span_reasons() {
-        let km = key_map();
-        let mut s = Summary::new(GroupBy::default_for(Some(&km)), Some(&km));
+        let km = ["http.route".to_string()];
+        let mut s = Summary::new(GroupBy::default_for(Some(&km)));
         assert_eq!(s.by(), &GroupBy::Attr("http.route".into()));
         for (trace, route) in [(1, "/a"), (1, "/a"), (2, "/a"), (3, "/b")] {
             s.add(&sample(CtxState::Valid, trace, trace, Some(route)));
@@ -499,7 +503,7 @@ mod tests {
 
     #[test]
     fn top_n_folds_the_rest_into_one_other_row() {
-        let mut s = Summary::new(GroupBy::Trace, None);
+        let mut s = Summary::new(GroupBy::Trace);
         for t in 1..=20u8 {
             for _ in 0..t {
                 s.add(&sample(CtxState::Valid, t, t, None));
@@ -517,17 +521,11 @@ mod tests {
 
     #[test]
     fn by_span_shows_attributes_and_off_cpu_goes_to_the_span_published_at_switch_out() {
-        let km = key_map();
-        let mut s = Summary::new(GroupBy::Span, Some(&km));
+        let mut s = Summary::new(GroupBy::Span);
         s.add(&sample(CtxState::Valid, 1, 2, Some("/x")));
-        let off_cpu = |trace: u8, state, ms: u64, preempted| {
-            let mut e = sample(state, trace, trace + 1, None);
-            (e.kind, e.value, e.preempted) = (EventKind::OffCpu, ms * 1_000_000, preempted);
-            e
-        };
-        s.add(&off_cpu(3, CtxState::Valid, 50, false));
-        s.add(&off_cpu(3, CtxState::Valid, 4, true));
-        s.add(&off_cpu(0, CtxState::Invalid, 7, false));
+        s.add(&off_cpu(CtxState::Valid, 3, 4, 50, false));
+        s.add(&off_cpu(CtxState::Valid, 3, 4, 4, true));
+        s.add(&off_cpu(CtxState::Invalid, 0, 1, 7, false));
         assert_eq!(s.total(), 1, "off-CPU events are not CPU samples");
         let notes: GroupNotes = [(Group::Span([1; 16], [2; 8]), "burn (a.js:3) 100%".to_string())].into();
         let text = s.render(&info(10), Some(&notes));
@@ -544,11 +542,9 @@ mod tests {
 
     #[test]
     fn the_total_row_adds_up_off_cpu_time_of_shown_other_and_unspanned_rows() {
-        let mut s = Summary::new(GroupBy::Trace, None);
+        let mut s = Summary::new(GroupBy::Trace);
         for trace in 1..=5u8 {
-            let mut e = sample(CtxState::Valid, trace, trace, None);
-            (e.kind, e.value, e.preempted) = (EventKind::OffCpu, u64::from(trace) * 1_000_000, trace % 2 == 0);
-            s.add(&e);
+            s.add(&off_cpu(CtxState::Valid, trace, trace, u64::from(trace), trace % 2 == 0));
         }
         let text = s.render_table(49, 2, None);
         let total = text.lines().find(|l| l.starts_with("total")).unwrap();
@@ -558,9 +554,7 @@ mod tests {
 
     #[test]
     fn entries_count_as_their_samples_would() {
-        let km = key_map();
-        let (mut by_event, mut by_entry) =
-            (Summary::new(GroupBy::Attr("http.route".into()), Some(&km)), Summary::new(GroupBy::Attr("http.route".into()), None));
+        let (mut by_sample, mut by_entry) = (Summary::new(GroupBy::Attr("http.route".into())), Summary::new(GroupBy::Attr("http.route".into())));
         let entry = |trace: Option<u8>, route: Option<&str>, count| {
             let attrs: Vec<(&str, &str)> = route.map(|r| ("http.route", r)).into_iter().collect();
             Entry::test(vec![], trace.map(|t| (t, t)), &attrs, count)
@@ -571,28 +565,69 @@ mod tests {
             by_entry.add_entry(&entry(trace, route, count));
             for _ in 0..count {
                 let state = if trace.is_some() { CtxState::Valid } else { CtxState::Invalid };
-                by_event.add(&sample(state, trace.unwrap_or(0), trace.unwrap_or(0), route));
+                by_sample.add(&sample(state, trace.unwrap_or(0), trace.unwrap_or(0), route));
             }
         }
         assert_eq!((by_entry.total(), by_entry.no_context()), (9, 2));
-        let (events, entries) = (by_event.render_table(49, 10, None), by_entry.render_table(49, 10, None));
-        assert_eq!(entries.lines().collect::<Vec<_>>()[..6], events.lines().collect::<Vec<_>>()[..6], "{entries}\n{events}");
-        assert!(events.ends_with("; no span because: not_valid 2.\n"), "{events}");
+        let (samples, entries) = (by_sample.render_table(49, 10, None), by_entry.render_table(49, 10, None));
+        assert_eq!(entries.lines().collect::<Vec<_>>()[..6], samples.lines().collect::<Vec<_>>()[..6], "{entries}\n{samples}");
+        assert!(samples.ends_with("; no span because: not_valid 2.\n"), "{samples}");
         assert!(entries.ends_with("77.8% of CPU samples carry a span; 85.7% of those carry http.route.\n"), "a profile does not say why: {entries}");
-        let mut by_span = Summary::new(GroupBy::Span, None);
+        let mut by_span = Summary::new(GroupBy::Span);
         by_span.add_entry(&entry(Some(1), Some("/a"), 3));
         assert!(by_span.render_table(49, 10, None).lines().nth(1).unwrap().ends_with("  http.route=/a"), "span rows show their attributes");
     }
 
     #[test]
-    fn entries_and_events_land_in_the_same_group() {
-        let km = key_map();
-        let e = sample(CtxState::Valid, 1, 2, Some("/x"));
+    fn entries_and_samples_land_in_the_same_group() {
+        let s = sample(CtxState::Valid, 1, 2, Some("/x"));
         let entry = Entry::test(vec![], Some((1, 2)), &[("http.route", "/x")], 1);
         for by in [GroupBy::Span, GroupBy::Trace, GroupBy::Attr("http.route".into()), GroupBy::Attr("missing".into())] {
-            assert_eq!(by.group_of_event(&e, Some(&km)), by.group_of_entry(&entry), "{by:?}");
+            assert_eq!(by.group_of_sample(&s), by.group_of_entry(&entry), "{by:?}");
         }
         assert_eq!(GroupBy::parse("span"), Ok(GroupBy::Span));
         assert!(GroupBy::parse(" ").is_err());
+    }
+
+    /// The TRACES column counts the traces of the row's CPU samples: off-CPU intervals of other
+    /// traces add time to the row, not traces, so the column never exceeds SAMPLES beside it.
+    #[test]
+    fn traces_are_counted_over_cpu_samples_only() {
+        let mut s = Summary::new(GroupBy::Attr("http.route".into()));
+        s.add(&sample(CtxState::Valid, 1, 1, Some("/a")));
+        for trace in 2..=9 {
+            let mut idle = off_cpu(CtxState::Valid, trace, trace, 5, false);
+            idle.attrs = Attrs::from(vec![("http.route".to_string(), "/a".to_string())]);
+            s.add(&idle);
+        }
+        let text = s.render_table(49, 10, None);
+        let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row[..5], ["/a", "1", "100.0%", "0.02", "1"], "{text}");
+        assert_eq!(row[5], "40.0", "the off-CPU time of all nine traces is the row's: {text}");
+    }
+
+    /// By http.route, when no span carried one: the table says what sets it, for the web
+    /// frameworks people ask about.
+    #[test]
+    fn no_route_on_any_span_says_how_to_set_one() {
+        let mut s = Summary::new(GroupBy::Attr(ROUTE_KEY.into()));
+        s.add(&sample(CtxState::Valid, 1, 1, None));
+        let text = s.render_table(49, 10, None);
+        assert!(text.contains("no span carried http.route") && text.contains("@fastify/otel"), "{text}");
+        s.add(&sample(CtxState::Valid, 2, 2, Some("/a")));
+        assert!(!s.render_table(49, 10, None).contains("@fastify/otel"), "one span with a route: no note");
+        let mut none = Summary::new(GroupBy::Attr(ROUTE_KEY.into()));
+        none.add(&sample(CtxState::Invalid, 0, 0, None));
+        assert!(!none.render_table(49, 10, None).contains("@fastify/otel"), "no span at all: nothing to say of routes");
+    }
+
+    /// An allocation sample counts the bytes the decode stage weighed it at: the summary does
+    /// not scale it again.
+    #[test]
+    fn allocations_count_their_weight() {
+        let mut s = Summary::new(GroupBy::Trace);
+        s.add(&Sample { kind: SampleKind::Alloc, weight: 600_000, ..sample(CtxState::Valid, 1, 1, None) });
+        assert_eq!(s.alloc().total(), crate::alloc_summary::AllocRow { samples: 1, bytes: 600_000 });
+        assert_eq!(s.total(), 0, "not a CPU sample");
     }
 }

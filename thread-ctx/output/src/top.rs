@@ -1,8 +1,10 @@
 //! The summary table's top frames per group: where each group's CPU samples
 //! were, named by the innermost JS function on the stack (what a Node user can
 //! act on; with its sampled line when V8's jitdump gave one), or by the leaf
-//! frame when no JS frame is on it (GC, native code).
+//! frame when no JS frame is on it (GC, native code: named as `perf` names it,
+//! without its parameter list).
 
+use super::native_name::short_native_name;
 use super::summary::{Group, GroupBy, GroupNotes};
 use std::collections::HashMap;
 use thread_ctx_profile::FrameKind;
@@ -10,6 +12,9 @@ use thread_ctx_profile::{Entry, Profile};
 
 fn top_frame(p: &Profile, e: &Entry, files: &HashMap<&str, &str>) -> Option<String> {
     let f = e.stack.iter().map(|f| p.frame(f)).find(|f| f.kind == FrameKind::Js).or_else(|| e.stack.first().map(|f| p.frame(f)))?;
+    if f.kind == FrameKind::Native {
+        return Some(short_native_name(&f.name).into_owned());
+    }
     Some(f.short_name_in(f.file.as_deref().map(|file| files.get(file).copied().unwrap_or(file))))
 }
 
@@ -50,16 +55,16 @@ mod tests {
         let mut p = Profile::default();
         let sin = p.intern(Frame::native("ieee754::sin", None));
         let burn = p.intern(Frame { pos: Some(SourcePos { line: 5, column: Some(9) }), ..Frame::js("burn", Some("/app/a.js"), Some(3), None) });
-        let gc = p.intern(Frame::native("Heap::Scavenge", None));
+        let gc = p.intern(Frame::native("v8::internal::Heap::Scavenge(v8::internal::GarbageCollectionReason)", None));
         let sf = |frame| StackFrame { addr: frame as u64, frame, kernel: false };
         let e = |stack, count, route: &str| Entry::test(stack, Some((1, 2)), &[("http.route", route)], count);
         p.push_entry(e(vec![sf(sin), sf(burn)], 3, "/a"));
         p.push_entry(e(vec![sf(gc)], 1, "/a"));
         p.push_entry(e(vec![sf(gc)], 2, "/b"));
         let top = top_frames(&p, &GroupBy::Attr("http.route".into()), 3);
-        assert_eq!(top[&Group::Value(Some("/a".into()))], "burn (a.js:5) 75%, Heap::Scavenge 25%");
-        assert_eq!(top[&Group::Value(Some("/b".into()))], "Heap::Scavenge 100%");
+        assert_eq!(top[&Group::Value(Some("/a".into()))], "burn (a.js:5) 75%, v8::internal::Heap::Scavenge 25%", "named without parameters");
+        assert_eq!(top[&Group::Value(Some("/b".into()))], "v8::internal::Heap::Scavenge 100%");
         let by_span = top_frames(&p, &GroupBy::Span, 2);
-        assert_eq!(by_span[&Group::Span([1; 16], [2; 8])], "Heap::Scavenge 50%, burn (a.js:5) 50%");
+        assert_eq!(by_span[&Group::Span([1; 16], [2; 8])], "burn (a.js:5) 50%, v8::internal::Heap::Scavenge 50%");
     }
 }

@@ -137,9 +137,9 @@ impl Aggregate {
         self.scratch.clear();
         self.scratch.push(s.kernel_stack.len() as u64);
         self.scratch.push(s.user_stack.len() as u64);
-        self.scratch.extend_from_slice(&s.kernel_stack);
-        self.scratch.extend_from_slice(&s.user_stack);
-        JsKey::push_words(&s.js_frames, &s.leaf_words, &mut self.scratch);
+        self.scratch.extend_from_slice(s.kernel_stack);
+        self.scratch.extend_from_slice(s.user_stack);
+        JsKey::push_words(s.js_frames, s.leaf_words, &mut self.scratch);
         let stack = match self.stacks.get(self.scratch.as_slice()) {
             Some(&id) => id,
             None => {
@@ -219,7 +219,7 @@ impl Aggregate {
 mod tests {
     use super::*;
 
-    fn sample(tid: u32, user: &[u64], span: u8) -> Sample {
+    fn sample(tid: u32, user: &[u64], span: u8) -> Sample<'_> {
         Sample {
             kind: SampleKind::Cpu,
             time_ns: 1,
@@ -228,10 +228,11 @@ mod tests {
             span_id: Some([span; 8]),
             flags: 1,
             attrs: Attrs::from([("http.route".to_string(), "/a".to_string())]),
-            user_stack: user.to_vec(),
-            kernel_stack: vec![],
-            js_frames: vec![],
-            leaf_words: vec![],
+            ctx_state: thread_ctx_sampler::CtxState::Valid,
+            user_stack: user,
+            kernel_stack: &[],
+            js_frames: &[],
+            leaf_words: &[],
             weight: 10,
         }
     }

@@ -45,6 +45,7 @@ impl ProfileBuilder {
         &self.symbolizer
     }
 
+    /// The symbolizer, to name a stack now rather than with the window (`record --frames`).
     pub fn symbolizer_mut(&mut self) -> &mut Symbolizer {
         &mut self.symbolizer
     }

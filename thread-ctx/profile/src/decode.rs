@@ -1,8 +1,10 @@
 //! The decode stage: one sampler event of a tracked process becomes a
-//! [`Sample`]: its ids, its record's attributes named through the process's
-//! key map (decoded once per distinct attrs-data), its kind and weight, and
-//! its stacks (moved, not copied; those the kernel could not take are counted).
-//! It never reads the target: the agent runs it on its sampling thread.
+//! [`Sample`]: its ids (or why it has none), its record's attributes named
+//! through the process's key map (decoded once per distinct attrs-data), its
+//! kind and weight (the one place an allocation sample is scaled to the bytes
+//! it stands for), and its stacks (borrowed from the event, not copied; those
+//! the kernel could not take are counted). It never reads the target: the
+//! agent runs it on its sampling thread.
 
 use super::sample::{Attrs, Sample, SampleKind};
 use foldhash::{HashMap, HashMapExt};
@@ -87,12 +89,12 @@ impl Decoder {
         std::mem::take(&mut self.losses)
     }
 
-    /// The event as a sample (its stacks move into it).
-    pub fn decode(&mut self, e: Event) -> Sample {
+    /// The event as a sample (borrowing its stacks).
+    pub fn decode<'e>(&mut self, e: &'e Event) -> Sample<'e> {
         let span = e.span();
-        let user_stack = if self.user_stacks { stack(e.user_stack, &mut self.losses.user, false) } else { Vec::new() };
-        let (js_frames, leaf_words) = if self.user_stacks { (e.js_frames, e.leaf_words) } else { (Vec::new(), Vec::new()) };
-        let kernel_stack = if self.kernel_stacks { stack(e.kernel_stack, &mut self.losses.kernel, true) } else { Vec::new() };
+        let user_stack = if self.user_stacks { stack(&e.user_stack, &mut self.losses.user, false) } else { &[] };
+        let (js_frames, leaf_words): (&[_], &[_]) = if self.user_stacks { (&e.js_frames, &e.leaf_words) } else { (&[], &[]) };
+        let kernel_stack = if self.kernel_stacks { stack(&e.kernel_stack, &mut self.losses.kernel, true) } else { &[] };
         let (trace_id, span_id, flags, attrs) = match span {
             Some((t, s, f)) => {
                 let (t, s) = Sample::ids_from_record(t, s);
@@ -106,7 +108,21 @@ impl Decoder {
             (EventKind::OffCpu, true) => (SampleKind::Preempted, e.value),
             (EventKind::Alloc, _) => (SampleKind::Alloc, unbiased_bytes(e.value, self.alloc_interval)),
         };
-        Sample { kind, time_ns: e.time_ns, tid: e.tid, trace_id, span_id, flags, attrs, user_stack, kernel_stack, js_frames, leaf_words, weight }
+        Sample {
+            kind,
+            time_ns: e.time_ns,
+            tid: e.tid,
+            trace_id,
+            span_id,
+            flags,
+            attrs,
+            ctx_state: e.state,
+            user_stack,
+            kernel_stack,
+            js_frames,
+            leaf_words,
+            weight,
+        }
     }
 
     /// The attrs-data as (key, value) pairs sorted by key; a key index missing from the key map is named `attr.N`.
@@ -131,14 +147,14 @@ impl Decoder {
     }
 }
 
-fn stack(stack: Result<Vec<u64>, i32>, lost: &mut u64, kernel: bool) -> Vec<u64> {
+fn stack<'e>(stack: &'e Result<Vec<u64>, i32>, lost: &mut u64, kernel: bool) -> &'e [u64] {
     match stack {
         Ok(s) => s,
         // A kernel stack of a sample taken in user mode is empty (-EFAULT): not a loss.
-        Err(e) if kernel && -e == libc::EFAULT => Vec::new(),
+        Err(e) if kernel && -e == libc::EFAULT => &[],
         Err(_) => {
             *lost += 1;
-            Vec::new()
+            &[]
         }
     }
 }
@@ -179,11 +195,12 @@ mod tests {
         let opts = SamplerOptions { hz: 100, user_stacks: true, kernel_stacks: true, off_cpu: false, alloc: false };
         let mut d = Decoder::new(Some(&["http.route".to_string()]), &opts);
         let raw = [7, 1, b'x', 0, 2, b'/', b'a'];
-        let a = d.decode(event(&raw));
-        let b = d.decode(event(&raw));
+        let (ea, eb) = (event(&raw), event(&raw));
+        let (a, b) = (d.decode(&ea), d.decode(&eb));
         assert_eq!(&*a.attrs, &[("attr.7".to_string(), "x".to_string()), ("http.route".to_string(), "/a".to_string())]);
         assert!(Attrs::ptr_eq(&a.attrs, &b.attrs), "one decoding shared by both samples");
-        assert_eq!((a.trace_id, a.span_id, a.weight, a.user_stack.as_slice()), (Some([1; 16]), Some([2; 8]), 10_000_000, &[0x10, 0x20][..]));
+        assert_eq!((a.trace_id, a.span_id, a.weight, a.user_stack), (Some([1; 16]), Some([2; 8]), 10_000_000, &[0x10, 0x20][..]));
+        assert_eq!(a.ctx_state, CtxState::Valid);
         assert_eq!(d.take_losses(), StackLosses::default(), "a user-mode sample's missing kernel stack is no loss");
     }
 
@@ -192,10 +209,11 @@ mod tests {
         let opts = SamplerOptions { hz: 100, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc: true };
         let mut d = Decoder::new(None, &opts);
         let alloc = |size: u64| Event { kind: EventKind::Alloc, value: size, ..event(&[]) };
-        let a = d.decode(alloc(2048));
-        assert_eq!((a.kind, a.weight), (SampleKind::Alloc, unbiased_bytes(2048, DEFAULT_INTERVAL)));
+        let e = alloc(2048);
+        let a = d.decode(&e).weight;
+        assert_eq!((d.decode(&e).kind, a), (SampleKind::Alloc, unbiased_bytes(2048, DEFAULT_INTERVAL)));
         d.set_alloc_interval(Some(16 * 1024));
-        assert_eq!(d.decode(alloc(2048)).weight, unbiased_bytes(2048, 16 * 1024));
-        assert!(d.decode(alloc(2048)).weight < a.weight, "a shorter interval: each sample stands for fewer bytes");
+        assert_eq!(d.decode(&e).weight, unbiased_bytes(2048, 16 * 1024));
+        assert!(d.decode(&e).weight < a, "a shorter interval: each sample stands for fewer bytes");
     }
 }

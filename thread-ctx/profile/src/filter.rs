@@ -11,16 +11,27 @@ pub struct Filter {
     pub attrs: Vec<(String, String)>,
 }
 
+/// A selection flag's value that selects nothing: the message names the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("--trace: {0} (a W3C trace id)")]
+    Trace(String),
+    #[error("--span: {0} (a W3C span id)")]
+    Span(String),
+    #[error("--attr: expected KEY=VALUE (e.g. http.route=/users/:id), got {0:?}")]
+    Attr(String),
+}
+
 impl Filter {
     /// Parses the CLI values; Err names the flag and what it expects.
-    pub fn parse(trace: Option<&str>, span: Option<&str>, attrs: &[String]) -> Result<Filter, String> {
-        let trace_id = trace.map(|t| parse_hex::<16>(t).map_err(|e| format!("--trace: {e} (a W3C trace id)"))).transpose()?;
-        let span_id = span.map(|s| parse_hex::<8>(s).map_err(|e| format!("--span: {e} (a W3C span id)"))).transpose()?;
+    pub fn parse(trace: Option<&str>, span: Option<&str>, attrs: &[String]) -> Result<Filter, FilterError> {
+        let trace_id = trace.map(|t| parse_hex::<16>(t).map_err(|e| FilterError::Trace(e.to_string()))).transpose()?;
+        let span_id = span.map(|s| parse_hex::<8>(s).map_err(|e| FilterError::Span(e.to_string()))).transpose()?;
         let attrs = attrs
             .iter()
             .map(|a| match a.split_once('=') {
                 Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-                _ => Err(format!("--attr: expected KEY=VALUE (e.g. http.route=/users/:id), got {a:?}")),
+                _ => Err(FilterError::Attr(a.clone())),
             })
             .collect::<Result<_, _>>()?;
         Ok(Filter { trace_id, span_id, attrs })
@@ -64,9 +75,9 @@ mod tests {
 
     #[test]
     fn parse_names_the_bad_flag() {
-        assert!(Filter::parse(Some("abc"), None, &[]).unwrap_err().starts_with("--trace: expected 32 hex digits"));
-        assert!(Filter::parse(None, Some("xyz"), &[]).unwrap_err().starts_with("--span: expected 16 hex digits"));
-        assert!(Filter::parse(None, None, &["route".into()]).unwrap_err().starts_with("--attr: expected KEY=VALUE"));
+        assert!(Filter::parse(Some("abc"), None, &[]).unwrap_err().to_string().starts_with("--trace: expected 32 hex digits"));
+        assert!(Filter::parse(None, Some("xyz"), &[]).unwrap_err().to_string().starts_with("--span: expected 16 hex digits"));
+        assert!(Filter::parse(None, None, &["route".into()]).unwrap_err().to_string().starts_with("--attr: expected KEY=VALUE"));
         assert!(Filter::parse(None, None, &["=v".into()]).is_err());
     }
 

@@ -12,7 +12,8 @@
 //!    [`Profile`] ([`symbolized`]): what every output renders.
 //!
 //! Stages 1 and 2 never read the target; stage 3 does. A [`Filter`] selects
-//! entries for an output.
+//! entries for an output. The [`pipeline`] runs the stages for many processes;
+//! a [`recording`] runs it for one process, once (`thread-ctx record`).
 
 pub mod aggregate;
 pub mod builder;
@@ -26,6 +27,7 @@ pub mod native_symbols;
 pub mod perf_map;
 pub mod perf_map_reader;
 pub mod pipeline;
+pub mod recording;
 pub mod sample;
 pub mod sink;
 pub mod source_map;

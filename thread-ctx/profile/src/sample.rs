@@ -1,11 +1,11 @@
 //! One sample as the profile stages take it: when, which thread, the span
-//! context that thread had published, its stacks as raw addresses and what it
-//! weighs. Every kind of sample (CPU, off-CPU, and any kind added later) is
-//! one [`SampleKind`] and travels the same path: decode, aggregate,
-//! symbolize, then an output renders it by its [`Measure`].
+//! context that thread had published (or why it had none), its stacks as raw
+//! addresses and what it weighs. Every kind of sample (CPU, off-CPU, and any
+//! kind added later) is one [`SampleKind`] and travels the same path: decode,
+//! aggregate, symbolize, then an output renders it by its [`Measure`].
 
 use std::sync::Arc;
-use thread_ctx_sampler::JsFrameSlots;
+use thread_ctx_sampler::{CtxState, JsFrameSlots};
 
 /// What a sample is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,8 +122,10 @@ pub enum Value {
 /// A record's attributes, decoded once per distinct attrs-data and shared by every sample that carries them.
 pub type Attrs = Arc<[(String, String)]>;
 
+/// A sample lives while its event does: its stacks are the event's, borrowed (the aggregate
+/// stage copies what it keeps).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sample {
+pub struct Sample<'e> {
     pub kind: SampleKind,
     /// CLOCK_MONOTONIC ns (as the BPF program's bpf_ktime_get_ns).
     pub time_ns: u64,
@@ -134,20 +136,23 @@ pub struct Sample {
     pub flags: u8,
     /// Record attributes with key names from the process context key map, sorted by key.
     pub attrs: Attrs,
+    /// What the sampler found reading the thread's record: `Valid` with a span, else why the
+    /// sample has none (the summary says why).
+    pub ctx_state: CtxState,
     /// User stack, leaf first (frame 0 is the sampled instruction, the rest are return addresses).
-    pub user_stack: Vec<u64>,
+    pub user_stack: &'e [u64],
     /// Kernel stack, leaf first; empty unless kernel stacks were captured.
-    pub kernel_stack: Vec<u64>,
+    pub kernel_stack: &'e [u64],
     /// What the sampler read of the user stack's JS frames (a node process whose V8 it walks).
-    pub js_frames: Vec<JsFrameSlots>,
+    pub js_frames: &'e [JsFrameSlots],
     /// The words at the stack pointer, when the innermost JS frame's flags say they are there.
-    pub leaf_words: Vec<u64>,
+    pub leaf_words: &'e [u64],
     /// What this sample stands for, in its measure's weight unit: the sampling period for CPU
     /// samples, the time switched out for off-CPU ones (ns), the unbiased bytes for allocations.
     pub weight: u64,
 }
 
-impl Sample {
+impl Sample<'_> {
     /// Ids as the BPF program copies them: all-zero means "none".
     pub fn ids_from_record(trace_id: [u8; 16], span_id: [u8; 8]) -> (Option<[u8; 16]>, Option<[u8; 8]>) {
         let trace = (trace_id != [0; 16]).then_some(trace_id);

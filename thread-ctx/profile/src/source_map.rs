@@ -34,6 +34,29 @@ pub const MAX_CACHED_SCRIPTS: usize = 16 << 10;
 /// Notes kept about maps that could not be used.
 const MAX_NOTES: usize = 8;
 
+/// Why a script's source map is not used: its frames keep the generated positions.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceMapError {
+    #[error("not a source map: {0}")]
+    NotAMap(sourcemap::Error),
+    #[error("index map: {0}")]
+    IndexMap(sourcemap::Error),
+    #[error("an inline map without a comma")]
+    InlineWithoutComma,
+    #[error("an inline map of type {0:?}")]
+    InlineType(String),
+    #[error("inline map: {0}")]
+    InlineBase64(data_encoding::DecodeError),
+    #[error("an inline map longer than {} MiB", MAX_MAP_BYTES >> 20)]
+    InlineTooLong,
+    #[error("an inline map of {bytes} bytes, more than the {} MiB read", MAX_MAP_BYTES >> 20)]
+    InlineTooLarge { bytes: usize },
+    #[error("{} has {size} bytes, more than the {} MiB read", path.display(), MAX_MAP_BYTES >> 20)]
+    FileTooLarge { path: PathBuf, size: u64 },
+    #[error("reading {}: {cause}", path.display())]
+    Read { path: PathBuf, cause: std::io::Error },
+}
+
 /// One script's map, parsed.
 pub struct ScriptMap {
     map: sourcemap::DecodedMap,
@@ -43,9 +66,9 @@ pub struct ScriptMap {
 
 impl ScriptMap {
     /// Parses map JSON; `base` is the directory relative sources resolve against.
-    pub fn parse(json: &[u8], base: Option<PathBuf>) -> Result<ScriptMap, String> {
-        let map = match sourcemap::decode_slice(json).map_err(|e| format!("not a source map: {e}"))? {
-            sourcemap::DecodedMap::Index(index) => sourcemap::DecodedMap::Regular(index.flatten().map_err(|e| format!("index map: {e}"))?),
+    pub fn parse(json: &[u8], base: Option<PathBuf>) -> Result<ScriptMap, SourceMapError> {
+        let map = match sourcemap::decode_slice(json).map_err(SourceMapError::NotAMap)? {
+            sourcemap::DecodedMap::Index(index) => sourcemap::DecodedMap::Regular(index.flatten().map_err(SourceMapError::IndexMap)?),
             other => other,
         };
         Ok(ScriptMap { map, base })
@@ -111,7 +134,7 @@ enum Reference {
 }
 
 /// The last `sourceMappingURL` comment of a script's tail, resolved against the script's directory.
-fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, String> {
+fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, SourceMapError> {
     let text = String::from_utf8_lossy(tail);
     let Some(url) =
         text.lines().rev().map(str::trim).find_map(|l| l.strip_prefix("//# sourceMappingURL=").or_else(|| l.strip_prefix("//@ sourceMappingURL=")))
@@ -120,13 +143,13 @@ fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, String> {
     };
     let url = url.trim();
     if let Some(data) = url.strip_prefix("data:") {
-        let (header, payload) = data.split_once(',').ok_or("an inline map without a comma")?;
+        let (header, payload) = data.split_once(',').ok_or(SourceMapError::InlineWithoutComma)?;
         if !header.starts_with("application/json") {
-            return Err(format!("an inline map of type {header:?}"));
+            return Err(SourceMapError::InlineType(header.to_string()));
         }
         let json = if header.ends_with(";base64") {
             let payload = payload.trim_end_matches('=').as_bytes();
-            data_encoding::BASE64_NOPAD.decode(payload).map_err(|e| format!("inline map: {e}"))?
+            data_encoding::BASE64_NOPAD.decode(payload).map_err(SourceMapError::InlineBase64)?
         } else {
             percent_encoding::percent_decode_str(payload).collect()
         };
@@ -200,36 +223,45 @@ impl SourceMaps {
         map
     }
 
-    fn read_map(&self, pid: i32, file: std::fs::File, script: &Path, in_root: &dyn Fn(&Path) -> PathBuf) -> Result<Option<(ScriptMap, u64)>, String> {
-        let len = file.metadata().map_err(|e| e.to_string())?.len();
-        let (tail, skipped) =
-            thread_ctx_discovery::target_file::read_tail(file, TAIL_BYTES).map_err(|e| format!("reading {}: {e}", script.display()))?;
+    fn read_map(
+        &self,
+        pid: i32,
+        file: std::fs::File,
+        script: &Path,
+        in_root: &dyn Fn(&Path) -> PathBuf,
+    ) -> Result<Option<(ScriptMap, u64)>, SourceMapError> {
+        fn read(path: &Path) -> impl FnOnce(std::io::Error) -> SourceMapError {
+            let path = path.to_path_buf();
+            move |cause| SourceMapError::Read { path, cause }
+        }
+        let len = file.metadata().map_err(read(script))?.len();
+        let (tail, skipped) = thread_ctx_discovery::target_file::read_tail(file, TAIL_BYTES).map_err(read(script))?;
         let mut found = reference(&tail, script)?;
         if found.is_none() && skipped > 0 && has_inline_start(&tail) {
             // The tail began inside a long inline map: read back as far as an inline map may reach.
-            let file = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(script)).map_err(|e| e.to_string())?;
+            let file = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(script)).map_err(read(script))?;
             let (longer, _) =
-                thread_ctx_discovery::target_file::read_tail(file, (MAX_MAP_BYTES / 3 * 4 + TAIL_BYTES).min(len)).map_err(|e| e.to_string())?;
+                thread_ctx_discovery::target_file::read_tail(file, (MAX_MAP_BYTES / 3 * 4 + TAIL_BYTES).min(len)).map_err(read(script))?;
             found = reference(&longer, script)?;
             if found.is_none() {
-                return Err(format!("an inline map longer than {} MiB", MAX_MAP_BYTES >> 20));
+                return Err(SourceMapError::InlineTooLong);
             }
         }
         let (json, base) = match found {
             None => return Ok(None),
             Some(Reference::Inline(json)) => (json, script.parent().map(Path::to_path_buf)),
             Some(Reference::File(path)) => {
-                let map = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(&path)).map_err(|e| format!("{}: {e}", path.display()))?;
-                let size = map.metadata().map_err(|e| e.to_string())?.len();
+                let map = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(&path)).map_err(read(&path))?;
+                let size = map.metadata().map_err(read(&path))?.len();
                 if size > MAX_MAP_BYTES {
-                    return Err(format!("{} has {size} bytes, more than the {} MiB read", path.display(), MAX_MAP_BYTES >> 20));
+                    return Err(SourceMapError::FileTooLarge { path, size });
                 }
-                let (json, _) = thread_ctx_discovery::target_file::read_tail(map, MAX_MAP_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
+                let (json, _) = thread_ctx_discovery::target_file::read_tail(map, MAX_MAP_BYTES).map_err(read(&path))?;
                 (json, path.parent().map(Path::to_path_buf))
             }
         };
         if json.len() as u64 > MAX_MAP_BYTES {
-            return Err(format!("an inline map of {} bytes, more than the {} MiB read", json.len(), MAX_MAP_BYTES >> 20));
+            return Err(SourceMapError::InlineTooLarge { bytes: json.len() });
         }
         let bytes = json.len() as u64;
         ScriptMap::parse(&json, base).map(|m| Some((m, bytes)))
@@ -292,7 +324,7 @@ mod tests {
         assert_eq!(reference(b"no comment here\n", script).unwrap(), None);
         let inline = format!("//# sourceMappingURL=data:application/json;charset=utf-8;base64,{}", data_encoding::BASE64.encode(TSC_MAP.as_bytes()));
         assert_eq!(reference(inline.as_bytes(), script).unwrap(), Some(Reference::Inline(TSC_MAP.as_bytes().to_vec())));
-        assert!(reference(b"//# sourceMappingURL=data:text/plain,x", script).unwrap_err().contains("text/plain"));
+        assert!(reference(b"//# sourceMappingURL=data:text/plain,x", script).unwrap_err().to_string().contains("text/plain"));
         assert!(reference(b"//# sourceMappingURL=data:application/json;base64,@@@", script).is_err());
     }
 

@@ -106,6 +106,16 @@ impl Entry {
     }
 }
 
+/// The mapping the output tests put native frames in: `/usr/bin/node`, executable, at
+/// 0x1000..0x2000 (device 08:01, inode 7).
+#[cfg(any(test, feature = "test-support"))]
+impl Profile {
+    #[doc(hidden)]
+    pub fn test_node_mapping() -> Mapping {
+        Mapping { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }
+    }
+}
+
 impl Profile {
     pub fn new(pid: i32) -> Profile {
         Profile { pid, times_complete: true, ..Default::default() }

@@ -189,10 +189,7 @@ impl Symbolizer {
     /// some ran in baseline code and carry their function's line only.
     pub fn process_notes_once(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        if let Some(why) = self.js_unavailable.as_ref().filter(|_| !self.js_unavailable_noted.get()) {
-            self.js_unavailable_noted.set(true);
-            notes.push(format!("{why}: falling back to the perf map and jitdump for JS frames"));
-        }
+        notes.extend(self.heap_fallback_note_once());
         if self.runs_v8() && !self.unnamed_js_noted.get() {
             if let Some(note) = self.perf_map_note() {
                 self.unnamed_js_noted.set(true);
@@ -224,6 +221,14 @@ impl Symbolizer {
                 self.pid, self.baseline_addresses
             )
         })
+    }
+
+    /// Why a node process's JS frames are not named from its V8 heap (no `v8dbg_*` symbols, a
+    /// layout that fails its check), the first time it is asked for, else None.
+    pub fn heap_fallback_note_once(&self) -> Option<String> {
+        let why = self.js_unavailable.as_ref().filter(|_| !self.js_unavailable_noted.get())?;
+        self.js_unavailable_noted.set(true);
+        Some(format!("{why}: falling back to the perf map and jitdump for JS frames"))
     }
 
     /// A sentence for the user when JS frames cannot be named, else None.

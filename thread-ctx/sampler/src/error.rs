@@ -1,6 +1,7 @@
 //! Sampler errors: each says what failed and what the user can do about it.
 
 use std::io;
+use thread_ctx_discovery::error::ErrorKind;
 
 pub const PRIVILEGE_HINT: &str =
     "eBPF needs root (or the CAP_BPF and CAP_PERFMON capabilities, and CAP_SYS_PTRACE to read other users' processes): run thread-ctx with sudo";
@@ -27,4 +28,14 @@ pub enum SamplerError {
 
     #[error("tracking process {pid} (at most {max} processes at once): {reason}")]
     Track { pid: u32, max: usize, reason: String },
+}
+
+impl SamplerError {
+    /// What the error means for the caller: eBPF refused for want of privilege, or else.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SamplerError::NeedsPrivilege { .. } => ErrorKind::NoPermission,
+            _ => ErrorKind::Other,
+        }
+    }
 }

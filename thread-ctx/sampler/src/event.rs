@@ -82,6 +82,21 @@ pub struct Event {
     pub preempted: bool,
 }
 
+/// Why a ring-buffer record is not an event (the sampler's ABI and the reader's disagree).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("ring buffer event of {0} bytes, expected {EVENT_HEAD_SIZE} to {EVENT_SIZE}")]
+    Size(usize),
+    #[error("event declares {user} + {kernel} stack bytes, {js} JS frame bytes, {leaf} leaf bytes and {attrs} attrs bytes, more than it holds")]
+    Overlong { user: usize, kernel: usize, js: usize, leaf: usize, attrs: usize },
+    #[error("ring buffer event of {len} bytes, its head declares {declared}")]
+    Length { len: usize, declared: usize },
+    #[error("event kind {0}, expected {EVENT_CPU_SAMPLE} (CPU sample), {EVENT_OFF_CPU} (off-CPU) or {EVENT_ALLOC} (allocation)")]
+    Kind(u8),
+    #[error("event state {0} out of range")]
+    State(u8),
+}
+
 /// The first `bytes` bytes of a stack buffer as instruction pointers, or the error.
 fn stack(bytes: i32, buf: &[u64]) -> Result<Vec<u64>, i32> {
     if bytes < 0 {
@@ -106,9 +121,9 @@ impl JsFrameSlots {
 
 impl Event {
     /// Decodes one ring-buffer record; Err says why it is not an event.
-    pub fn decode(bytes: &[u8]) -> Result<Event, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Event, EventError> {
         if bytes.len() < EVENT_HEAD_SIZE || bytes.len() > EVENT_SIZE {
-            return Err(format!("ring buffer event of {} bytes, expected {EVENT_HEAD_SIZE} to {EVENT_SIZE}", bytes.len()));
+            return Err(EventError::Size(bytes.len()));
         }
         let mut raw = sample_event::default();
         // SAFETY: sample_event is plain integers and arrays, valid for any bits; the head is its first EVENT_HEAD_SIZE bytes.
@@ -124,13 +139,11 @@ impl Event {
             || leaf > 8 * raw.leaf_words.len()
             || attrs > raw.attrs.len()
         {
-            return Err(format!(
-                "event declares {user} + {kernel} stack bytes, {js} JS frame bytes, {leaf} leaf bytes and {attrs} attrs bytes, more than it holds"
-            ));
+            return Err(EventError::Overlong { user, kernel, js, leaf, attrs });
         }
         let declared = EVENT_HEAD_SIZE + user + kernel + js + leaf + attrs;
         if bytes.len() != declared {
-            return Err(format!("ring buffer event of {} bytes, its head declares {declared}", bytes.len()));
+            return Err(EventError::Length { len: bytes.len(), declared });
         }
         let words = |at: usize, n: usize, out: &mut [u64]| {
             for (i, chunk) in bytes[at..at + n].chunks_exact(8).enumerate() {
@@ -152,18 +165,14 @@ impl Event {
         Ok(e)
     }
 
-    fn from_raw(raw: &sample_event) -> Result<Event, String> {
+    fn from_raw(raw: &sample_event) -> Result<Event, EventError> {
         let kind = match raw.kind {
             EVENT_CPU_SAMPLE => EventKind::Cpu,
             EVENT_OFF_CPU => EventKind::OffCpu,
             EVENT_ALLOC => EventKind::Alloc,
-            k => {
-                return Err(format!(
-                    "event kind {k}, expected {EVENT_CPU_SAMPLE} (CPU sample), {EVENT_OFF_CPU} (off-CPU) or {EVENT_ALLOC} (allocation)"
-                ))
-            }
+            k => return Err(EventError::Kind(k)),
         };
-        let state = CtxState::from_raw(raw.state).ok_or_else(|| format!("event state {} out of range", raw.state))?;
+        let state = CtxState::from_raw(raw.state).ok_or(EventError::State(raw.state))?;
         let header = state.has_header().then(|| {
             let h = &raw.header;
             let mut b = [0u8; HEADER_SIZE];
@@ -338,15 +347,15 @@ mod tests {
 
     #[test]
     fn bad_events_are_rejected_with_reason() {
-        assert!(Event::decode(&[0; 10]).unwrap_err().contains("expected 80 to 4168"));
+        assert!(Event::decode(&[0; 10]).unwrap_err().to_string().contains("expected 80 to 4168"));
         let mut short = bytes(&raw(CtxState::Valid, 1, &[0, 2, b'/', b'a']));
         short.pop();
-        assert!(Event::decode(&short).unwrap_err().contains("its head declares"), "a record shorter than its head says is refused");
+        assert!(Event::decode(&short).unwrap_err().to_string().contains("its head declares"), "a record shorter than its head says is refused");
         let mut e = raw(CtxState::Valid, 1, &[]);
         e.state = 42;
-        assert!(Event::decode(&bytes(&e)).unwrap_err().contains("state 42"));
+        assert_eq!(Event::decode(&bytes(&e)).unwrap_err(), EventError::State(42));
         e.state = CtxState::Valid as u8;
         e.kind = 9;
-        assert!(Event::decode(&bytes(&e)).unwrap_err().contains("event kind 9"));
+        assert_eq!(Event::decode(&bytes(&e)).unwrap_err(), EventError::Kind(9));
     }
 }

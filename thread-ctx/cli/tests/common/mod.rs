@@ -184,6 +184,26 @@ pub fn thread_ctx(args: &[&str]) -> ReaderRun {
     }
 }
 
+/// `thread-ctx ARGS` with stdout and stderr both on a pipe whose reader has gone (as under
+/// `2>&1 | head` once head has exited): every write the binary makes fails with EPIPE.
+pub fn thread_ctx_into_closed_pipe(args: &[&str]) -> std::process::ExitStatus {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors this function then owns; the read end is closed at once.
+    let write_end = unsafe {
+        assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0, "pipe2: {}", std::io::Error::last_os_error());
+        libc::close(fds[0]);
+        OwnedFd::from_raw_fd(fds[1])
+    };
+    let stderr = write_end.try_clone().expect("dup of the pipe's write end");
+    Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(args)
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::from(stderr))
+        .status()
+        .expect("running thread-ctx")
+}
+
 /// `thread-ctx ARGS` (a `record` whose `--duration` is a generous cap), stopped early with
 /// SIGINT, as Ctrl-C would (the recording ends, its outputs are written), once `enough` returns
 /// true. `enough` sees each stdout line as it arrives, and `None` every 100 ms between lines (to

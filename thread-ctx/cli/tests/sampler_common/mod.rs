@@ -79,7 +79,7 @@ pub fn reach_of(pid: i32) -> RecordReach {
     let deadline = Instant::now() + STARTUP;
     loop {
         let d = discover(pid).unwrap_or_else(|e| panic!("discovery of pid {pid} failed: {e}"));
-        if let Ok(Some(reach)) = d.sampled_writer().map(|w| w.and_then(|w| w.record_reach())) {
+        if let Ok(Some(reach)) = d.sampled_writer().map(|w| w.record_reach()) {
             return reach;
         }
         assert!(Instant::now() < deadline, "expected a writer the sampler can read in pid {pid} within {STARTUP:?}, saw {:#?}", d.writers);

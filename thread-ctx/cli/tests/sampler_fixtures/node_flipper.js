@@ -34,8 +34,8 @@ if (isMainThread) {
   w.on('exit', (code) => { console.error(`flipper worker exited (${code})`); process.exit(1); });
 } else {
   const ctx = require(pkg);
-  const { encodeEntry } = require(path.join(pkg, 'js', 'entry'));
-  const publisher = require(path.join(pkg, 'js', 'thread-writer')).threadWriter();
+  const { encodeEntry } = require(path.join(pkg, 'js', 'tls', 'entry-encoder'));
+  const publisher = require(path.join(pkg, 'js', 'tls', 'thread-writer')).threadWriter();
   const entryA = encodeEntry(publisher, { ...A, isRemote: false }, A.attrs);
   const entryB = encodeEntry(publisher, { ...B, isRemote: false }, B.attrs);
   if (entryA <= 0 || entryB <= 0) throw new Error(`encodeEntry gave no entry (${entryA}, ${entryB})`);

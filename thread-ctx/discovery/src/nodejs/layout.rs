@@ -18,8 +18,10 @@
 //! read at `W + offset`. So: published → one more indirection; absent → `W` is
 //! the record.
 
-use crate::v8_version::V8Version;
+use crate::error::Error;
+use crate::v8_version::{V8Version, V8VersionError};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// `threadlocal.schema_version` of this schema.
 pub const SCHEMA_VERSION: &str = "nodejs_v1_dev";
@@ -100,14 +102,42 @@ fn v8_facts(v: V8Version) -> Option<(u64, u64, u64)> {
     }
 }
 
+/// Why a `nodejs_v1_dev` writer's struct is not walked: the one line a user sees.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LayoutError {
+    #[error("no process context declares threadlocal.schema_version = \"{SCHEMA_VERSION}\"; not read")]
+    NotDeclared,
+    #[error("the process context is unreadable ({0}); not read")]
+    ContextUnreadable(Arc<Error>),
+    #[error("the process context declares schema {0:?}, not \"{SCHEMA_VERSION}\"; not read")]
+    OtherSchema(Option<String>),
+    #[error("{key} = {value} is not a non-negative integer")]
+    NotAnInteger { key: &'static str, value: String },
+    #[error(
+        "{TAGGED_SIZE_KEY} = {0}: a pointer-compressed V8 (tagged size {0}), which the nodejs_v1_dev walk does not read (Node's standard builds use {TAGGED_SIZE})"
+    )]
+    PointerCompressed(u64),
+    #[error("{key} = {published} is published, but {v8} puts it at {expected}: the writer was built for another V8; refusing to walk")]
+    OtherV8 { key: &'static str, published: u64, v8: V8Version, expected: u64 },
+    #[error("no known nodejs_v1_dev layout: {0} is not a version whose layout this reader knows (V8 12-14, Node 22-26), and the writer publishes no threadlocal.* layout integers; refusing to walk")]
+    UnknownV8(V8Version),
+    #[error("no known nodejs_v1_dev layout: the target's V8 version could not be read ({0}), and the writer publishes no threadlocal.* layout integers; refusing to walk")]
+    NoV8(V8VersionError),
+    #[error("{key} = {value} is implausible (expected a multiple of {TAGGED_SIZE} in {min}..={max}); refusing to walk")]
+    Implausible { key: &'static str, value: u64, min: u64, max: u64 },
+}
+
 /// The layout for a target whose process context declares `nodejs_v1_dev`,
 /// from its attributes (`threadlocal.*` integers, when published) and its V8
-/// version (Err: why it could not be read). Err is the one line a user sees.
-pub fn layout_for(attributes: &serde_json::Map<String, serde_json::Value>, v8: Result<V8Version, String>) -> Result<NodejsLayout, String> {
-    let published = |key: &str| -> Result<Option<u64>, String> {
+/// version (Err: why it could not be read).
+pub fn layout_for(
+    attributes: &serde_json::Map<String, serde_json::Value>,
+    v8: Result<V8Version, V8VersionError>,
+) -> Result<NodejsLayout, LayoutError> {
+    let published = |key: &'static str| -> Result<Option<u64>, LayoutError> {
         match attributes.get(key) {
             None => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("{key} = {v} is not a non-negative integer")),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| LayoutError::NotAnInteger { key, value: v.to_string() }),
         }
     };
     let wrapped = published(WRAPPED_OBJECT_OFFSET_KEY)?;
@@ -116,9 +146,7 @@ pub fn layout_for(attributes: &serde_json::Map<String, serde_json::Value>, v8: R
     let table = published(JS_MAP_TABLE_OFFSET_KEY)?;
     let header = published(ORDERED_HASH_MAP_HEADER_SIZE_KEY)?;
     if let Some(t) = tagged.filter(|&t| t != TAGGED_SIZE) {
-        return Err(format!(
-            "{TAGGED_SIZE_KEY} = {t}: a pointer-compressed V8 (tagged size {t}), which the nodejs_v1_dev walk does not read (Node's standard builds use {TAGGED_SIZE})"
-        ));
+        return Err(LayoutError::PointerCompressed(t));
     }
     let all_published = wrapped.is_some() && table.is_some() && header.is_some();
     let version = v8.as_ref().ok().copied();
@@ -129,11 +157,8 @@ pub fn layout_for(attributes: &serde_json::Map<String, serde_json::Value>, v8: R
                 (JS_MAP_TABLE_OFFSET_KEY, table, v_table),
                 (ORDERED_HASH_MAP_HEADER_SIZE_KEY, header, v_header),
             ] {
-                if let Some(p) = value.filter(|&p| p != expected) {
-                    return Err(format!(
-                        "{key} = {p} is published, but {} puts it at {expected}: the writer was built for another V8; refusing to walk",
-                        version.unwrap()
-                    ));
+                if let (Some(published), Some(v8)) = (value.filter(|&p| p != expected), version) {
+                    return Err(LayoutError::OtherV8 { key, published, v8, expected });
                 }
             }
             NodejsLayout {
@@ -156,11 +181,10 @@ pub fn layout_for(attributes: &serde_json::Map<String, serde_json::Value>, v8: R
             v8: version,
         },
         (None, false) => {
-            let v8 = match v8 {
-                Ok(v) => format!("{v} is not a version whose layout this reader knows (V8 12-14, Node 22-26)"),
-                Err(e) => format!("the target's V8 version could not be read ({e})"),
-            };
-            return Err(format!("no known nodejs_v1_dev layout: {v8}, and the writer publishes no threadlocal.* layout integers; refusing to walk"));
+            return Err(match v8 {
+                Ok(v) => LayoutError::UnknownV8(v),
+                Err(e) => LayoutError::NoV8(e),
+            });
         }
     };
     check_plausible(&layout)?;
@@ -168,10 +192,10 @@ pub fn layout_for(attributes: &serde_json::Map<String, serde_json::Value>, v8: R
 }
 
 /// Bounds on what the walk adds to target pointers: small, word-aligned steps.
-fn check_plausible(l: &NodejsLayout) -> Result<(), String> {
-    let word = |key: &str, v: u64, min: u64, max: u64| {
-        if !v.is_multiple_of(TAGGED_SIZE) || v < min || v > max {
-            Err(format!("{key} = {v} is implausible (expected a multiple of {TAGGED_SIZE} in {min}..={max}); refusing to walk"))
+fn check_plausible(l: &NodejsLayout) -> Result<(), LayoutError> {
+    let word = |key: &'static str, value: u64, min: u64, max: u64| {
+        if !value.is_multiple_of(TAGGED_SIZE) || value < min || value > max {
+            Err(LayoutError::Implausible { key, value, min, max })
         } else {
             Ok(())
         }
@@ -203,9 +227,9 @@ mod tests {
 
     #[test]
     fn unknown_version_without_publication_is_one_line() {
-        let e = layout_for(&attrs(json!({})), Ok(V8Version { major: 15, minor: 1 })).unwrap_err();
+        let e = layout_for(&attrs(json!({})), Ok(V8Version { major: 15, minor: 1 })).unwrap_err().to_string();
         assert!(e.contains("V8 15.1") && e.contains("refusing") && !e.contains('\n'), "{e}");
-        let e = layout_for(&attrs(json!({})), Err("no V8 version symbols".into())).unwrap_err();
+        let e = layout_for(&attrs(json!({})), Err(V8VersionError::NoSymbols)).unwrap_err().to_string();
         assert!(e.contains("could not be read"), "{e}");
     }
 
@@ -219,19 +243,19 @@ mod tests {
         assert_eq!((l.wrapped_object_offset, l.native_wrap_fields_offset, l.source), (40, Some(8), LayoutSource::Published));
         let mut odd = full.clone();
         odd[WRAPPED_OBJECT_OFFSET_KEY] = json!(1 << 20);
-        assert!(layout_for(&attrs(odd), Err("x".into())).unwrap_err().contains("implausible"));
+        assert!(layout_for(&attrs(odd), Err(V8VersionError::NoSymbols)).unwrap_err().to_string().contains("implausible"));
         let mut unaligned = full;
         unaligned[NATIVE_WRAP_FIELDS_OFFSET_KEY] = json!(3);
-        assert!(layout_for(&attrs(unaligned), Err("x".into())).unwrap_err().contains("implausible"));
+        assert!(layout_for(&attrs(unaligned), Err(V8VersionError::NoSymbols)).unwrap_err().to_string().contains("implausible"));
     }
 
     #[test]
     fn published_values_must_match_a_known_v8() {
-        let e = layout_for(&attrs(json!({ WRAPPED_OBJECT_OFFSET_KEY: 24 })), Ok(NODE24)).unwrap_err();
+        let e = layout_for(&attrs(json!({ WRAPPED_OBJECT_OFFSET_KEY: 24 })), Ok(NODE24)).unwrap_err().to_string();
         assert!(e.contains("V8 13.6 puts it at 32"), "{e}");
-        let e = layout_for(&attrs(json!({ TAGGED_SIZE_KEY: 4 })), Ok(NODE24)).unwrap_err();
+        let e = layout_for(&attrs(json!({ TAGGED_SIZE_KEY: 4 })), Ok(NODE24)).unwrap_err().to_string();
         assert!(e.contains("pointer-compressed"), "{e}");
-        let e = layout_for(&attrs(json!({ JS_MAP_TABLE_OFFSET_KEY: "24" })), Ok(NODE24)).unwrap_err();
+        let e = layout_for(&attrs(json!({ JS_MAP_TABLE_OFFSET_KEY: "24" })), Ok(NODE24)).unwrap_err().to_string();
         assert!(e.contains("not a non-negative integer"), "{e}");
         let l = layout_for(&attrs(json!({ NATIVE_WRAP_FIELDS_OFFSET_KEY: 16 })), Ok(NODE24)).unwrap();
         assert_eq!(l.native_wrap_fields_offset, Some(16));

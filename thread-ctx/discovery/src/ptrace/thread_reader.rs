@@ -2,8 +2,10 @@
 //! find its slot, copy the TLS pointer, the header and the attrs, detach.
 
 use crate::ctx_record::{decode_attrs, Attr, Header, HEADER_SIZE, MAX_ATTRS_SIZE};
-use crate::error::{Error, Result};
+use crate::discover::Unresolved;
+use crate::error::{Error, ErrorKind, Result};
 use crate::ids::hex;
+use crate::nodejs::layout::LayoutError;
 use crate::nodejs::walk::{read_struct, record_address, Miss};
 use crate::ptrace::ptrace_stop::StoppedThread;
 use crate::ptrace::tls_slot::{slot_address, Slot};
@@ -54,6 +56,9 @@ pub struct ThreadRecord {
     /// A `nodejs_v1_dev` writer's walk that found no record: what stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodejs_miss: Option<Miss>,
+    /// State `Error` or `Exited`: what the failure means (refused, gone, ...).
+    #[serde(skip)]
+    pub error_kind: Option<ErrorKind>,
     /// CLOCK_MONOTONIC ns (process.hrtime's clock, as a sample's `time_ns`) at a moment the
     /// thread was stopped for this read: what it was running then is what the record must show.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +82,7 @@ impl ThreadRecord {
             attrs: Vec::new(),
             problems: Vec::new(),
             nodejs_miss: None,
+            error_kind: None,
             stopped_at_ns: None,
         }
     }
@@ -114,6 +120,7 @@ fn read_thread(mem: &RemoteMemory, tid: i32, name: &str, writers: &[Writer], key
             .map(|w| {
                 let mut r = ThreadRecord::new(tid, name, &w.path, state.clone());
                 r.problems.push(e.to_string());
+                r.error_kind = Some(e.kind());
                 r
             })
             .collect()
@@ -135,7 +142,8 @@ fn read_thread(mem: &RemoteMemory, tid: i32, name: &str, writers: &[Writer], key
             r.stopped_at_ns = stopped_at_ns;
             if let Err(e) = fill_record(&mut r, mem, tp, w, key_map) {
                 r.state = State::Error;
-                r.problems.push(e);
+                r.problems.push(e.to_string());
+                r.error_kind = Some(e.kind());
             }
             r
         })
@@ -152,9 +160,33 @@ fn monotonic_ns() -> Option<u64> {
     ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
-fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, key_map: Option<&[String]>) -> std::result::Result<(), String> {
-    let access = w.access.as_ref().map_err(|e| format!("writer not resolved: {e}"))?;
-    let slot = match slot_address(access, tp, mem).map_err(|e| e.to_string())? {
+/// Why one thread's record could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadFailure {
+    #[error("writer not resolved: {0}")]
+    Unresolved(Unresolved),
+    #[error("writer not read: {0}")]
+    NoLayout(LayoutError),
+    #[error("nodejs_v1_dev walk: {0}")]
+    Walk(String),
+    #[error("record at {0:#x} wraps around the address space")]
+    Wraps(u64),
+    #[error(transparent)]
+    Read(#[from] Error),
+}
+
+impl ReadFailure {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ReadFailure::Read(e) => e.kind(),
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, key_map: Option<&[String]>) -> std::result::Result<(), ReadFailure> {
+    let access = w.access.as_ref().map_err(|e| ReadFailure::Unresolved(e.clone()))?;
+    let slot = match slot_address(access, tp, mem)? {
         Slot::At(a) => a,
         Slot::Absent(why) => {
             r.problems.push(why);
@@ -162,16 +194,16 @@ fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, ke
         }
     };
     let ptr = match &w.nodejs {
-        None => mem.read_u64(slot, "otel_thread_ctx_v1 slot").map_err(|e| e.to_string())?,
+        None => mem.read_u64(slot, "otel_thread_ctx_v1 slot")?,
         Some(layout) => {
-            let layout = layout.as_ref().map_err(|e| format!("writer not read: {e}"))?;
+            let layout = layout.as_ref().map_err(|e| ReadFailure::NoLayout(e.clone()))?;
             match read_struct(mem, slot).and_then(|s| record_address(mem, &s, layout)) {
                 Ok(ptr) => ptr,
                 Err((miss, why)) => {
                     r.nodejs_miss = Some(miss);
                     match miss {
                         _ if miss.is_no_context() => {}
-                        Miss::FrameFault => return Err(format!("nodejs_v1_dev walk: {why}")),
+                        Miss::FrameFault => return Err(ReadFailure::Walk(why)),
                         _ => r.state = State::Malformed,
                     }
                     r.problems.push(why);
@@ -191,7 +223,7 @@ fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, ke
         return Ok(());
     }
     let mut hb = [0u8; HEADER_SIZE];
-    mem.read(ptr, &mut hb, "record header").map_err(|e| e.to_string())?;
+    mem.read(ptr, &mut hb, "record header")?;
     let h = Header::parse(&hb);
     r.valid = Some(h.valid);
     if h.valid == 0 {
@@ -205,8 +237,8 @@ fn fill_record(r: &mut ThreadRecord, mem: &RemoteMemory, tp: u64, w: &Writer, ke
     r.problems = h.problems();
     if h.valid == 1 && h.attrs_size > 0 && h.attrs_size as usize <= MAX_ATTRS_SIZE {
         // attrs_size is bounded just above; the address is the target's.
-        let at = ptr.checked_add(HEADER_SIZE as u64).ok_or_else(|| format!("record at {ptr:#x} wraps around the address space"))?;
-        let data = mem.read_vec(at, h.attrs_size as usize, "record attrs-data").map_err(|e| e.to_string())?;
+        let at = ptr.checked_add(HEADER_SIZE as u64).ok_or(ReadFailure::Wraps(ptr))?;
+        let data = mem.read_vec(at, h.attrs_size as usize, "record attrs-data")?;
         let (attrs, problems) = decode_attrs(&data, key_map);
         r.attrs = attrs;
         r.problems.extend(problems);

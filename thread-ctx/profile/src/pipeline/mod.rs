@@ -17,12 +17,13 @@ mod worker;
 
 use crate::aggregate::Aggregate;
 use crate::window::{Window, WindowProcess};
-use crate::{Decoder, ProfileBuilder, Symbolizer};
+use crate::{Decoder, Frame, ProfileBuilder, Sample, Symbolizer};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use thread_ctx_discovery::error::ErrorKind;
 use thread_ctx_discovery::host_scan::ProcessKey;
 use thread_ctx_discovery::process_context_proto::Resource;
 use thread_ctx_discovery::Discovery;
@@ -57,6 +58,21 @@ pub enum PipelineError {
     #[error("starting the symbolization thread: {0}")]
     Thread(std::io::Error),
 }
+
+impl PipelineError {
+    /// What the error means for the caller: the sampler's or the target's kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            PipelineError::Sampler(e) => e.kind(),
+            PipelineError::Symbolizer { source, .. } => source.kind(),
+            PipelineError::Untrackable { .. } | PipelineError::Thread(_) => ErrorKind::Other,
+        }
+    }
+}
+
+/// What a pipeline shows its caller of each sample: the tracked process, the event as the
+/// sampler sent it, and the sample the decode stage made of it.
+pub type OnSample<'a> = &'a mut dyn FnMut(&mut TrackedProcess, &Event, &Sample);
 
 /// What a profile says about where it comes from (the OTLP resource, the service name).
 #[derive(Debug, Clone, Default)]
@@ -99,6 +115,16 @@ impl TrackedProcess {
     /// The inline symbolizer (`record`), to warn early about unnamed JS frames.
     pub fn symbolizer(&self) -> Option<&Symbolizer> {
         self.builder.as_ref().map(ProfileBuilder::symbolizer)
+    }
+
+    /// The sample's frames named now (kernel frames, then user frames; leaf first) by the inline
+    /// symbolize stage, which names them once for the window too; None without one (the agent
+    /// names on its worker, a recording without stacks names nothing).
+    pub fn name_now(&mut self, s: &Sample) -> Option<Vec<Frame>> {
+        let symbolizer = self.builder.as_mut()?.symbolizer_mut();
+        let mut frames = symbolizer.kernel_frames(s.kernel_stack);
+        frames.extend(symbolizer.sample_frames(s.user_stack, s.js_frames, s.leaf_words));
+        Some(frames)
     }
 }
 
@@ -251,7 +277,7 @@ impl Pipeline {
     ) -> Result<(), PipelineError> {
         let pid = key.pid;
         // How its threads reach their record: the TLS slot and, for a `nodejs_v1_dev` writer, the frame walk.
-        let reach = discovery.sampled_writer().ok().flatten().and_then(|w| w.record_reach());
+        let reach = discovery.sampled_writer().ok().and_then(|w| w.record_reach());
         let builder = match self.symbolize {
             Symbolize::Inline => {
                 let mut symbolizer = Symbolizer::new(pid as i32).map_err(|source| PipelineError::Symbolizer { pid, source })?;
@@ -318,13 +344,13 @@ impl Pipeline {
 
     /// Stops sampling `pid`; its events still in the ring buffer are decoded first, and its
     /// samples so far go out with the current window. Returns its key when it was tracked.
-    pub fn untrack(&mut self, pid: u32, on_event: &mut dyn FnMut(&TrackedProcess, &Event)) -> Result<Option<ProcessKey>, PipelineError> {
+    pub fn untrack(&mut self, pid: u32, on_sample: OnSample) -> Result<Option<ProcessKey>, PipelineError> {
         if !self.processes.contains_key(&pid) {
             return Ok(None);
         }
         self.sampler.untrack(pid)?;
         self.alloc_probes.remove(pid);
-        self.poll(Duration::ZERO, on_event)?;
+        self.poll(Duration::ZERO, on_sample)?;
         let Some(mut p) = self.processes.remove(&pid) else { return Ok(None) };
         send_names(&mut p, self.worker.as_ref(), &mut self.counters);
         let key = p.key;
@@ -362,10 +388,10 @@ impl Pipeline {
         self.processes.is_empty()
     }
 
-    /// Waits up to `timeout` for events, decodes and aggregates each into its process (after
-    /// showing it to `on_event`), and hands new addresses to the symbolize stage when due.
-    /// Returns how many events arrived.
-    pub fn poll(&mut self, timeout: Duration, on_event: &mut dyn FnMut(&TrackedProcess, &Event)) -> Result<usize, PipelineError> {
+    /// Waits up to `timeout` for events, decodes and aggregates each into its process (showing
+    /// each decoded sample to `on_sample`), and hands new addresses to the symbolize stage when
+    /// due. Returns how many events arrived.
+    pub fn poll(&mut self, timeout: Duration, on_sample: OnSample) -> Result<usize, PipelineError> {
         self.undecodable += self.sampler.poll(timeout, &mut self.events)?;
         let n = self.events.len();
         for e in self.events.drain(..) {
@@ -376,7 +402,6 @@ impl Pipeline {
             if p.only_tid.is_some_and(|t| t != e.tid) {
                 continue;
             }
-            on_event(p, &e);
             match e.kind {
                 EventKind::Cpu => {
                     p.counts.cpu_samples += 1;
@@ -388,7 +413,8 @@ impl Pipeline {
                     p.counts.alloc_with_span += e.span().is_some() as u64;
                 }
             }
-            let sample = p.decoder.decode(e);
+            let sample = p.decoder.decode(&e);
+            on_sample(p, &e, &sample);
             p.aggregate.add(&sample);
         }
         for p in self.processes.values_mut() {

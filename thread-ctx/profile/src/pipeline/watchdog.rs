@@ -153,11 +153,16 @@ impl Supervised {
     }
 
     /// Starts a new worker with `spawn`, unless too many were replaced; Err says what is lost.
-    pub fn respawn(&mut self, thread: &str, without: &str, spawn: impl FnOnce() -> std::io::Result<Heartbeat>) -> Result<(), String> {
+    pub fn respawn(
+        &mut self,
+        thread: &'static str,
+        without: &'static str,
+        spawn: impl FnOnce() -> std::io::Result<Heartbeat>,
+    ) -> Result<(), RespawnError> {
         let outcome = if self.restarts >= MAX_WORKER_RESTARTS {
-            Err(format!("{thread}: {MAX_WORKER_RESTARTS} processes blocked it; no longer restarted ({without})"))
+            Err(RespawnError::TooMany { thread, without })
         } else {
-            spawn().map_err(|e| format!("{thread}: cannot restart: {e} ({without})"))
+            spawn().map_err(|cause| RespawnError::Spawn { thread, cause, without })
         };
         match outcome {
             Ok(beat) => {
@@ -171,6 +176,15 @@ impl Supervised {
             }
         }
     }
+}
+
+/// Why a blocked worker was not replaced, and what is lost without it.
+#[derive(Debug, thiserror::Error)]
+pub enum RespawnError {
+    #[error("{thread}: {MAX_WORKER_RESTARTS} processes blocked it; no longer restarted ({without})")]
+    TooMany { thread: &'static str, without: &'static str },
+    #[error("{thread}: cannot restart: {cause} ({without})")]
+    Spawn { thread: &'static str, cause: std::io::Error, without: &'static str },
 }
 
 /// The note for a process skipped because a worker blocked on it.

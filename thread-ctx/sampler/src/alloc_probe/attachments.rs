@@ -165,7 +165,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(300)); // exec done, node mapped
         let live = std::rc::Rc::new(std::cell::Cell::new(0));
         let mut a = ProbeAttachments::new();
-        let attach = |site: &ProbeSite| -> Result<Link, String> {
+        let attach = |site: &ProbeSite| -> Result<Link, std::io::Error> {
             assert!(site.attach_path.contains("/map_files/"), "{}", site.attach_path);
             live.set(live.get() + 1);
             Ok(Link(live.clone()))
@@ -178,7 +178,7 @@ mod tests {
         assert_eq!(live.get(), 1);
         assert!(a.remove(p2.id()), "the last process left: detached");
         assert_eq!((a.attached(), live.get()), (0, 0));
-        let refused = a.add(p1.id(), |_| Err::<Link, _>("the kernel said no"));
+        let refused = a.add(p1.id(), |_| Err::<Link, _>(std::io::Error::other("the kernel said no")));
         assert!(matches!(&refused, Added::Unavailable { report: Some(l) } if l.contains("the kernel said no")), "{refused:?}");
         for p in [&mut p1, &mut p2] {
             let _ = p.kill();

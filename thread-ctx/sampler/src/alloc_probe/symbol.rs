@@ -12,16 +12,14 @@
 //! the target chooses the file, so every read is bounded.
 
 use object::elf::{self, FileHeader64};
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym, SymbolTable, VersionTable};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym, SymbolTable};
 use object::read::ReadCacheOps;
 use object::Endianness;
 use thread_ctx_discovery::elf_reader::{self, ElfData, MAX_READ_BYTES};
+use thread_ctx_discovery::elf_tls_symbol::{find_defined, Sym64, MAX_PROGRAM_HEADERS};
 
 /// The mangled name of `v8::internal::SamplingHeapProfiler::SampleObject(unsigned long, unsigned long)`.
 pub const SAMPLE_OBJECT: &str = "_ZN2v88internal20SamplingHeapProfiler12SampleObjectEmm";
-
-/// More program headers than any linker writes.
-const MAX_PROGRAM_HEADERS: usize = 1024;
 
 /// Where the probe goes, and which table named it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,10 +75,13 @@ pub fn probe_offset<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result
     let endian = header.endian().map_err(|e| bad("ELF header", e))?;
     let sections = header.sections(endian, data).map_err(|e| bad("section headers", e))?;
     let name = SAMPLE_OBJECT.as_bytes();
-    let found = match sections.symbols(endian, data, elf::SHT_DYNSYM) {
-        Ok(dynsym) => in_dynsym(&sections, endian, data, &dynsym, name).map(|v| (v, SymbolTableKind::Dynsym)),
-        Err(_) => None,
-    };
+    // In .dynsym through the one symbol lookup of the reader (a table it cannot search is as good
+    // as none here: .symtab is read next).
+    let in_dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM).ok().and_then(|dynsym| {
+        let (_, sym) = find_defined(&sections, endian, data, &dynsym, name).ok()??;
+        is_defined_function(sym, endian).then(|| sym.st_value(endian))
+    });
+    let found = in_dynsym.map(|v| (v, SymbolTableKind::Dynsym));
     let found = match found {
         Some(f) => Some(f),
         None => {
@@ -113,31 +114,11 @@ pub fn probe_offset<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result
     Ok(ProbeOffset { file_offset: vaddr - ph.p_vaddr(endian) + ph.p_offset(endian), vaddr, table })
 }
 
-type Sym64 = elf::Sym64<Endianness>;
 type Sections<'d, R> = SectionTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>;
 type Symbols<'d, R> = SymbolTable<'d, FileHeader64<Endianness>, &'d ElfData<R>>;
 
 fn is_defined_function(s: &Sym64, endian: Endianness) -> bool {
     s.st_type() == elf::STT_FUNC && s.st_shndx(endian) != elf::SHN_UNDEF && s.st_value(endian) != 0
-}
-
-/// A defined function `name` in `.dynsym`, through `.gnu.hash` (the table the dynamic loader uses).
-fn in_dynsym<'d, R: ReadCacheOps>(
-    sections: &Sections<'d, R>,
-    endian: Endianness,
-    data: &'d ElfData<R>,
-    dynsym: &Symbols<'d, R>,
-    name: &[u8],
-) -> Option<u64> {
-    let section = sections.iter().find(|s| s.sh_type(endian) == elf::SHT_GNU_HASH && s.sh_link(endian) as usize == dynsym.section().0)?;
-    // object's lookup divides by the bucket count and masks by the bloom size: both must be non-zero.
-    let h = section.gnu_hash_header(endian, data).ok()??;
-    if h.bucket_count.get(endian) == 0 || h.bloom_count.get(endian) == 0 {
-        return None;
-    }
-    let (table, _) = section.gnu_hash(endian, data).ok()??;
-    let (_, sym) = table.find(endian, name, elf::gnu_hash(name), None, dynsym, &VersionTable::default())?;
-    is_defined_function(sym, endian).then(|| sym.st_value(endian))
 }
 
 /// A defined function `name` in `.symtab`: the string's offsets in `.strtab` first (one pass over

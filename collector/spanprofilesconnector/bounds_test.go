@@ -1,0 +1,125 @@
+package spanprofilesconnector
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// Past max_pending_spans a batch is sent on at once, what cannot be enriched yet unenriched.
+func TestMaxPendingSpans(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxPendingSpans = 3 })
+	h.sendTraces(traces(service(1), spanSpec{trace: 1, span: 1, start: 1, end: 2}, spanSpec{trace: 1, span: 2, start: 1, end: 2}))
+	assert.Zero(t, h.sink.SpanCount())
+	h.sendTraces(traces(service(1), spanSpec{trace: 2, span: 3, start: 1, end: 2}, spanSpec{trace: 2, span: 4, start: 1, end: 2}))
+	assert.Equal(t, 2, h.sink.SpanCount())
+	assert.Equal(t, int64(2), h.spans(spanOverPendingBound))
+	assert.Equal(t, int64(2), h.c.tel.pendingSpans.Load())
+}
+
+// Past max_samples the oldest windows go, and a window larger than the bound keeps what fits.
+func TestMaxSamples(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxSamples = 25 })
+	send := func(pid int64, n int) {
+		r := newRequest()
+		w := r.window(agentProcess(pid), 0, 1000)
+		st := r.stack(native("a"))
+		for i := 0; i < n; i++ {
+			w.cpuAt(on{tid: pid, stack: st}, float64(i))
+		}
+		h.sendProfiles(r)
+	}
+	send(1, 10)
+	send(2, 10)
+	send(3, 10)
+	assert.Equal(t, 20, h.c.store.held)
+	assert.Equal(t, int64(1), h.windows(windowEvicted))
+	assert.Equal(t, int64(10), h.samples(sampleEvictedOnDrop))
+	send(4, 40)
+	assert.Equal(t, 25, h.c.store.held)
+	assert.Equal(t, int64(15), h.samples(sampleOverBound))
+	assert.Len(t, h.c.store.procs, 1)
+}
+
+// Past max_processes the process whose newest window is oldest is forgotten.
+func TestMaxProcesses(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxProcesses = 2 })
+	for pid := int64(1); pid <= 3; pid++ {
+		r := newRequest()
+		r.window(agentProcess(pid), 0, 1000).cpuAt(on{tid: pid, stack: r.stack(native("a"))}, 5)
+		h.sendProfiles(r)
+		h.advance(time.Second)
+	}
+	assert.Len(t, h.c.store.procs, 2)
+	_, kept := h.c.store.procs[processKey{hostName: "node-1", hostPID: 1}]
+	assert.False(t, kept, "the first process is forgotten")
+	assert.Equal(t, int64(1), h.windows(windowEvicted))
+	assert.Len(t, h.c.store.byPID, 2)
+}
+
+// Windows go after `retention`.
+func TestRetention(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	r.window(agentProcess(mainTID), 0, 1000).cpuAt(on{tid: mainTID, stack: r.stack(native("a"))}, 5)
+	h.sendProfiles(r)
+	h.advance(h.c.cfg.Retention)
+	assert.Len(t, h.c.store.procs, 1, "kept for exactly retention")
+	h.advance(time.Second)
+	assert.Empty(t, h.c.store.procs)
+	assert.Zero(t, h.c.store.held)
+	assert.Equal(t, int64(1), h.windows(windowExpired))
+}
+
+// top_frames bounds each list of the event.
+func TestTopFramesBound(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.TopFrames = 2 })
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	for i := 0; i < 3; i++ {
+		st := r.stack(js(fmt.Sprintf("f%d", i), "/a.js", int64(i+1)))
+		w.cpuEvery(on{tid: mainTID, trace: 1, span: 1, stack: st}, 100+float64(i)*30, 100+float64(i)*30+float64(2-i)*10)
+		w.cpuAt(on{tid: mainTID, trace: byte(10 + i), span: 10, route: "/r", stack: st}, 195+float64(i))
+	}
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 200}))
+	ev := profileEvent(t, h.received()[spanID(1)])
+	assert.Equal(t, []string{"f0 (a.js:1) 50%", "f1 (a.js:2) 33%"}, eventStrings(ev, EventTopFrames))
+	assert.Len(t, eventStrings(ev, EventHeldBy), 2)
+}
+
+// The names of traces for held_by are bounded: the oldest is forgotten first.
+func TestTraceNamesBound(t *testing.T) {
+	n := newTraceNames(2)
+	for i := byte(1); i <= 3; i++ {
+		n.put(traceID(i), fmt.Sprint(i))
+	}
+	assert.Empty(t, n.get(traceID(1)))
+	assert.Equal(t, "3", n.get(traceID(3)))
+	assert.Len(t, n.names, 2)
+}
+
+// A trace's (span, thread) pairs and threads per window are bounded.
+func TestTraceThreadsBound(t *testing.T) {
+	var tt traceThreads
+	for i := 0; i < 100; i++ {
+		tt.add(pcommon.SpanID{byte(i)}, int64(i))
+	}
+	assert.Len(t, tt.spans, maxSpansPerTrace)
+	assert.Len(t, tt.threads, maxThreadsPerTrace)
+}
+
+// Resources remembered as unprofiled are bounded.
+func TestUnprofiledBound(t *testing.T) {
+	h := newHarness(t, nil)
+	for pid := int64(1); pid <= unprofiledBound+10; pid++ {
+		h.sendTraces(traces(service(pid), spanSpec{trace: 1, span: 1, start: 1, end: 2}))
+	}
+	h.advance(h.c.cfg.MaxWait)
+	require.LessOrEqual(t, len(h.c.unprofiled), unprofiledBound)
+	assert.Equal(t, int64(unprofiledBound+10), h.spans(spanNoProcess))
+}

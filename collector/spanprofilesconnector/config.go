@@ -1,0 +1,77 @@
+package spanprofilesconnector
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the `spanprofiles` connector's configuration. Every field has a default
+// (createDefaultConfig) sized for one node: 20 services at 200 requests/s with 3 spans each and
+// the agent's 10 s windows stay well inside them (docs/benchmarks.md).
+type Config struct {
+	// MaxWait is how long a span waits for the profile windows that cover it. The agent sends
+	// a window when it ends (every 10 s by default, `--interval`), so a span that ended just
+	// after a window began waits about one interval: keep MaxWait above the agent's interval
+	// plus its export time. Past it the span goes on unenriched (counted).
+	MaxWait time.Duration `mapstructure:"max_wait"`
+	// Retention is how long a profile window is kept after it arrived, for spans that arrive
+	// later than their window (an SDK exports a span up to its batch delay, 5 s by default,
+	// after it ends). At least MaxWait.
+	Retention time.Duration `mapstructure:"retention"`
+	// MaxPendingSpans bounds the spans held while they wait. A batch that would pass it is
+	// sent on at once, its spans that cannot be enriched yet unenriched (counted).
+	MaxPendingSpans int `mapstructure:"max_pending_spans"`
+	// MaxSamples bounds the profile samples held for all processes together (about 40 bytes
+	// each). Past it the oldest windows are dropped (counted).
+	MaxSamples int `mapstructure:"max_samples"`
+	// MaxProcesses bounds the processes whose windows are held. Past it the process whose
+	// newest window is oldest is forgotten (counted).
+	MaxProcesses int `mapstructure:"max_processes"`
+	// TopFrames is how many entries `top_frames`, `held_by` and `top_alloc_frames` keep.
+	TopFrames int `mapstructure:"top_frames"`
+}
+
+const (
+	// One agent window is 1 s at least and 10 s by default; a wait shorter than a second can
+	// only ever pass spans through.
+	minMaxWait = time.Second
+	// A span or window held longer than a day is a misconfiguration, not a choice.
+	maxDuration  = 24 * time.Hour
+	maxTopFrames = 50
+)
+
+func createDefaultConfig() *Config {
+	return &Config{
+		MaxWait:         30 * time.Second,
+		Retention:       60 * time.Second,
+		MaxPendingSpans: 200_000,
+		MaxSamples:      2_000_000,
+		MaxProcesses:    4_096,
+		TopFrames:       5,
+	}
+}
+
+// Validate checks the configuration when the Collector starts.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.MaxWait < minMaxWait || c.MaxWait > maxDuration {
+		errs = append(errs, fmt.Errorf("max_wait is %v: expected between %v and %v (more than the agent's --interval, 10s by default)", c.MaxWait, minMaxWait, maxDuration))
+	}
+	if c.Retention < c.MaxWait || c.Retention > maxDuration {
+		errs = append(errs, fmt.Errorf("retention is %v: expected at least max_wait (%v) and at most %v", c.Retention, c.MaxWait, maxDuration))
+	}
+	if c.MaxPendingSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_pending_spans is %d: expected a positive number of spans", c.MaxPendingSpans))
+	}
+	if c.MaxSamples < 1 {
+		errs = append(errs, fmt.Errorf("max_samples is %d: expected a positive number of samples", c.MaxSamples))
+	}
+	if c.MaxProcesses < 1 {
+		errs = append(errs, fmt.Errorf("max_processes is %d: expected a positive number of processes", c.MaxProcesses))
+	}
+	if c.TopFrames < 1 || c.TopFrames > maxTopFrames {
+		errs = append(errs, fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames))
+	}
+	return errors.Join(errs...)
+}

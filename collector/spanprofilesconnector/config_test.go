@@ -1,0 +1,64 @@
+package spanprofilesconnector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, componenttest.CheckConfigStruct(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+}
+
+// The README's example, as a user writes it.
+func TestConfigFromYAMLValues(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	conf := confmap.NewFromStringMap(map[string]any{"max_wait": "15s", "retention": "2m", "max_pending_spans": 1000, "top_frames": 3})
+	require.NoError(t, conf.Unmarshal(cfg))
+	assert.Equal(t, 15*time.Second, cfg.MaxWait)
+	assert.Equal(t, 2*time.Minute, cfg.Retention)
+	assert.Equal(t, 1000, cfg.MaxPendingSpans)
+	assert.Equal(t, 3, cfg.TopFrames)
+	assert.Equal(t, createDefaultConfig().MaxSamples, cfg.MaxSamples, "the rest keeps its default")
+	require.NoError(t, confmap.Validate(cfg))
+
+	unknown := confmap.NewFromStringMap(map[string]any{"max_wiat": "15s"})
+	require.ErrorContains(t, unknown.Unmarshal(cfg), "max_wiat")
+}
+
+func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate func(*Config)
+		want   string
+	}{
+		"max_wait too short":     {func(c *Config) { c.MaxWait = time.Millisecond }, "max_wait is 1ms: expected between 1s and 24h0m0s"},
+		"retention below wait":   {func(c *Config) { c.Retention = c.MaxWait - time.Second }, "retention is 29s: expected at least max_wait (30s)"},
+		"no pending spans":       {func(c *Config) { c.MaxPendingSpans = 0 }, "max_pending_spans is 0: expected a positive number"},
+		"no samples":             {func(c *Config) { c.MaxSamples = -1 }, "max_samples is -1: expected a positive number"},
+		"no processes":           {func(c *Config) { c.MaxProcesses = 0 }, "max_processes is 0: expected a positive number"},
+		"top frames out of 1-50": {func(c *Config) { c.TopFrames = 51 }, "top_frames is 51: expected 1 to 50"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := createDefaultConfig()
+			tc.mutate(cfg)
+			require.ErrorContains(t, confmap.Validate(cfg), tc.want)
+		})
+	}
+}
+
+func TestFactory(t *testing.T) {
+	f := NewFactory()
+	assert.Equal(t, component.MustNewType("spanprofiles"), f.Type())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesToTracesStability())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToTracesStability())
+	// The connector takes traces and profiles and emits traces, nothing else.
+	assert.Equal(t, component.StabilityLevelUndefined, f.TracesToMetricsStability())
+	assert.Equal(t, component.StabilityLevelUndefined, f.ProfilesToProfilesStability())
+}

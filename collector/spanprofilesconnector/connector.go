@@ -1,0 +1,396 @@
+package spanprofilesconnector
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+)
+
+// spanProfiles is the state one `spanprofiles` component id shares between its two halves:
+// the traces it holds and the profile windows it joins them with.
+type spanProfiles struct {
+	cfg    *Config
+	logger *zap.Logger
+	tel    *telemetry
+	now    func() time.Time
+
+	mu sync.Mutex
+	// Where spans go: the traces->traces half's next consumer (the profiles->traces half's
+	// until that one is created).
+	next  consumer.Traces
+	store *store
+	names *traceNames
+	// Batches of spans of one resource that wait, oldest first.
+	queue []*unit
+	// Spans held in queue.
+	pending int
+	// Resources whose spans waited max_wait for profiles that never came (a service the
+	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
+	unprofiled map[identity]time.Time
+
+	// Lifecycle: both halves start and shut down the one state.
+	starts int
+	closed bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// unprofiledBound bounds the resources remembered as unprofiled (a node runs far fewer
+// services); past it they are all forgotten and each waits max_wait once more.
+const unprofiledBound = 4_096
+
+func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfiles, error) {
+	tel, err := newTelemetry(set)
+	if err != nil {
+		return nil, err
+	}
+	return &spanProfiles{
+		cfg:        cfg,
+		logger:     set.Logger,
+		tel:        tel,
+		now:        time.Now,
+		store:      newStore(cfg, tel),
+		names:      newTraceNames(tracesNamed),
+		unprofiled: map[identity]time.Time{},
+	}, nil
+}
+
+// unit is the spans of one resource that arrived together: they leave together, once every
+// one of them is enriched or passed.
+type unit struct {
+	td        ptrace.Traces
+	id        identity
+	spans     []ptrace.Span
+	settled   []bool
+	unsettled int
+	arrived   time.Time
+	queued    bool
+	done      bool
+}
+
+func (c *spanProfiles) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.starts++
+	if c.starts > 1 {
+		return
+	}
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	go c.expireLoop(c.stop, c.done)
+}
+
+// shutdown ends the state when the last of its halves shuts down (returns true then): spans
+// still waiting are enriched if they can be, else sent on as they came. A half that never
+// started (the Collector failed to start another component) shuts down all the same.
+func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	if c.starts > 0 {
+		c.starts--
+	}
+	last := c.starts == 0 && !c.closed
+	stop, done := c.stop, c.done
+	if last {
+		c.stop, c.closed = nil, true
+	}
+	c.mu.Unlock()
+	if !last {
+		return false, nil
+	}
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	c.mu.Lock()
+	out := ptrace.NewTraces()
+	now := c.now()
+	for _, u := range c.queue {
+		if u.done {
+			continue
+		}
+		c.settle(u, now, false)
+		for i := range u.spans {
+			if !u.settled[i] {
+				c.tel.span(spanAtShutdown, 1)
+			}
+		}
+		c.finish(u, out)
+	}
+	c.queue = nil
+	c.publish()
+	c.mu.Unlock()
+	c.emit(ctx, out)
+	return true, c.tel.shutdown()
+}
+
+// checkEvery is how often spans past their wait and windows past retention are looked for:
+// a tenth of max_wait, between 100 ms and 1 s.
+func (c *spanProfiles) checkEvery() time.Duration {
+	return min(max(c.cfg.MaxWait/10, 100*time.Millisecond), time.Second)
+}
+
+func (c *spanProfiles) expireLoop(stop, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(c.checkEvery())
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			c.expire()
+		}
+	}
+}
+
+// expire sends on the spans that waited max_wait (enriched if their windows allow) and drops
+// the windows past retention.
+func (c *spanProfiles) expire() {
+	c.mu.Lock()
+	now := c.now()
+	c.store.expire(now)
+	out := ptrace.NewTraces()
+	for _, u := range c.queue {
+		if now.Sub(u.arrived) < c.cfg.MaxWait {
+			break
+		}
+		if !u.done {
+			c.settle(u, now, true)
+			c.finish(u, out)
+		}
+	}
+	c.compact()
+	c.mu.Unlock()
+	c.emit(context.Background(), out)
+}
+
+func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	out := ptrace.NewTraces()
+	c.mu.Lock()
+	now := c.now()
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		c.names.note(rss.At(i))
+	}
+	for i := 0; i < rss.Len(); i++ {
+		u := newUnit(rss.At(i), now)
+		c.settleOnArrival(u)
+		c.settle(u, now, false)
+		switch {
+		case u.unsettled == 0:
+			c.finish(u, out)
+		case c.pending+len(u.spans) > c.cfg.MaxPendingSpans:
+			c.tel.span(spanOverPendingBound, u.unsettled)
+			c.finish(u, out)
+		default:
+			c.queue = append(c.queue, u)
+			u.queued = true
+			c.pending += len(u.spans)
+		}
+	}
+	c.publish()
+	c.mu.Unlock()
+	if out.ResourceSpans().Len() == 0 {
+		return nil
+	}
+	return c.nextConsumer().ConsumeTraces(ctx, out)
+}
+
+func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) error {
+	out := ptrace.NewTraces()
+	c.mu.Lock()
+	now := c.now()
+	if got := c.store.ingest(pd, now); len(got) > 0 {
+		for _, u := range c.queue {
+			if u.done {
+				continue
+			}
+			c.settle(u, now, false)
+			if u.unsettled == 0 {
+				c.finish(u, out)
+			}
+		}
+		c.compact()
+	}
+	c.mu.Unlock()
+	// Spans released by these profiles belong to the traces pipeline, not to the agent's
+	// request: its context and its error are not theirs.
+	c.emit(context.Background(), out)
+	return nil
+}
+
+// newUnit moves rs out of the incoming batch into a unit of its own.
+func newUnit(rs ptrace.ResourceSpans, now time.Time) *unit {
+	u := &unit{td: ptrace.NewTraces(), arrived: now}
+	held := u.td.ResourceSpans().AppendEmpty()
+	rs.MoveTo(held)
+	u.id = identityOf(held.Resource().Attributes())
+	sss := held.ScopeSpans()
+	for i := 0; i < sss.Len(); i++ {
+		spans := sss.At(i).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			u.spans = append(u.spans, spans.At(k))
+		}
+	}
+	u.settled = make([]bool, len(u.spans))
+	u.unsettled = len(u.spans)
+	return u
+}
+
+// settleOnArrival passes the spans no profile can enrich: times that make no sense, and spans
+// a Collector before this one enriched already.
+func (c *spanProfiles) settleOnArrival(u *unit) {
+	for i, s := range u.spans {
+		start, end := int64(s.StartTimestamp()), int64(s.EndTimestamp())
+		why := ""
+		switch {
+		case start <= 0 || end < start || end-start > int64(maxDuration):
+			why = spanInvalidTimes
+		case isEnriched(s):
+			why = spanAlreadyEnriched
+		default:
+			continue
+		}
+		c.tel.span(why, 1)
+		u.settled[i] = true
+		u.unsettled--
+	}
+}
+
+// settle enriches the unit's spans whose windows are in, and when final (their wait is over)
+// passes the others on as they came.
+func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
+	if u.unsettled == 0 {
+		return
+	}
+	p, why := c.store.match(u.id)
+	if p != nil {
+		delete(c.unprofiled, u.id)
+	} else if why == spanNoProcess {
+		if seen, ok := c.unprofiled[u.id]; ok && now.Sub(seen) < c.cfg.Retention {
+			final = true
+		}
+		if final {
+			if len(c.unprofiled) >= unprofiledBound {
+				clear(c.unprofiled)
+			}
+			c.unprofiled[u.id] = now
+		}
+	} else {
+		// No identity, or several processes fit: no window will change that.
+		final = true
+	}
+	// The earliest window began after the span and has been held for max_wait: no window of
+	// that time is still on its way.
+	settledBefore := p != nil && len(p.windows) > 0 && now.Sub(p.windows[0].received) >= c.cfg.MaxWait
+	reach := int64(0)
+	if p != nil {
+		reach = p.reach()
+	}
+	for i, s := range u.spans {
+		if u.settled[i] {
+			continue
+		}
+		// Most waiting spans wait for a window that has not come: one comparison tells.
+		if !final && !settledBefore && spanTimesOf(s).end > reach {
+			continue
+		}
+		if c.settleSpan(s, p, why, final, settledBefore) {
+			u.settled[i] = true
+			u.unsettled--
+		}
+	}
+}
+
+// settleSpan enriches one span or, when nothing more can come for it, counts why not.
+// Returns whether the span is settled.
+func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, settledBefore bool) bool {
+	if p == nil {
+		if final {
+			c.tel.span(why, 1)
+		}
+		return final
+	}
+	st := spanTimesOf(s)
+	switch p.coverage(st.start, st.end) {
+	case coverFull:
+	case coverGap:
+		if !final {
+			return false
+		}
+		// A gap over most of the span is the agent not sending (stopped, restarted), not a
+		// thread without samples: zeros would mislead.
+		if 2*p.covered(st.start, st.end) < st.end-st.start {
+			c.tel.span(spanNotCovered, 1)
+			return true
+		}
+		c.tel.gaps.Add(context.Background(), 1)
+	case coverBefore:
+		if final || settledBefore {
+			c.tel.span(spanNotCovered, 1)
+			return true
+		}
+		return false
+	default:
+		if final {
+			c.tel.span(spanNotCovered, 1)
+		}
+		return final
+	}
+	j := p.join(st)
+	enrich(s, j, c.cfg.TopFrames, c.names.get)
+	c.tel.span(spanEnriched, 1)
+	if j.ownOutside > 0 {
+		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
+	}
+	return true
+}
+
+// finish moves a unit's spans to out and forgets the unit.
+func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
+	u.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	if !u.done && u.queued {
+		c.pending -= len(u.spans)
+	}
+	u.done = true
+	u.spans, u.settled = nil, nil
+	c.publish()
+}
+
+// compact drops the finished units from the queue.
+func (c *spanProfiles) compact() {
+	c.queue = slices.DeleteFunc(c.queue, func(u *unit) bool { return u.done })
+	c.publish()
+}
+
+func (c *spanProfiles) publish() {
+	c.tel.pendingSpans.Store(int64(c.pending))
+}
+
+func (c *spanProfiles) nextConsumer() consumer.Traces {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next
+}
+
+// emit sends spans released outside a traces request on; a refusal is logged and counted,
+// there is no caller to hand it to.
+func (c *spanProfiles) emit(ctx context.Context, out ptrace.Traces) {
+	if out.ResourceSpans().Len() == 0 {
+		return
+	}
+	next := c.nextConsumer()
+	if next == nil {
+		return
+	}
+	if err := next.ConsumeTraces(ctx, out); err != nil {
+		c.tel.errors.Add(context.Background(), 1)
+		c.logger.Warn("the next consumer refused spans held for profiles", zap.Int("spans", out.SpanCount()), zap.Error(err))
+	}
+}

@@ -1,0 +1,78 @@
+package spanprofilesconnector
+
+// What an enriched span carries. These names are a contract: users query them in their trace
+// backend and `thread-ctx report --traces` reads them (docs/spanprofiles.md has the table both
+// sides follow). Times are doubles in milliseconds, measured on the span's thread between the
+// span's start and end.
+const (
+	// On CPU with this span active.
+	AttrCPUSpanMs = "thread_ctx.cpu.span_ms"
+	// On CPU in this span's trace (the span and every other span of its trace: its descendants).
+	AttrCPUTraceMs = "thread_ctx.cpu.trace_ms"
+	// On CPU in other traces' spans: other requests held the thread.
+	AttrCPUOtherTracesMs = "thread_ctx.cpu.other_traces_ms"
+	// On CPU with no span: GC, the runtime, the event loop itself.
+	AttrCPUNoSpanMs = "thread_ctx.cpu.no_span_ms"
+	// Off CPU with this trace active: blocked inside it. Only when the agent sends off-CPU profiles.
+	AttrOffCPUTraceMs = "thread_ctx.off_cpu.trace_ms"
+	// Off CPU while another trace was active: another request blocked the thread.
+	AttrOffCPUOtherTracesMs = "thread_ctx.off_cpu.other_traces_ms"
+	// Off CPU with no span: the event loop idle, waiting for I/O or timers.
+	AttrOffCPUNoSpanMs = "thread_ctx.off_cpu.no_span_ms"
+	// Bytes allocated in this span's trace (int). Only when the agent sends allocation profiles.
+	AttrAllocBytes = "thread_ctx.alloc_bytes"
+	// The CPU samples behind the cpu.* figures (int): each stands for one sampling period.
+	AttrSamples = "thread_ctx.samples"
+
+	// The span event with the details.
+	EventProfile = "thread_ctx.profile"
+	// String array: the trace's hottest frames on this thread, "function (file:line) NN%".
+	EventTopFrames = "top_frames"
+	// String array: the other traces that held the thread, "<who> <trace id> <ms>ms: <top frame>".
+	EventHeldBy = "held_by"
+	// String array: where the trace allocated, "function (file:line) NN%".
+	EventTopAllocFrames = "top_alloc_frames"
+	// Int: the thread the figures are of.
+	EventThreadID = "thread.id"
+	// String: how that thread was chosen: "span" (samples of this span ran on it), "trace"
+	// (samples of its trace did), or "main_thread" (neither: a guess, the process's main thread).
+	EventThreadSource = "thread_ctx.thread.source"
+	// Double: the CPU sampling period in ms, so that a reader can judge the error of cpu.*.
+	EventCPUPeriodMs = "thread_ctx.cpu.period_ms"
+)
+
+// How the thread of a span was chosen (EventThreadSource).
+const (
+	threadFromSpan  = "span"
+	threadFromTrace = "trace"
+	threadGuessMain = "main_thread"
+)
+
+// What `thread-ctx agent` sends (OTLP/Profiles; the agent's encoder is the other side).
+const (
+	// Sample attribute: the thread the sample was taken on (int, the host's thread id).
+	attrThreadID = "thread.id"
+	// Sample attribute the record may carry (the context manager's `attributes` option).
+	attrHTTPRoute = "http.route"
+	// Location attribute: `v8js` for JS frames.
+	attrFrameType = "profile.frame.type"
+	frameTypeJS   = "v8js"
+
+	// Sample types: CPU samples (a count; the profile's period gives the time), off-CPU
+	// intervals (ns; the timestamp is when the thread was switched out), allocations (the
+	// bytes each sample stands for; `alloc_objects` is the sibling profile of the same samples).
+	sampleTypeCPU   = "samples"
+	sampleTypeOff   = "off_cpu"
+	sampleTypeAlloc = "alloc_space"
+)
+
+// Resource attributes that tell a process: the same on its spans and on its profiles.
+const (
+	attrServiceInstanceID = "service.instance.id"
+	attrHostName          = "host.name"
+	// On spans the pid the process sees itself as; on profiles the host's pid (the agent's).
+	attrProcessPID = "process.pid"
+	// On profiles of a process in a PID namespace of its own: its pid there (what its spans say).
+	attrProcessVPID = "process.vpid"
+	attrContainerID = "container.id"
+)

@@ -1,0 +1,58 @@
+package spanprofilesconnector
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// enrich writes the contract's attributes and event onto a span.
+func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) string) {
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	a := span.Attributes()
+	a.PutDouble(AttrCPUSpanMs, ms(j.cpuSpan))
+	a.PutDouble(AttrCPUTraceMs, ms(j.cpuTrace))
+	a.PutDouble(AttrCPUOtherTracesMs, ms(j.cpuOther))
+	a.PutDouble(AttrCPUNoSpanMs, ms(j.cpuNone))
+	if j.hasOff {
+		a.PutDouble(AttrOffCPUTraceMs, ms(j.offTrace))
+		a.PutDouble(AttrOffCPUOtherTracesMs, ms(j.offOther))
+		a.PutDouble(AttrOffCPUNoSpanMs, ms(j.offNone))
+	}
+	if j.hasAlloc {
+		a.PutInt(AttrAllocBytes, j.allocBytes)
+	}
+	a.PutInt(AttrSamples, j.samples)
+
+	ev := span.Events().AppendEmpty()
+	ev.SetName(EventProfile)
+	ev.SetTimestamp(span.EndTimestamp())
+	ea := ev.Attributes()
+	putStrings(ea, EventTopFrames, percentages(j.frames, topN))
+	// A trace that held the thread for under 1 % of the span explains none of it.
+	putStrings(ea, EventHeldBy, j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, 1), nameOf))
+	putStrings(ea, EventTopAllocFrames, percentages(j.allocFrames, topN))
+	ea.PutInt(EventThreadID, j.tid)
+	ea.PutStr(EventThreadSource, j.threadSource)
+	if j.periodNs > 0 {
+		ea.PutDouble(EventCPUPeriodMs, ms(j.periodNs))
+	}
+}
+
+// putStrings sets a string array attribute, or nothing for an empty list.
+func putStrings(m pcommon.Map, k string, vs []string) {
+	if len(vs) == 0 {
+		return
+	}
+	s := m.PutEmptySlice(k)
+	s.EnsureCapacity(len(vs))
+	for _, v := range vs {
+		s.AppendEmpty().SetStr(v)
+	}
+}
+
+// isEnriched says whether a span carries the contract already (a Collector before this one
+// enriched it).
+func isEnriched(span ptrace.Span) bool {
+	_, ok := span.Attributes().Get(AttrSamples)
+	return ok
+}

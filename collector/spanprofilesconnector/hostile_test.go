@@ -1,0 +1,192 @@
+package spanprofilesconnector
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+)
+
+// Samples that lie about their time, or weigh what no sample can, are refused and counted;
+// the span is joined with the honest ones only.
+func TestLyingTimestampsAndHugeValues(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	st := r.stack(js("f", "/a.js", 1))
+	at := on{tid: mainTID, stack: st}
+	w.cpuAt(at, 120)                                                             // honest
+	w.sample(w.cpu, at, []int64{1}, []int64{ms(1000) + int64(time.Hour)})        // an hour after its window
+	w.sample(w.cpu, at, []int64{1}, []int64{1})                                  // 1970
+	w.sample(w.cpu, at, []int64{1 << 40}, []int64{ms(130)})                      // a trillion samples in one
+	w.sample(w.cpu, at, []int64{-3}, []int64{ms(130)})                           // negative
+	w.sample(w.off, at, []int64{int64(48 * time.Hour)}, []int64{ms(100)})        // off CPU for two days
+	w.sample(w.off, at, []int64{int64(time.Second)}, []int64{ms(-5000)})         // ended long before its window
+	w.sample(w.alloc, at, []int64{1 << 50}, []int64{ms(130)})                    // a petabyte
+	w.sample(w.cpu, on{tid: mainTID, stack: 9999}, []int64{1}, []int64{ms(130)}) // no such stack
+	h.sendProfiles(r)
+	assert.Equal(t, int64(1), h.samples(sampleKept))
+	assert.Equal(t, int64(8), h.samples(sampleInvalid))
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
+	s := h.received()[spanID(1)]
+	assert.InDelta(t, 10.0, attrDouble(t, s, AttrCPUNoSpanMs), 1e-9)
+	assert.Zero(t, attrDouble(t, s, AttrOffCPUNoSpanMs))
+	assert.Zero(t, attrInt(t, s, AttrAllocBytes))
+}
+
+// Indices outside their tables, anywhere in a sample's chain, refuse the sample, never panic.
+func TestIndicesOutOfTheirTables(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	good := r.stack(js("f", "/a.js", 1))
+	at := on{tid: mainTID, stack: good}
+	add := func(mutate func(pprofile.Sample)) {
+		w.cpuAt(at, 120)
+		mutate(w.cpu.Samples().At(w.cpu.Samples().Len() - 1))
+	}
+	add(func(s pprofile.Sample) { s.SetLinkIndex(1 << 30) })
+	add(func(s pprofile.Sample) { s.SetLinkIndex(-1) })
+	add(func(s pprofile.Sample) { s.SetStackIndex(-7) })
+	add(func(s pprofile.Sample) { s.AttributeIndices().Append(1 << 30) })
+	// A stack whose location, function and string indices point nowhere.
+	bad := func(mutate func(d pprofile.ProfilesDictionary)) {
+		st := r.dict.StackTable().AppendEmpty()
+		loc := r.dict.LocationTable().AppendEmpty()
+		fn := r.dict.FunctionTable().AppendEmpty()
+		loc.Lines().AppendEmpty().SetFunctionIndex(int32(r.dict.FunctionTable().Len() - 1))
+		st.LocationIndices().Append(int32(r.dict.LocationTable().Len() - 1))
+		mutate(r.dict)
+		_ = fn
+		w.cpuAt(on{tid: mainTID, stack: int32(r.dict.StackTable().Len() - 1)}, 120)
+	}
+	bad(func(d pprofile.ProfilesDictionary) {
+		d.StackTable().At(d.StackTable().Len() - 1).LocationIndices().Append(1 << 30)
+	})
+	bad(func(d pprofile.ProfilesDictionary) {
+		d.LocationTable().At(d.LocationTable().Len() - 1).Lines().At(0).SetFunctionIndex(-2)
+	})
+	bad(func(d pprofile.ProfilesDictionary) {
+		d.FunctionTable().At(d.FunctionTable().Len() - 1).SetNameStrindex(1 << 30)
+	})
+	bad(func(d pprofile.ProfilesDictionary) {
+		d.LocationTable().At(d.LocationTable().Len() - 1).AttributeIndices().Append(-9)
+	})
+	// The sample type's string: an unknown type is not the join's.
+	p := r.pd.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().AppendEmpty()
+	p.SampleType().SetTypeStrindex(1 << 30)
+	p.Samples().AppendEmpty()
+	require.NotPanics(t, func() { h.sendProfiles(r) })
+	assert.Equal(t, int64(8), h.samples(sampleInvalid))
+	assert.Zero(t, h.samples(sampleKept))
+}
+
+// Samples without a time per value (a window that kept no times), without a thread, or of a
+// CPU profile without a sane period are refused and counted.
+func TestSamplesTheJoinCannotPlace(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	st := r.stack(native("a"))
+	w.sample(w.cpu, on{tid: mainTID, stack: st}, []int64{3}, nil)
+	w.sample(w.cpu, on{tid: 0, stack: st}, []int64{1}, []int64{ms(5)})
+	h.sendProfiles(r)
+	assert.Equal(t, int64(1), h.samples(sampleUntimed))
+	assert.Equal(t, int64(1), h.samples(sampleNoThread))
+
+	r2 := newRequest()
+	w2 := r2.window(agentProcess(mainTID), 1000, 2000)
+	w2.cpuAt(on{tid: mainTID, stack: r2.stack(native("a"))}, 1500)
+	w2.cpu.SetPeriod(0)
+	h.sendProfiles(r2)
+	assert.Equal(t, int64(1), h.samples(sampleInvalid))
+}
+
+// Windows without a time, with a duration of years, or of a process without a pid are refused.
+func TestInvalidWindows(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	r.window(agentProcess(mainTID), 0, 1000*3600*24*365*10).cpuAt(on{tid: mainTID, stack: r.stack(native("a"))}, 5)
+	zero := r.window(agentProcess(mainTID+1), 0, 1000)
+	for _, p := range []pprofile.Profile{zero.cpu, zero.off, zero.alloc, zero.objects} {
+		p.SetTime(0)
+	}
+	zero.cpuAt(on{tid: mainTID, stack: r.stack(native("a"))}, 5)
+	anonymous := map[string]any{"service.name": "x"}
+	r.window(anonymous, 0, 1000).cpuAt(on{tid: 1, stack: r.stack(native("a"))}, 5)
+	h.sendProfiles(r)
+	assert.Equal(t, int64(3), h.windows(windowInvalid))
+	assert.Equal(t, int64(3), h.samples(sampleInvalid))
+	assert.Empty(t, h.c.store.procs)
+}
+
+// Spans whose times make no sense, or whose resource names no process, pass at once, counted.
+func TestAbsurdSpansAndUnknownResources(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sendTraces(traces(service(mainTID),
+		spanSpec{trace: 1, span: 1, start: 200, end: 100},
+		spanSpec{trace: 1, span: 2, start: 0, end: 1000 * 3600 * 24 * 365},
+	))
+	td := traces(service(mainTID), spanSpec{trace: 1, span: 3, start: 1, end: 2})
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetStartTimestamp(0)
+	h.sendTraces(td)
+	assert.Equal(t, int64(3), h.spans(spanInvalidTimes))
+	h.sendTraces(traces(map[string]any{"service.name": "x"}, spanSpec{trace: 1, span: 4, start: 1, end: 2}))
+	h.sendTraces(traces(map[string]any{"process.pid": "not a number"}, spanSpec{trace: 1, span: 5, start: 1, end: 2}))
+	assert.Equal(t, int64(2), h.spans(spanNoProcessIdentity))
+	assert.Equal(t, 5, h.sink.SpanCount())
+}
+
+// Names the target controls are cut; a span stays small whatever the profile says.
+func TestLongNamesAreCut(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	long := strings.Repeat("é", 10_000)
+	r.window(agentProcess(mainTID), 0, 1000).cpuAt(on{tid: mainTID, trace: 1, span: 1, route: long, stack: r.stack(js(long, "/a.js", 1))}, 120)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
+	frames := eventStrings(profileEvent(t, h.received()[spanID(1)]), EventTopFrames)
+	require.Len(t, frames, 1)
+	assert.LessOrEqual(t, len(frames[0]), maxLabelBytes+10)
+	assert.True(t, strings.HasPrefix(frames[0], "éé"), "cut on a character boundary")
+}
+
+// Memory stays bounded under a stream of windows far larger than max_samples: what is held
+// never passes it, and every sample is accounted for.
+func TestMemoryBoundedUnderFlood(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxSamples = 5_000; c.MaxProcesses = 8 })
+	sent := 0
+	for i := 0; i < 200; i++ {
+		r := newRequest()
+		pid := int64(1 + i%20)
+		w := r.window(agentProcess(pid), float64(i)*1000, float64(i+1)*1000)
+		st := r.stack(native("a"))
+		times := make([]float64, 300)
+		for k := range times {
+			times[k] = float64(i)*1000 + float64(k)
+		}
+		w.cpuAt(on{tid: pid, trace: 1, span: 1, stack: st}, times...)
+		sent += len(times)
+		h.sendProfiles(r)
+		require.LessOrEqual(t, h.c.store.held, 5_000)
+		require.LessOrEqual(t, len(h.c.store.procs), 8)
+	}
+	assert.Equal(t, int64(sent), h.samples(sampleKept)+h.samples(sampleOverBound))
+	assert.Equal(t, int64(h.c.store.held), h.samples(sampleKept)-h.samples(sampleEvictedOnDrop))
+}
+
+// A span reused by a liar: the same ids on a span of another process get that process's
+// figures, not the first one's.
+func TestSameIDsInTwoProcesses(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	st := r.stack(native("a"))
+	r.window(agentProcess(1), 0, 1000).cpuEvery(on{tid: 1, trace: 1, span: 1, stack: st}, 100, 110)
+	r.window(agentProcess(2), 0, 1000).cpuEvery(on{tid: 2, trace: 1, span: 1, stack: st}, 100, 140)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(2), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
+	assert.InDelta(t, 50.0, attrDouble(t, h.received()[spanID(1)], AttrCPUSpanMs), 1e-9)
+}

@@ -1,0 +1,409 @@
+package spanprofilesconnector
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+)
+
+const (
+	// The agent drains its ring buffer every few ms and ends a window after a last drain, so a
+	// sample lands in the window after the one its time falls in only at the edge; 2 s leaves
+	// room for a loaded machine. A sample timed further outside its window is refused.
+	sampleLateness = int64(2 * time.Second)
+	// The agent's windows are 1 s to minutes long (`--interval`); a window claiming more than
+	// an hour is refused, so one bad window cannot cover every span.
+	maxWindowNs = int64(time.Hour)
+	// Gaps between a process's windows shorter than this are the agent's own bookkeeping
+	// (microseconds between one window's end and the next one's start), not missing time.
+	windowGapNs = int64(100 * time.Millisecond)
+	// The values a sample may carry: up to 1,000 CPU samples in one (the agent sends one per
+	// timestamp), an off-CPU interval of at most a day, an allocation sample of at most 1 TiB.
+	maxCPUCount   = 1_000
+	maxOffCPUNs   = int64(24 * time.Hour)
+	maxAllocBytes = int64(1) << 40
+	// The sampling period: between 1 µs (1 MHz) and 10 s (0.1 Hz).
+	minPeriodNs = int64(time.Microsecond)
+	maxPeriodNs = int64(10 * time.Second)
+	// Frame labels are cut here (a target controls function names).
+	maxLabelBytes = 256
+)
+
+// dictionary reads one request's shared tables, every index checked: a sample whose index
+// points outside its table is refused, never a panic.
+type dictionary struct {
+	d      pprofile.ProfilesDictionary
+	labels map[int32]string
+}
+
+func newDictionary(d pprofile.ProfilesDictionary) *dictionary {
+	return &dictionary{d: d, labels: map[int32]string{}}
+}
+
+func (d *dictionary) str(i int32) (string, bool) {
+	t := d.d.StringTable()
+	if i < 0 || int(i) >= t.Len() {
+		return "", false
+	}
+	return t.At(int(i)), true
+}
+
+func (d *dictionary) attribute(i int32) (string, pcommon.Value, bool) {
+	t := d.d.AttributeTable()
+	if i < 0 || int(i) >= t.Len() {
+		return "", pcommon.NewValueEmpty(), false
+	}
+	a := t.At(int(i))
+	k, ok := d.str(a.KeyStrindex())
+	return k, a.Value(), ok
+}
+
+func (d *dictionary) link(i int32) (pcommon.TraceID, pcommon.SpanID, bool) {
+	t := d.d.LinkTable()
+	if i < 0 || int(i) >= t.Len() {
+		return pcommon.TraceID{}, pcommon.SpanID{}, false
+	}
+	l := t.At(int(i))
+	return l.TraceID(), l.SpanID(), true
+}
+
+// frameLabel names a stack by its innermost JS function (what a Node user can act on), with
+// its file and sampled line, else by its leaf frame (GC, native code); as the summary of
+// `thread-ctx report` does.
+func (d *dictionary) frameLabel(stack int32) (string, bool) {
+	if l, ok := d.labels[stack]; ok {
+		return l, true
+	}
+	st := d.d.StackTable()
+	if stack < 0 || int(stack) >= st.Len() {
+		return "", false
+	}
+	locs := st.At(int(stack)).LocationIndices()
+	leaf := ""
+	label := ""
+	for i := 0; i < locs.Len() && label == ""; i++ {
+		name, file, line, js, ok := d.location(locs.At(i))
+		if !ok {
+			return "", false
+		}
+		if i == 0 {
+			leaf = name
+		}
+		if js {
+			label = name
+			if file != "" && line > 0 {
+				label = name + " (" + path.Base(file) + ":" + strconv.FormatInt(line, 10) + ")"
+			} else if file != "" {
+				label = name + " (" + path.Base(file) + ")"
+			}
+		}
+	}
+	if label == "" {
+		label = leaf
+	}
+	if label == "" {
+		label = noStack
+	}
+	label = truncate(label)
+	d.labels[stack] = label
+	return label, true
+}
+
+// location returns a location's function name, file, line (the sampled one, else where its
+// function starts) and whether it is a JS frame.
+func (d *dictionary) location(i int32) (name, file string, line int64, js, ok bool) {
+	lt := d.d.LocationTable()
+	if i < 0 || int(i) >= lt.Len() {
+		return "", "", 0, false, false
+	}
+	loc := lt.At(int(i))
+	frameType := ""
+	attrs := loc.AttributeIndices()
+	for j := 0; j < attrs.Len(); j++ {
+		k, v, ok := d.attribute(attrs.At(j))
+		if !ok {
+			return "", "", 0, false, false
+		}
+		if k == attrFrameType {
+			frameType = v.AsString()
+		}
+	}
+	lines := loc.Lines()
+	if lines.Len() == 0 {
+		return fmt.Sprintf("[%#x]", loc.Address()), "", 0, false, true
+	}
+	// The first line is the innermost function when calls were inlined.
+	ln := lines.At(0)
+	ft := d.d.FunctionTable()
+	fi := ln.FunctionIndex()
+	if fi < 0 || int(fi) >= ft.Len() {
+		return "", "", 0, false, false
+	}
+	f := ft.At(int(fi))
+	name, ok1 := d.str(f.NameStrindex())
+	file, ok2 := d.str(f.FilenameStrindex())
+	if !ok1 || !ok2 {
+		return "", "", 0, false, false
+	}
+	if name == "" {
+		name = fmt.Sprintf("[%#x]", loc.Address())
+	}
+	line = ln.Line()
+	if line <= 0 {
+		line = f.StartLine()
+	}
+	// V8's unnamed JIT code is typed v8js but names only its mapping ("[anon:jit]"): not a
+	// function a user can act on.
+	js = frameType == frameTypeJS && !(strings.HasPrefix(name, "[") && file == "")
+	return name, file, line, js, true
+}
+
+func truncate(s string) string {
+	if len(s) <= maxLabelBytes {
+		return s
+	}
+	cut := maxLabelBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// sampleKind is which of the agent's profiles a Profile is.
+type sampleKind int
+
+const (
+	kindOther sampleKind = iota
+	kindCPU
+	kindOff
+	kindAlloc
+)
+
+func (d *dictionary) kindOf(p pprofile.Profile) sampleKind {
+	typ, _ := d.str(p.SampleType().TypeStrindex())
+	switch typ {
+	case sampleTypeCPU:
+		return kindCPU
+	case sampleTypeOff:
+		return kindOff
+	case sampleTypeAlloc:
+		return kindAlloc
+	}
+	return kindOther
+}
+
+// sampleCounts is what became of a window's samples.
+type sampleCounts struct {
+	kept, invalid, untimed, noThread, overBound int
+}
+
+// windowBuilder turns one process's profiles of one agent window into a window.
+type windowBuilder struct {
+	dict *dictionary
+	w    *window
+	// Per request dictionary index -> index in the window's tables.
+	links  map[int32]int32
+	frames map[string]int32
+	counts sampleCounts
+	// Points the window may still take (max_samples).
+	room int
+}
+
+// windowOf builds the window of one ResourceProfiles, or returns nil when its profiles have
+// no valid time range (counted by the caller).
+func windowOf(dict *dictionary, rp pprofile.ResourceProfiles, received time.Time, room int) (*window, sampleCounts) {
+	start, end := int64(-1), int64(-1)
+	forEachProfile(dict, rp, func(p pprofile.Profile, _ sampleKind) {
+		s := int64(p.Time())
+		e := s + int64(min(p.DurationNano(), uint64(maxWindowNs)+1))
+		if start < 0 || s < start {
+			start = s
+		}
+		end = max(end, e)
+	})
+	if start <= 0 || end <= start || end-start > maxWindowNs {
+		n := 0
+		forEachProfile(dict, rp, func(p pprofile.Profile, _ sampleKind) { n += p.Samples().Len() })
+		return nil, sampleCounts{invalid: n}
+	}
+	b := &windowBuilder{dict: dict, w: newWindow(start, end, received), links: map[int32]int32{}, frames: map[string]int32{noStack: 0}, room: room}
+	forEachProfile(dict, rp, b.addProfile)
+	b.w.seal()
+	return b.w, b.counts
+}
+
+// forEachProfile calls f with every profile of rp that the join uses.
+func forEachProfile(dict *dictionary, rp pprofile.ResourceProfiles, f func(pprofile.Profile, sampleKind)) {
+	sps := rp.ScopeProfiles()
+	for i := 0; i < sps.Len(); i++ {
+		ps := sps.At(i).Profiles()
+		for j := 0; j < ps.Len(); j++ {
+			if k := dict.kindOf(ps.At(j)); k != kindOther {
+				f(ps.At(j), k)
+			}
+		}
+	}
+}
+
+func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
+	samples := p.Samples()
+	period := p.Period()
+	if kind == kindCPU {
+		if period < minPeriodNs || period > maxPeriodNs {
+			b.counts.invalid += samples.Len()
+			return
+		}
+		b.w.hasCPU = true
+		b.w.periodNs = period
+	}
+	b.w.hasOff = b.w.hasOff || kind == kindOff
+	b.w.hasAlloc = b.w.hasAlloc || kind == kindAlloc
+	for i := 0; i < samples.Len(); i++ {
+		b.addSample(samples.At(i), kind, period)
+	}
+}
+
+func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int64) {
+	values, times := s.Values(), s.TimestampsUnixNano()
+	n := values.Len()
+	tid, route, ok := b.threadAndRoute(s)
+	if !ok {
+		b.counts.invalid += max(n, 1)
+		return
+	}
+	if tid <= 0 {
+		b.counts.noThread += max(n, 1)
+		return
+	}
+	// One value per timestamp; or a CPU sample counting its timestamps.
+	each := times.Len() == n && n > 0
+	counted := kind == kindCPU && n == 1 && int64(times.Len()) == values.At(0) && times.Len() > 0
+	if !each && !counted {
+		b.counts.untimed += max(n, 1)
+		return
+	}
+	link, frame, ok := b.linkAndFrame(s, route)
+	if !ok {
+		b.counts.invalid += times.Len()
+		return
+	}
+	tp := b.w.thread(tid)
+	var trace *traceThreads
+	if link != 0 {
+		l := b.w.links[link]
+		if trace = b.w.traces[l.trace]; trace == nil {
+			trace = &traceThreads{}
+			b.w.traces[l.trace] = trace
+		}
+	}
+	for i := 0; i < times.Len(); i++ {
+		v := int64(1)
+		if each {
+			v = values.At(i)
+		}
+		t := int64(times.At(i))
+		p, valid := b.point(kind, t, v, period)
+		if !valid {
+			b.counts.invalid++
+			continue
+		}
+		if b.room == 0 {
+			b.counts.overBound++
+			continue
+		}
+		p.link, p.frame = link, frame
+		switch kind {
+		case kindCPU:
+			tp.cpu = append(tp.cpu, p)
+		case kindOff:
+			tp.off = append(tp.off, p)
+			tp.maxOff = max(tp.maxOff, p.w)
+		case kindAlloc:
+			tp.alloc = append(tp.alloc, p)
+		}
+		if trace != nil {
+			trace.add(b.w.links[link].span, tid)
+		}
+		b.room--
+		b.w.points++
+		b.counts.kept++
+	}
+}
+
+// point checks one value and its time against the window, and weighs it.
+func (b *windowBuilder) point(kind sampleKind, t, v, period int64) (point, bool) {
+	lo, hi := b.w.start-sampleLateness, b.w.end+sampleLateness
+	switch kind {
+	case kindCPU:
+		if v < 1 || v > maxCPUCount || t < lo || t > hi {
+			return point{}, false
+		}
+		return point{t: t, w: v * period}, true
+	case kindOff:
+		// Sent when the thread ran again: its end is in the window, its start may be long before.
+		if v < 1 || v > maxOffCPUNs || t > hi || t+v < lo || t+v > hi {
+			return point{}, false
+		}
+		return point{t: t, w: v}, true
+	default:
+		if v < 1 || v > maxAllocBytes || t < lo || t > hi {
+			return point{}, false
+		}
+		return point{t: t, w: v}, true
+	}
+}
+
+func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route string, ok bool) {
+	attrs := s.AttributeIndices()
+	for i := 0; i < attrs.Len(); i++ {
+		k, v, ok := b.dict.attribute(attrs.At(i))
+		if !ok {
+			return 0, "", false
+		}
+		switch k {
+		case attrThreadID:
+			if v.Type() == pcommon.ValueTypeInt {
+				tid = v.Int()
+			}
+		case attrHTTPRoute:
+			route = truncate(v.AsString())
+		}
+	}
+	return tid, route, true
+}
+
+func (b *windowBuilder) linkAndFrame(s pprofile.Sample, route string) (link, frame int32, ok bool) {
+	li := s.LinkIndex()
+	link, known := b.links[li]
+	if !known {
+		trace, span, ok := b.dict.link(li)
+		if !ok {
+			return 0, 0, false
+		}
+		// The zero link (index 0, or all-zero ids): the thread had no span.
+		if !trace.IsEmpty() && !span.IsEmpty() {
+			link = int32(len(b.w.links))
+			b.w.links = append(b.w.links, linkInfo{trace: trace, span: span, route: route})
+		}
+		b.links[li] = link
+	} else if link != 0 && b.w.links[link].route == "" {
+		b.w.links[link].route = route
+	}
+	label, ok := b.dict.frameLabel(s.StackIndex())
+	if !ok {
+		return 0, 0, false
+	}
+	frame, known = b.frames[label]
+	if !known {
+		frame = int32(len(b.w.frames))
+		b.w.frames = append(b.w.frames, label)
+		b.frames[label] = frame
+	}
+	return link, frame, true
+}

@@ -1,0 +1,156 @@
+package spanprofilesconnector
+
+import (
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// point is one profile sample as the join uses it: 24 bytes, held for `retention`.
+type point struct {
+	// Unix ns: when a CPU or allocation sample was taken, when an off-CPU interval began (the
+	// thread was switched out).
+	t int64
+	// CPU: the ns the sample stands for (its count times the profile's period); off-CPU: the
+	// interval's ns; allocation: the bytes the sample stands for.
+	w int64
+	// Index into window.links; 0: the thread had no span.
+	link int32
+	// Index into window.frames: the sample's top frame.
+	frame int32
+}
+
+func (p point) end() int64 { return p.t + p.w }
+
+// threadPoints is what one thread did in one window, each kind sorted by time.
+type threadPoints struct {
+	cpu, off, alloc []point
+	// The longest off-CPU interval: how far before a span's start an interval that overlaps
+	// it can begin.
+	maxOff int64
+}
+
+// linkInfo is a span a sample was linked to, and the route its record carried.
+type linkInfo struct {
+	trace pcommon.TraceID
+	span  pcommon.SpanID
+	route string
+}
+
+// spanThread is a thread that samples of a span ran on.
+type spanThread struct {
+	span pcommon.SpanID
+	tid  int64
+}
+
+// threadCount counts a trace's samples on one thread.
+type threadCount struct {
+	tid int64
+	n   int
+}
+
+// traceThreads is where a trace's samples ran in one window: the first few (span, thread)
+// pairs, and how many samples each thread had.
+type traceThreads struct {
+	spans   []spanThread
+	threads []threadCount
+}
+
+// A trace's spans and threads in one window are few (a request runs on one JS thread); past
+// these, more are not recorded, which only narrows the choice of thread.
+const (
+	maxSpansPerTrace   = 32
+	maxThreadsPerTrace = 8
+)
+
+func (tt *traceThreads) add(span pcommon.SpanID, tid int64) {
+	if len(tt.spans) < maxSpansPerTrace && !slices.Contains(tt.spans, spanThread{span, tid}) {
+		tt.spans = append(tt.spans, spanThread{span, tid})
+	}
+	for i := range tt.threads {
+		if tt.threads[i].tid == tid {
+			tt.threads[i].n++
+			return
+		}
+	}
+	if len(tt.threads) < maxThreadsPerTrace {
+		tt.threads = append(tt.threads, threadCount{tid, 1})
+	}
+}
+
+// window is one process's profiles of one agent window.
+type window struct {
+	// The wall-clock time the agent's window covered, unix ns.
+	start, end int64
+	received   time.Time
+	threads    map[int64]*threadPoints
+	links      []linkInfo
+	frames     []string
+	traces     map[pcommon.TraceID]*traceThreads
+	// The longest off-CPU interval of any thread: samples of a window may begin this long
+	// before it.
+	maxOff int64
+	points int
+	// Which profiles the window had: a span's off_cpu.* and alloc_bytes are set only when its
+	// windows measured them.
+	hasCPU, hasOff, hasAlloc bool
+	periodNs                 int64
+}
+
+func newWindow(start, end int64, received time.Time) *window {
+	return &window{
+		start:    start,
+		end:      end,
+		received: received,
+		threads:  map[int64]*threadPoints{},
+		links:    []linkInfo{{}},
+		frames:   []string{noStack},
+		traces:   map[pcommon.TraceID]*traceThreads{},
+	}
+}
+
+// noStack names the frame of a sample without a stack.
+const noStack = "(no stack)"
+
+func (w *window) thread(tid int64) *threadPoints {
+	tp := w.threads[tid]
+	if tp == nil {
+		tp = &threadPoints{}
+		w.threads[tid] = tp
+	}
+	return tp
+}
+
+// seal sorts every thread's points by time, for the binary searches of the join.
+func (w *window) seal() {
+	byTime := func(a, b point) int {
+		switch {
+		case a.t < b.t:
+			return -1
+		case a.t > b.t:
+			return 1
+		}
+		return 0
+	}
+	for _, tp := range w.threads {
+		slices.SortFunc(tp.cpu, byTime)
+		slices.SortFunc(tp.off, byTime)
+		slices.SortFunc(tp.alloc, byTime)
+		w.maxOff = max(w.maxOff, tp.maxOff)
+	}
+}
+
+// from returns the points of ps (sorted by time) with t >= since.
+func from(ps []point, since int64) []point {
+	lo, hi := 0, len(ps)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if ps[mid].t < since {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return ps[lo:]
+}

@@ -1,0 +1,151 @@
+'use strict';
+// The span-profiles pipeline on one host (the demo, and the end-to-end test of __test__/e2e/),
+// every part real and on free loopback ports: Jaeger v2
+// (target/jaeger/jaeger, memory storage), the project's Collector with collector/spanprofiles.yaml
+// (target/otelcol/otelcol-thread-ctx: the spanprofiles and spanmetrics connectors, OTLP to Jaeger),
+// an instrumented service whose NodeSDK exports spans to that Collector, and `thread-ctx agent`
+// (target/release/thread-ctx) streaming its profiles to the same Collector.
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { setTimeout: sleep } = require('node:timers/promises');
+
+const ROOT = path.join(__dirname, '..');
+const BIN = {
+  collector: process.env.OTELCOL_BIN || path.join(ROOT, 'target', 'otelcol', 'otelcol-thread-ctx'),
+  jaeger: process.env.JAEGER_BIN || path.join(ROOT, 'target', 'jaeger', 'jaeger'),
+  threadCtx: process.env.THREAD_CTX_BIN || path.join(ROOT, 'target', 'release', 'thread-ctx'),
+};
+
+/** What is missing to run the pipeline, as a message saying how to get it; null when nothing is. */
+function missing() {
+  const absent = Object.entries(BIN).filter(([, p]) => !fs.existsSync(p)).map(([, p]) => path.relative(ROOT, p));
+  return absent.length === 0 ? null
+    : `${absent.join(', ')} missing: run "bash scripts/setup.sh" (it builds the Collector and Jaeger with Go, thread-ctx with cargo)`;
+}
+
+// A free loopback port (another process could take it before ours binds it: the starts below
+// retry on other ports when that happens).
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer().once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const exitedWithin = (exited, ms) => Promise.race([exited.then(() => true), sleep(ms).then(() => false)]);
+
+/**
+ * Starts `bin` with the environment `envOf(ports)` on `count` free ports, its output in `dir`,
+ * until its log says `ready`; on "address already in use" it tries other ports (3 times).
+ */
+async function startServer(name, bin, args, dir, count, envOf, ready) {
+  for (let attempt = 1; ; attempt++) {
+    const ports = [];
+    for (let i = 0; i < count; i++) ports.push(await freePort());
+    const logPath = path.join(dir, `${name}-${attempt}.log`);
+    const log = fs.openSync(logPath, 'w');
+    const child = spawn(bin, args, { env: { ...process.env, ...envOf(ports) }, stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    const exited = new Promise((r) => child.once('exit', r));
+    const deadline = Date.now() + 60_000;
+    let text = '';
+    while (Date.now() < deadline) {
+      text = fs.readFileSync(logPath, 'utf8');
+      if (ready.test(text)) return { child, exited, ports, logPath };
+      if (await exitedWithin(exited, 100)) break;
+    }
+    child.kill('SIGKILL');
+    if (!text.includes('address already in use') || attempt === 3) throw new Error(`${name} did not start (log ${logPath}):\n${text.slice(-4000)}`);
+  }
+}
+
+/** Jaeger: { otlpGrpc, queryHttp } ports. */
+async function startJaeger(dir) {
+  const s = await startServer('jaeger', BIN.jaeger, ['--config', path.join(ROOT, 'collector', 'jaeger', 'config.yaml')], dir, 3,
+    ([otlp, http, grpc]) => ({
+      JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${otlp}`, JAEGER_QUERY_HTTP_ENDPOINT: `127.0.0.1:${http}`, JAEGER_QUERY_GRPC_ENDPOINT: `127.0.0.1:${grpc}`,
+    }), /Everything is ready/);
+  return { ...s, otlpGrpc: s.ports[0], queryHttp: s.ports[1] };
+}
+
+/** The Collector with collector/spanprofiles.yaml, its files in `dir` unless `outputs` names them. */
+async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}) {
+  const files = { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json'), ...outputs };
+  for (const f of Object.values(files)) fs.rmSync(f, { force: true });
+  const s = await startServer('collector', BIN.collector,
+    ['--config', path.join(ROOT, 'collector', 'spanprofiles.yaml'), '--feature-gates=+service.profilesSupport'], dir, 2,
+    ([grpc, http]) => ({
+      OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: files.profiles,
+      OTELCOL_TRACES_OUTPUT: files.traces, OTELCOL_METRICS_OUTPUT: files.metrics,
+      JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${jaegerOtlpPort}`, SPANPROFILES_MAX_WAIT: maxWait,
+    }), /Everything is ready/);
+  return { ...s, grpc: s.ports[0], http: s.ports[1], files };
+}
+
+/**
+ * The service `script`, exporting spans to the Collector's OTLP/HTTP port through NodeSDK's
+ * OTLP exporter (chosen by OTEL_TRACES_EXPORTER); resolves with { child, exited, pid, port }.
+ */
+function startService(script, collectorHttpPort, env = {}) {
+  // --perf-basic-prof-only-functions: JS frames named from V8's perf map. --logfile=/dev/null:
+  // with it Node 24+ also writes an isolate-*-v8.log into the working directory.
+  const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', script], {
+    env: {
+      ...process.env, PORT: '0', OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${collectorHttpPort}/v1/traces`,
+      // Spans leave every 200 ms, so that a test waits little for them.
+      OTEL_BSP_SCHEDULE_DELAY: '200', OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none', ...env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise((r) => child.once('exit', r));
+  return new Promise((resolve, reject) => {
+    child.stdout.once('data', (d) => resolve({ child, exited, ...JSON.parse(String(d).split('\n')[0]) }));
+    exited.then((code) => reject(new Error(`service exited early (${code})`)));
+  });
+}
+
+/** `thread-ctx agent` for `pid` with `flags`, streaming to the Collector; resolves once it tracks it. */
+function startAgent(pid, collectorGrpcPort, flags) {
+  const args = ['agent', '--pid', String(pid), ...flags, '--endpoint', `http://127.0.0.1:${collectorGrpcPort}`, '--protocol', 'grpc'];
+  const child = spawn(BIN.threadCtx, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const lines = [];
+  let pending = '';
+  const exited = new Promise((r) => child.once('close', (code) => r(code))); // after its stderr is read
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`thread-ctx agent did not track process ${pid} within 60 s:\n${lines.join('\n')}`));
+    }, 60_000);
+    child.stderr.on('data', (d) => {
+      const parts = (pending + d).split('\n');
+      pending = parts.pop();
+      lines.push(...parts);
+      if (parts.some((l) => l.includes(`tracking process ${pid}`))) {
+        clearTimeout(timer);
+        resolve({ child, exited, lines, command: `thread-ctx ${args.join(' ')}` });
+      }
+    });
+    exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`thread-ctx agent exited (${code}): ${[...lines, pending].join('\n').trim()}`));
+    });
+  });
+}
+
+/** SIGTERM, then SIGKILL after `ms`. */
+async function stop(proc, ms = 30_000) {
+  if (!proc) return;
+  proc.child.kill('SIGTERM');
+  if (!(await exitedWithin(proc.exited, ms))) {
+    proc.child.kill('SIGKILL');
+    await proc.exited;
+  }
+}
+
+module.exports = { ROOT, BIN, missing, startJaeger, startCollector, startService, startAgent, stop };

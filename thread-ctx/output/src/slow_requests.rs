@@ -1,0 +1,401 @@
+//! `thread-ctx report --traces`: where the slow requests' time went, from spans the Collector's
+//! `spanprofiles` connector enriched (docs/spanprofiles.md has the fields). Per route: the latency
+//! distribution of its requests (entry spans: server spans and roots), and for its slowest 1 %
+//! what their thread did while they were open: their own CPU and top lines, other requests on
+//! the loop (which routes, which lines), CPU with no span, time off CPU, and allocations; and
+//! with `--slowest N` the same for single traces. Reading the spans is `thread_ctx_otlp::traces`.
+
+use std::collections::BTreeMap;
+
+/// What the connector wrote on a span (its attributes and its `thread_ctx.profile` event).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Joined {
+    pub cpu_span_ms: f64,
+    pub cpu_trace_ms: f64,
+    pub cpu_other_traces_ms: f64,
+    pub cpu_no_span_ms: f64,
+    /// Present when the agent traced off-CPU time.
+    pub off_cpu_trace_ms: Option<f64>,
+    pub off_cpu_other_traces_ms: Option<f64>,
+    pub off_cpu_no_span_ms: Option<f64>,
+    /// Present when the agent traced allocations.
+    pub alloc_bytes: Option<i64>,
+    pub samples: i64,
+    pub top_frames: Vec<String>,
+    pub held_by: Vec<String>,
+    pub top_alloc_frames: Vec<String>,
+}
+
+/// A span, with what the report needs of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Span {
+    /// Lower-case hex.
+    pub trace_id: String,
+    pub span_id: String,
+    pub service: String,
+    pub name: String,
+    pub route: Option<String>,
+    /// A server span or a root: one request.
+    pub entry: bool,
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    /// None when the connector could not enrich it.
+    pub joined: Option<Joined>,
+}
+
+impl Span {
+    /// The route it is reported under: its `http.route`, else its name.
+    pub fn route_or_name(&self) -> &str {
+        self.route.as_deref().unwrap_or(&self.name)
+    }
+
+    pub fn duration_ms(&self) -> f64 {
+        self.duration_ns as f64 / 1e6
+    }
+}
+
+/// One `held_by` entry: `<who> <trace id> <ms>ms: <top frame>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    pub who: String,
+    pub trace_id: String,
+    pub ms: f64,
+    pub frame: String,
+}
+
+/// Parses a `held_by` entry; None when it is not in the contract's form. `<who>` may hold
+/// spaces (a span name); the trace id, 32 hex digits followed by `<ms>ms:`, ends it.
+pub fn parse_holder(s: &str) -> Option<Holder> {
+    let words: Vec<&str> = s.split(' ').collect();
+    let i = (1..words.len().saturating_sub(1)).find(|&i| {
+        words[i].len() == 32
+            && words[i].bytes().all(|b| b.is_ascii_hexdigit())
+            && words[i + 1].strip_suffix("ms:").is_some_and(|m| m.parse::<f64>().is_ok())
+    })?;
+    let ms = words[i + 1].strip_suffix("ms:")?.parse().ok()?;
+    Some(Holder { who: words[..i].join(" "), trace_id: words[i].to_string(), ms, frame: words[i + 2..].join(" ") })
+}
+
+/// Parses a `top_frames` entry, `function (file:line) NN%`, into the frame and its share (0-1);
+/// `<1%` counts as half a percent.
+pub fn parse_frame(s: &str) -> Option<(String, f64)> {
+    let (frame, pct) = s.rsplit_once(' ')?;
+    let share = match pct {
+        "<1%" => 0.005,
+        p => p.strip_suffix('%')?.parse::<f64>().ok()? / 100.0,
+    };
+    Some((frame.to_string(), share))
+}
+
+/// Where a set of requests' time went, summed over them (ms), with what held them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Explanation {
+    pub requests: usize,
+    /// The requests among them the connector enriched: the parts below are theirs.
+    pub enriched: usize,
+    pub duration_ms: f64,
+    pub own_cpu_ms: f64,
+    pub other_requests_cpu_ms: f64,
+    pub other_requests_off_cpu_ms: f64,
+    pub no_span_cpu_ms: f64,
+    pub blocked_in_it_ms: f64,
+    pub idle_ms: f64,
+    /// Enriched requests that carried the off-CPU fields (the agent ran with `--off-cpu`): the
+    /// off-CPU figures are means over these.
+    pub off_cpu_measured: usize,
+    pub alloc_bytes: i64,
+    /// Enriched requests that carried `alloc_bytes` (the agent ran with `--alloc`).
+    pub alloc_measured: usize,
+    pub samples: i64,
+    /// Own frames, weighted by the CPU they stand for (ms), heaviest first.
+    pub own_frames: Vec<(String, f64)>,
+    /// Other requests that held the thread, by route (or span name): ms and their top frame.
+    pub held_by: Vec<(String, f64, String)>,
+    pub alloc_frames: Vec<(String, f64)>,
+}
+
+impl Explanation {
+    pub fn of(spans: &[&Span], top: usize) -> Explanation {
+        let mut e = Explanation { requests: spans.len(), ..Default::default() };
+        let mut own: BTreeMap<String, f64> = BTreeMap::new();
+        let mut alloc: BTreeMap<String, f64> = BTreeMap::new();
+        let mut held: BTreeMap<String, (f64, BTreeMap<String, f64>)> = BTreeMap::new();
+        for s in spans {
+            let Some(j) = &s.joined else { continue };
+            e.enriched += 1;
+            e.duration_ms += s.duration_ms();
+            e.own_cpu_ms += j.cpu_trace_ms;
+            e.other_requests_cpu_ms += j.cpu_other_traces_ms;
+            e.no_span_cpu_ms += j.cpu_no_span_ms;
+            if let (Some(other), Some(own), Some(idle)) = (j.off_cpu_other_traces_ms, j.off_cpu_trace_ms, j.off_cpu_no_span_ms) {
+                e.off_cpu_measured += 1;
+                e.other_requests_off_cpu_ms += other;
+                e.blocked_in_it_ms += own;
+                e.idle_ms += idle;
+            }
+            if let Some(bytes) = j.alloc_bytes {
+                e.alloc_measured += 1;
+                e.alloc_bytes += bytes;
+            }
+            e.samples += j.samples;
+            for (frame, share) in j.top_frames.iter().filter_map(|f| parse_frame(f)) {
+                *own.entry(frame).or_default() += share * j.cpu_trace_ms;
+            }
+            for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
+                *alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
+            }
+            for h in j.held_by.iter().filter_map(|h| parse_holder(h)) {
+                let slot = held.entry(h.who).or_default();
+                slot.0 += h.ms;
+                *slot.1.entry(h.frame).or_default() += h.ms;
+            }
+        }
+        e.own_frames = heaviest(own, top);
+        e.alloc_frames = heaviest(alloc, top);
+        let mut by_who: Vec<(String, f64, String)> =
+            held.into_iter().map(|(who, (ms, frames))| (who, ms, heaviest(frames, 1).pop().map(|f| f.0).unwrap_or_default())).collect();
+        by_who.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        by_who.truncate(top);
+        e.held_by = by_who;
+        e
+    }
+
+    /// The text block: one line per part, with its share of the requests' time. A part the
+    /// agent did not measure says so rather than showing 0.
+    pub fn render(&self, indent: &str) -> String {
+        if self.enriched == 0 {
+            return format!("{indent}not enriched: no profile of their process and thread covered them (see the Collector's otelcol_connector_spanprofiles_spans)\n");
+        }
+        let frames = |fs: &[(String, f64)]| fs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>().join(", ");
+        let mut out = String::new();
+        // A part's mean per request over the requests that measured it, and its share of their time.
+        let mut line = |what: &str, ms: f64, measured: usize, more: String| {
+            let share = mean(self.duration_ms, self.enriched).map_or(0.0, |d| if d > 0.0 { 100.0 * ms / measured as f64 / d } else { 0.0 });
+            out += &format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64);
+        };
+        let own_top = if self.own_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.own_frames)) };
+        line("own CPU", self.own_cpu_ms, self.enriched, own_top);
+        line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.enriched, String::new());
+        line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.enriched, String::new());
+        if self.off_cpu_measured > 0 {
+            line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
+            line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+        } else {
+            out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
+        }
+        if !self.held_by.is_empty() {
+            let held: Vec<String> =
+                self.held_by.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", ms / self.enriched as f64)).collect();
+            out += &format!("{indent}{:<38}{}\n", "held by", held.join(", "));
+        }
+        match mean(self.alloc_bytes as f64, self.alloc_measured) {
+            Some(bytes) => {
+                let alloc_top = if self.alloc_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.alloc_frames)) };
+                out += &format!("{indent}{:<38}{:>9.2} MB{alloc_top}\n", "allocated", bytes / 1e6);
+            }
+            None => out += &format!("{indent}{:<38}not measured: the agent ran without --alloc\n", "allocated"),
+        }
+        out += &format!("{indent}({} CPU samples; a CPU figure is good to about one sampling period per request)\n", self.samples);
+        out
+    }
+}
+
+/// A part's mean per request, over the `measured` requests whose spans carried it (None: none did).
+pub fn mean(total: f64, measured: usize) -> Option<f64> {
+    (measured > 0).then(|| total / measured as f64)
+}
+
+fn heaviest(m: BTreeMap<String, f64>, n: usize) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = m.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+/// One route: its requests' latency and the explanation of its slowest 1 %.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteReport {
+    pub route: String,
+    pub requests: usize,
+    pub enriched: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// The slowest 1 % (at least one request).
+    pub slowest: Explanation,
+    pub slowest_from_ms: f64,
+}
+
+/// The report of a file's spans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub spans: usize,
+    pub routes: Vec<RouteReport>,
+    /// `--slowest N`: the N slowest requests, each explained.
+    pub slowest: Vec<(Span, Explanation)>,
+}
+
+/// The report: routes by request count, then name; `slowest` single requests explained.
+pub fn report(spans: &[Span], slowest: usize, top: usize) -> Report {
+    let mut by_route: BTreeMap<&str, Vec<&Span>> = BTreeMap::new();
+    for s in spans.iter().filter(|s| s.entry) {
+        by_route.entry(s.route_or_name()).or_default().push(s);
+    }
+    let mut routes: Vec<RouteReport> = by_route
+        .into_iter()
+        .map(|(route, mut reqs)| {
+            reqs.sort_by_key(|s| s.duration_ns);
+            let q = |p: f64| reqs[((p * reqs.len() as f64).ceil() as usize).clamp(1, reqs.len()) - 1].duration_ms();
+            let tail = reqs.len().div_ceil(100);
+            let tail_spans = &reqs[reqs.len() - tail..];
+            RouteReport {
+                route: route.to_string(),
+                requests: reqs.len(),
+                enriched: reqs.iter().filter(|s| s.joined.is_some()).count(),
+                p50_ms: q(0.5),
+                p90_ms: q(0.9),
+                p99_ms: q(0.99),
+                max_ms: q(1.0),
+                slowest: Explanation::of(tail_spans, top),
+                slowest_from_ms: tail_spans[0].duration_ms(),
+            }
+        })
+        .collect();
+    routes.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.route.cmp(&b.route)));
+    let mut entries: Vec<&Span> = spans.iter().filter(|s| s.entry).collect();
+    entries.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then_with(|| a.trace_id.cmp(&b.trace_id)));
+    let slowest = entries.into_iter().take(slowest).map(|s| ((*s).clone(), Explanation::of(&[s], top))).collect();
+    Report { spans: spans.len(), routes, slowest }
+}
+
+impl Report {
+    /// The report as text.
+    pub fn render(&self, source: &str) -> String {
+        let requests: usize = self.routes.iter().map(|r| r.requests).sum();
+        let enriched: usize = self.routes.iter().map(|r| r.enriched).sum();
+        let mut out =
+            format!("{source}: {} spans, {requests} requests of {} routes ({enriched} enriched by spanprofiles)\n\n", self.spans, self.routes.len());
+        out += &format!("{:<32}{:>9}{:>10}{:>10}{:>10}{:>10}\n", "ROUTE", "REQUESTS", "p50 ms", "p90 ms", "p99 ms", "max ms");
+        for r in &self.routes {
+            out += &format!("{:<32}{:>9}{:>10.1}{:>10.1}{:>10.1}{:>10.1}\n", r.route, r.requests, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms);
+        }
+        for r in &self.routes {
+            let e = &r.slowest;
+            out += &format!(
+                "\n{}: the slowest 1 % ({} request{}, {:.1} ms and more): where their time went, per request\n",
+                r.route,
+                e.requests,
+                if e.requests == 1 { "" } else { "s" },
+                r.slowest_from_ms
+            );
+            out += &e.render("  ");
+        }
+        if !self.slowest.is_empty() {
+            out += &format!("\nthe {} slowest requests:\n", self.slowest.len());
+            for (s, e) in &self.slowest {
+                out += &format!("\n  {:.1} ms  {}  {}  trace {}\n", s.duration_ms(), s.service, s.route_or_name(), s.trace_id);
+                out += &e.render("    ");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(route: &str, ms: f64, joined: Option<Joined>) -> Span {
+        Span {
+            trace_id: format!("{:032x}", (ms * 1000.0) as u64),
+            span_id: "00f067aa0ba902b7".into(),
+            service: "shop".into(),
+            name: format!("GET {route}"),
+            route: Some(route.into()),
+            entry: true,
+            start_unix_ns: 1,
+            duration_ns: (ms * 1e6) as u64,
+            joined,
+        }
+    }
+
+    fn waited(ms: f64) -> Joined {
+        Joined {
+            cpu_trace_ms: 1.0,
+            cpu_other_traces_ms: ms * 0.6,
+            off_cpu_other_traces_ms: Some(ms * 0.1),
+            off_cpu_no_span_ms: Some(ms * 0.3 - 1.0),
+            off_cpu_trace_ms: Some(0.0),
+            samples: 4,
+            top_frames: vec!["respond (service.js:40) 100%".into()],
+            held_by: vec![format!("/hog 4bf92f3577b34da6a3ce929d0e0e4736 {:.1}ms: hogCPU (service.js:24)", ms * 0.7)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn holders_and_frames_parse_as_the_connector_writes_them() {
+        let h = parse_holder("GET /api/users/:id 4bf92f3577b34da6a3ce929d0e0e4736 12.5ms: hogCPU (service.js:24)").unwrap();
+        assert_eq!(
+            h,
+            Holder {
+                who: "GET /api/users/:id".into(),
+                trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+                ms: 12.5,
+                frame: "hogCPU (service.js:24)".into()
+            }
+        );
+        assert_eq!(parse_holder("(unknown) 4bf92f3577b34da6a3ce929d0e0e4736 0.4ms: (no stack)").unwrap().who, "(unknown)");
+        assert_eq!(parse_holder("no trace id here 1ms: x"), None);
+        assert_eq!(parse_frame("hogCPU (service.js:24) 75%"), Some(("hogCPU (service.js:24)".into(), 0.75)));
+        assert_eq!(parse_frame("gc <1%"), Some(("gc".into(), 0.005)));
+        assert_eq!(parse_frame("nopercent"), None);
+    }
+
+    #[test]
+    fn per_route_latency_and_the_slowest_one_percent_explained() {
+        let mut spans: Vec<Span> = (1..=200).map(|i| span("/wait", 30.0 + i as f64 * 0.1, Some(waited(30.0)))).collect();
+        spans.push(span("/wait", 120.0, Some(waited(120.0))));
+        spans.push(span("/wait", 110.0, Some(waited(110.0))));
+        spans.push(span("/hog", 25.0, None));
+        spans.push(Span { entry: false, name: "db".into(), route: None, ..span("/x", 500.0, None) });
+        let r = report(&spans, 1, 3);
+        assert_eq!(r.spans, 204);
+        assert_eq!(r.routes.iter().map(|r| (r.route.as_str(), r.requests)).collect::<Vec<_>>(), [("/wait", 202), ("/hog", 1)]);
+        let wait = &r.routes[0];
+        assert_eq!((wait.max_ms, wait.p50_ms), (120.0, 40.1));
+        // 202 requests: the slowest 1 % is 3 of them.
+        assert_eq!(wait.slowest.requests, 3);
+        assert!((wait.slowest.duration_ms - (120.0 + 110.0 + 50.0)).abs() < 1e-6);
+        assert_eq!(wait.slowest.held_by[0].0, "/hog");
+        assert_eq!(wait.slowest.held_by[0].2, "hogCPU (service.js:24)");
+        assert_eq!(wait.slowest.own_frames[0].0, "respond (service.js:40)");
+        assert_eq!(r.routes[1].slowest.enriched, 0, "the hog span was not enriched");
+        assert_eq!(r.slowest.len(), 1);
+        assert_eq!(r.slowest[0].0.duration_ms(), 120.0, "entry spans only: the 500 ms db span is not a request");
+        let text = r.render("traces.pb");
+        assert!(text.contains("/wait: the slowest 1 % (3 requests, 50.0 ms and more)"), "{text}");
+        assert!(text.contains("other requests on its thread, on CPU"), "{text}");
+        assert!(text.contains("/hog 60.7 ms in hogCPU (service.js:24)"), "{text}");
+        assert!(text.contains("not enriched"), "{text}");
+        assert!(text.contains("allocated                             not measured: the agent ran without --alloc"), "{text}");
+        assert!(!text.contains("without --off-cpu"), "off-CPU time was measured: {text}");
+    }
+
+    /// Without --off-cpu the off-CPU parts are missing from the spans: the report says they were
+    /// not measured instead of showing 0 ms, and means are over the spans that had each part.
+    #[test]
+    fn parts_the_agent_did_not_measure_say_so() {
+        let cpu_only = Joined { off_cpu_other_traces_ms: None, off_cpu_no_span_ms: None, off_cpu_trace_ms: None, ..waited(40.0) };
+        let with_alloc = Joined { alloc_bytes: Some(3_000_000), ..cpu_only.clone() };
+        let spans = [span("/wait", 40.0, Some(cpu_only)), span("/wait", 41.0, Some(with_alloc))];
+        let e = Explanation::of(&spans.iter().collect::<Vec<_>>(), 3);
+        assert_eq!((e.enriched, e.off_cpu_measured, e.alloc_measured), (2, 0, 1));
+        let text = e.render("");
+        assert!(text.contains("off CPU                               not measured: the agent ran without --off-cpu"), "{text}");
+        assert!(!text.contains("idle (waiting"), "{text}");
+        assert!(text.contains("allocated                                  3.00 MB"), "the mean over the one span that measured it: {text}");
+    }
+}
