@@ -103,13 +103,22 @@ fn run(major: &str) {
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
 }
 
-#[test]
-fn every_tier_on_every_node_names_each_loop_at_its_line() {
-    if !ebpf_or_skip("every_tier_on_every_node_names_each_loop_at_its_line") {
-        return;
-    }
-    let _one = one_at_a_time();
-    for major in ["18", "20", "22", "24", "26"] {
-        run(major);
-    }
+/// One test per Node version (`cargo test --test v8_tiers node_22` runs one), one at a time.
+macro_rules! node_version {
+    ($name:ident, $major:literal) => {
+        #[test]
+        fn $name() {
+            if !ebpf_or_skip(stringify!($name)) {
+                return;
+            }
+            let _one = one_at_a_time();
+            run($major);
+        }
+    };
 }
+
+node_version!(node_18_names_each_loop_at_its_line_in_every_tier, "18");
+node_version!(node_20_names_each_loop_at_its_line_in_every_tier, "20");
+node_version!(node_22_names_each_loop_at_its_line_in_every_tier, "22");
+node_version!(node_24_names_each_loop_at_its_line_in_every_tier, "24");
+node_version!(node_26_names_each_loop_at_its_line_in_every_tier, "26");
