@@ -25,7 +25,17 @@ pub struct JsKey {
     pub leaf_words: [u64; LEAF_WORDS],
 }
 
+/// `flags` of a key the sampler did not send: the innermost frame of a sample in generated code
+/// whose frame held no JS function, to be named by its code object alone (profile side only;
+/// the sampler's flags are the low bits).
+pub const JS_FRAME_BY_CODE: u16 = 0x8000;
+
 impl JsKey {
+    /// The key naming the innermost frame at `pc` by its code object ([`JS_FRAME_BY_CODE`]).
+    pub fn by_code(pc: u64) -> JsKey {
+        JsKey { pc, depth: 0, flags: JS_FRAME_BY_CODE, shared: 0, bytecode_array: 0, bytecode_offset: 0, leaf_words: [0; LEAF_WORDS] }
+    }
+
     /// Appends the sample's JS frames to an interned stack: four words each, then the
     /// leaf words when a frame refers to them.
     pub fn push_words(frames: &[JsFrameSlots], leaf_words: &[u64], out: &mut Vec<u64>) {
@@ -57,6 +67,11 @@ impl JsKey {
             }
             keys.push(JsKey { pc, depth, flags, shared: r[1], bytecode_array: r[2], bytecode_offset: r[3], leaf_words });
         }
+        // A stack with JS frames whose innermost frame is none of them may be in generated code
+        // whose frame is not built yet (or torn down already): named by its code object, if so.
+        if let (false, false, Some(&leaf)) = (keys.is_empty(), keys.iter().any(|k| k.depth == 0), user.first()) {
+            keys.push(JsKey::by_code(leaf));
+        }
         keys
     }
 }
@@ -78,5 +93,9 @@ mod tests {
         assert_eq!(keys.len(), 2);
         assert_eq!((keys[0].pc, keys[0].leaf_words, keys[1].pc, keys[1].leaf_words), (0x100, [7, 8, 9], 0x300, [0; 3]));
         assert!(JsKey::from_words(&words, &[0x100]).len() == 1, "a frame deeper than the stack is dropped");
+        let deeper = JsKey::from_words(&words[..WORDS_PER_FRAME * 2][WORDS_PER_FRAME..], &[0x100, 0x200, 0x300]);
+        assert_eq!(deeper.len(), 2, "a stack whose innermost frame is not a JS frame's gets a key to name it by its code");
+        assert_eq!((deeper[1].pc, deeper[1].flags), (0x100, JS_FRAME_BY_CODE));
+        assert!(JsKey::from_words(&[], &[0x100]).is_empty(), "a stack without JS frames gets none");
     }
 }

@@ -9,7 +9,7 @@
 //! map when the process writes them, the ELF symbol for a builtin.
 
 use super::frame::{Frame, SourcePos};
-use super::js_key::JsKey;
+use super::js_key::{JsKey, JS_FRAME_BY_CODE};
 use thread_ctx_discovery::maps::Mapping;
 use thread_ctx_discovery::remote_memory::RemoteMemory;
 use thread_ctx_sampler::event::{JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
@@ -38,6 +38,14 @@ pub struct JsNamed {
     pub builtin_pc: Option<u64>,
 }
 
+/// A frame the heap named, as profiles show it.
+fn frame_of(f: thread_ctx_v8::JsFrame) -> Frame {
+    Frame {
+        pos: f.line.map(|line| SourcePos { line, column: f.column }),
+        ..Frame::js(&f.function, f.script.as_deref(), f.function_line, f.function_column)
+    }
+}
+
 /// One process's JS frame namer.
 pub struct JsNames {
     process: V8Process,
@@ -54,6 +62,11 @@ impl JsNames {
     /// The frames of `key`; None when the heap does not name it (its pc is then named as before).
     pub fn name(&mut self, key: &JsKey, maps: &[Mapping]) -> Option<JsNamed> {
         let region = self.process.region(maps, key.pc);
+        if key.flags & JS_FRAME_BY_CODE != 0 {
+            let PcRegion::Jit { floor } = region else { return None };
+            let named = self.namer.name_by_code(&self.heap, key.pc, floor).ok()?;
+            return Some(JsNamed { frames: named.frames.into_iter().map(frame_of).collect(), builtin_pc: None });
+        }
         let mut input = FrameInput {
             pc: key.pc,
             region,
@@ -84,14 +97,7 @@ impl JsNames {
         if named.frames.iter().all(|f| f.script.is_none() && f.tier.is_none()) {
             return None;
         }
-        let frames = named
-            .frames
-            .into_iter()
-            .map(|f| Frame {
-                pos: f.line.map(|line| SourcePos { line, column: f.column }),
-                ..Frame::js(&f.function, f.script.as_deref(), f.function_line, f.function_column)
-            })
-            .collect();
+        let frames = named.frames.into_iter().map(frame_of).collect();
         Some(JsNamed { frames, builtin_pc: (named.pc != key.pc).then_some(key.pc) })
     }
 

@@ -153,6 +153,32 @@ impl Namer {
         r
     }
 
+    /// Names the innermost frame of a sample whose pc is in generated code but whose frame
+    /// holds no JS function yet (the sample landed in the prologue or epilogue, before the
+    /// frame was built or after it was torn down: a small function called from a builtin, such
+    /// as a sort comparator, spends much of its time there), from the code object alone. Only
+    /// optimized code names its function; baseline code does not, and is a miss.
+    pub fn name_by_code<M: HeapMemory + ?Sized>(&mut self, mem: &M, pc: u64, floor: u64) -> Result<NamedFrame, Miss> {
+        let layout = self.layout.clone();
+        let metered = Metered::new(mem, Budget::FRAME);
+        let heap = Heap::new(&metered, &layout);
+        let r = self.code(&heap, pc, floor).and_then(|code| {
+            let shared = code.function.ok_or(Miss::NotJsFrame)?;
+            let function = self.function(&heap, shared)?;
+            let input =
+                FrameInput { pc, region: PcRegion::Jit { floor }, leaf: true, shared, bytecode_array: 0, bytecode_offset: 0, registers: None };
+            self.name_in_code(&heap, &input, &function, &code, pc, true)
+        });
+        match &r {
+            Ok(named) => {
+                self.stats.named += 1;
+                self.stats.inlined += named.frames.iter().filter(|f| f.inlined).count() as u64;
+            }
+            Err(m) => self.stats.misses[m.index()] += 1,
+        }
+        r
+    }
+
     fn name_in<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput) -> Result<NamedFrame, Miss> {
         let function = self.function(heap, input.shared)?;
         if let PcRegion::Jit { floor } = input.region {
