@@ -1,7 +1,7 @@
 //! Source maps, sampled from outside (eBPF, as root): a TypeScript service
 //! (tests/fixtures/ts_service) compiled by the project's own `tsc`, once with
 //! map files next to the scripts and once with inline data-URL maps, runs
-//! under `--perf-prof`; its frames must name the `.ts` files and lines in the
+//! with plain `node`; its frames must name the `.ts` files and lines in the
 //! summary, the pprof (decoded by protoc), folded stacks and `--frames` jsonl,
 //! the generated position kept beside them. Its two hot functions live in two
 //! files both named `index.ts`: the summary tells them apart.
@@ -34,7 +34,7 @@ fn compile(out: &Path, map: &str) {
 }
 
 fn service(dist: &Path, cwd: &Path) -> WriterProcess {
-    let mut cmd = node_command(&dist.join("service.js"), &["--perf-prof"], &[package_dir().to_str().unwrap()], &[]);
+    let mut cmd = node_command(&dist.join("service.js"), &[], &[package_dir().to_str().unwrap()], &[]);
     cmd.current_dir(cwd);
     start_writer(cmd, false)
 }
