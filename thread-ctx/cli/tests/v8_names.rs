@@ -345,3 +345,133 @@ fn a_node_without_v8dbg_symbols_falls_back_to_the_perf_map_and_says_so_once() {
         .expect("an inWorker frame, named from the perf map");
     assert!(frame["file"].as_str().is_some_and(|f| f.ends_with("/names_worker.js")), "{frame}");
 }
+
+/// V8's perf map of `pid`: code ranges and their `KIND:NAME SCRIPT:LINE:COL` (a later line wins).
+fn perf_map(pid: i32) -> BTreeMap<u64, (u64, String)> {
+    let text = std::fs::read(format!("/tmp/perf-{pid}.map")).unwrap_or_default();
+    let mut map: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&text).lines() {
+        let mut f = line.splitn(3, ' ');
+        let (Some(start), Some(size), Some(name)) = (f.next(), f.next(), f.next()) else { continue };
+        let (Ok(start), Ok(size)) = (u64::from_str_radix(start, 16), u64::from_str_radix(size, 16)) else { continue };
+        let end = start + size.max(1);
+        let overlapping: Vec<u64> = map.range(..end).rev().take_while(|(_, (e, _))| *e > start).map(|(s, _)| *s).collect();
+        for o in overlapping {
+            map.remove(&o);
+        }
+        map.insert(start, (end, name.to_string()));
+    }
+    map
+}
+
+/// (function, script) of a perf map name like `JS:*handle /app/a.js:30:9` (V8 10 writes
+/// `LazyCompile:*handle /app/a.js:30`); None for builtins and stubs.
+fn perf_name(name: &str) -> Option<(String, String)> {
+    let (kind, rest) = name.split_once(':')?;
+    if !matches!(kind, "JS" | "LazyCompile" | "Function" | "Script" | "Eval") {
+        return None;
+    }
+    // V8 14 marks on-stack-replacement code `o` before the tier: `JS:o*name`.
+    let rest = rest.strip_prefix('o').filter(|r| r.starts_with(['~', '^', '+', '*'])).unwrap_or(rest);
+    let rest = rest.trim_start_matches(['~', '^', '+', '*', '\'']);
+    let (function, location) = rest.rsplit_once(' ').unwrap_or(("", rest));
+    let mut script = location;
+    for _ in 0..2 {
+        if let Some((s, n)) = script.rsplit_once(':') {
+            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+                script = s;
+            }
+        }
+    }
+    Some((function.to_string(), script.to_string()))
+}
+
+/// Our (function, script) and the perf map's agree: the perf map names eval'd code with an
+/// empty script and leaves what V8 did not name empty.
+fn agree(ours: (&str, &str), perf: &(String, String)) -> bool {
+    let (pf, ps) = perf;
+    let made = ours.1.starts_with("eval at ") || ours.1.starts_with("new Function at ");
+    let script_ok = if made { ps.is_empty() } else { ours.1 == ps };
+    let function_ok = ours.0 == pf || (pf.is_empty() && matches!(ours.0, "(anonymous)" | "eval" | "anonymous"));
+    script_ok && function_ok
+}
+
+/// With `--perf-basic-prof` on as well, the JS frames the heap names agree with V8's perf map
+/// on function and script (≥ 99 %): the outermost function at each address of the recording's
+/// pprof (those inlined into it share its address) against the map's entry for that address.
+fn agreement(major: &str) {
+    let dir = scratch(&format!("v8-agreement-{major}"));
+    let mut cmd = Command::new(node(major));
+    cmd.arg("--perf-basic-prof").arg(fixture("v8_names.js")).arg(repo_root()).arg("150");
+    let w = start_writer(cmd, false);
+    let (mut compared, mut agreed, mut not_in_map) = (0usize, 0usize, 0usize);
+    let mut disagreements: BTreeMap<String, usize> = BTreeMap::new();
+    let mut missing: BTreeMap<String, usize> = BTreeMap::new();
+    let start = Instant::now();
+    let mut recording = 0;
+    while compared < 500 && start.elapsed() < CAP {
+        recording += 1;
+        let pprof = dir.join(format!("r{recording}.pb.gz"));
+        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "499", "--duration", "3s", "--pprof", pprof.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "Node {major}: record failed: {}", r.stderr);
+        let map = perf_map(w.pid);
+        let m = pprof_message(&pprof);
+        let strings: Vec<&str> = m.scalars("string_table").collect();
+        let functions: BTreeMap<i64, (&str, &str)> =
+            m.msgs("function").map(|f| (f.int("id"), (strings[f.int("name") as usize], strings[f.int("filename") as usize]))).collect();
+        let locations: BTreeMap<i64, (u64, i64)> =
+            m.msgs("location").map(|l| (l.int("id"), (l.int("address") as u64, l.msgs("line").next().map_or(0, |x| x.int("function_id"))))).collect();
+        for sample in m.msgs("sample") {
+            let ids = sample.ints("location_id");
+            for (i, id) in ids.iter().enumerate() {
+                let (addr, function) = locations[id];
+                // The outermost function at an address: the next location is at another one.
+                if ids.get(i + 1).is_some_and(|next| locations[next].0 == addr) {
+                    continue;
+                }
+                let Some(&(name, file)) = functions.get(&function) else { continue };
+                // Scripts only: native frames name their object, node's own JS (`node:...`) is left out.
+                let script = file.ends_with(".js") || file.ends_with(".mjs") || file.starts_with("eval at ") || file.starts_with("new Function at ");
+                if !script {
+                    continue;
+                }
+                let Some(perf) = map.range(..=addr).next_back().filter(|(_, (end, _))| addr < *end).and_then(|(_, (_, n))| perf_name(n)) else {
+                    not_in_map += 1; // interpreted (its pc is in the interpreter), or compiled after the map was read
+                    *missing.entry(format!("{name}@{} {addr:x}", file.rsplit('/').next().unwrap_or(file))).or_default() += 1;
+                    continue;
+                };
+                compared += 1;
+                if agree((name, file), &perf) {
+                    agreed += 1;
+                } else {
+                    *disagreements.entry(format!("ours {name}@{file} perf {perf:?}")).or_default() += 1;
+                }
+            }
+        }
+    }
+    let report = format!(
+        "Node {major}: {agreed}/{compared} JS frames agree with the perf map ({not_in_map} not in it), {:.1} s; {disagreements:?}; not in it: {missing:?}",
+        start.elapsed().as_secs_f64()
+    );
+    let _ = writeln_stderr(&report);
+    assert!(compared >= 500, "{report}");
+    assert!(agreed * 100 >= compared * 99, "{report}");
+}
+
+#[test]
+fn node_20_names_agree_with_the_perf_map() {
+    if !ebpf_or_skip("node_20_names_agree_with_the_perf_map") {
+        return;
+    }
+    let _one = one_at_a_time();
+    agreement("20");
+}
+
+#[test]
+fn node_24_names_agree_with_the_perf_map() {
+    if !ebpf_or_skip("node_24_names_agree_with_the_perf_map") {
+        return;
+    }
+    let _one = one_at_a_time();
+    agreement("24");
+}

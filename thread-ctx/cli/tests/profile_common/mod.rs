@@ -166,8 +166,9 @@ pub fn parse_text_format(text: &str) -> Msg {
     stack.pop().unwrap()
 }
 
-/// Decodes a gzipped pprof file with gzip and protoc.
-pub fn decode_pprof(path: &Path) -> PprofView {
+/// Decodes a gzipped pprof file with gzip and protoc, into protoc's text format parsed: every
+/// field, for what [`PprofView`] leaves out.
+pub fn pprof_message(path: &Path) -> Msg {
     let raw = Command::new("gzip").arg("-dc").arg(path).output().expect("running gzip");
     assert!(raw.status.success(), "gzip -dc {} failed: {}", path.display(), String::from_utf8_lossy(&raw.stderr));
     let mut protoc = Command::new("protoc")
@@ -185,7 +186,12 @@ pub fn decode_pprof(path: &Path) -> PprofView {
     let out = protoc.wait_with_output().unwrap();
     feeder.join().unwrap().unwrap();
     assert!(out.status.success(), "protoc could not decode {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-    PprofView::new(parse_text_format(&String::from_utf8(out.stdout).unwrap()))
+    parse_text_format(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// A gzipped pprof file, decoded into the fields tests look at.
+pub fn decode_pprof(path: &Path) -> PprofView {
+    PprofView::new(pprof_message(path))
 }
 
 /// A decoded sample: its frames' function names and lines (leaf first), labels, values by
