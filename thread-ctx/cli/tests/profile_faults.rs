@@ -39,12 +39,14 @@ fn bad_profile_flags_are_refused_naming_the_flag() {
     assert!(r.code != 0 && r.stderr.contains("--no-user-stacks: --pprof, --flamegraph and --folded need stacks"), "{}", r.stderr);
 }
 
-/// The first stderr line of a recording of a Node target whose JS frames stay unnamed.
+/// The second stderr line of a recording of a Node target whose JS frames stay unnamed (the first
+/// says why they are not named from its heap).
 const NO_MAP_WARNING: &str = "thread-ctx: warning: no V8 jitdump or perf map";
 
 /// Records `w` for 1 s at 99 Hz into a folded file, again (at most 6 times) until `sampled(text)`:
 /// a busy machine may give the workload too little CPU in one second. Every recording must exit 0,
-/// warn first (`NO_MAP_WARNING`, saying each of `warning_says`) and name no frame `never_named`.
+/// say why the heap does not name its frames, warn (`NO_MAP_WARNING`, saying each of
+/// `warning_says`) and name no frame `never_named`.
 fn record_unnamed_until(
     w: &WriterProcess,
     dir: &std::path::Path,
@@ -57,7 +59,12 @@ fn record_unnamed_until(
         let folded = dir.join(format!("unnamed-{attempt}.folded"));
         let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "99", "--duration", "1s", "--folded", folded.to_str().unwrap()]);
         assert_eq!(r.code, 0, "JS frames without names are not fatal: {}", r.stderr);
-        let warning = r.stderr.lines().next().unwrap_or("");
+        // First why its frames are not named from its heap (a node without v8dbg symbols), then that
+        // the fallback has nothing to name them from.
+        let mut lines = r.stderr.lines();
+        let fallback = lines.next().unwrap_or("");
+        assert!(fallback.contains("no v8dbg symbols") && fallback.contains("falling back to the perf map"), "{}", r.stderr);
+        let warning = lines.next().unwrap_or("");
         assert!(
             warning.starts_with(NO_MAP_WARNING) && warning_says.iter().all(|s| warning.contains(s)),
             "expected the first stderr line to warn that JS frames stay unnamed, saying {warning_says:?}, got:\n{}",
@@ -82,7 +89,9 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
     }
     let _one = one_at_a_time();
     let dir = scratch("profile-no-perf-map");
-    let w = workload_with("cpu", false);
+    // A node without v8dbg symbols: its JS frames are named from the perf map or jitdump, or not at all.
+    let node = node_without_v8dbg(&NodeRuntime { major: Some("20"), flags: &[] }.binary(), &dir);
+    let w = workload_on(&node.0, "cpu", &[], None);
     spans(&w, 2, STARTUP);
     // JS names cannot come from anywhere else than a jitdump or perf map.
     record_unnamed_until(
@@ -96,7 +105,7 @@ fn missing_perf_map_is_warned_about_and_native_frames_still_named() {
 }
 
 /// The agent writes pprof files window after window: a process whose JS frames it cannot name
-/// is said once (in its first window with samples), not once per window, and not never.
+/// (a node without v8dbg symbols, and no perf map) is said once (in its first window with samples), not once per window, and not never.
 #[test]
 fn the_agent_says_once_per_process_that_its_js_frames_stay_unnamed() {
     if !ebpf_or_skip("the_agent_says_once_per_process_that_its_js_frames_stay_unnamed") {
@@ -104,7 +113,9 @@ fn the_agent_says_once_per_process_that_its_js_frames_stay_unnamed() {
     }
     let _one = one_at_a_time();
     let dir = scratch("agent-unnamed-js");
-    let w = workload_with("cpu", false);
+    // A node without v8dbg symbols: its JS frames are named from the perf map or jitdump, or not at all.
+    let node = node_without_v8dbg(&NodeRuntime { major: Some("20"), flags: &[] }.binary(), &dir);
+    let w = workload_on(&node.0, "cpu", &[], None);
     spans(&w, 2, STARTUP);
     let pid = w.pid.to_string();
     let r = thread_ctx(&["agent", "--pid", &pid, "--hz", "99", "--interval", "1s", "--duration", "4s", "--pprof-dir", dir.to_str().unwrap()]);
@@ -113,6 +124,8 @@ fn the_agent_says_once_per_process_that_its_js_frames_stay_unnamed() {
     assert!(windows >= 2, "expected pprof files of 2+ windows to show the note is not repeated, got {windows}:\n{}", r.stderr);
     let notes: Vec<&str> = r.stderr.lines().filter(|l| l.contains("no V8 jitdump or perf map")).collect();
     assert_eq!(notes.len(), 1, "one note for the process over {windows} windows:\n{}", r.stderr);
+    let fallback = r.stderr.lines().filter(|l| l.contains("no v8dbg symbols") && l.contains("falling back to the perf map")).count();
+    assert_eq!(fallback, 1, "why its JS frames are not named from its heap, said once:\n{}", r.stderr);
     assert!(
         notes[0].starts_with("thread-ctx agent: ") && notes[0].contains(&format!("process {pid}")) && notes[0].contains("--perf-prof"),
         "{}",
@@ -127,7 +140,9 @@ fn stale_perf_map_of_an_earlier_process_with_the_same_pid_is_ignored() {
     }
     let _one = one_at_a_time();
     let dir = scratch("profile-stale-perf-map");
-    let w = workload_with("cpu", false);
+    // A node without v8dbg symbols: its JS frames are named from the perf map or jitdump, or not at all.
+    let node = node_without_v8dbg(&NodeRuntime { major: Some("20"), flags: &[] }.binary(), &dir);
+    let w = workload_on(&node.0, "cpu", &[], None);
     spans(&w, 2, STARTUP);
     // What an earlier process with this pid would have left: V8 never deletes its map, and
     // its names at these addresses would be lies. Written an hour before the workload started;

@@ -285,39 +285,6 @@ macro_rules! node_version {
 node_version!(node_20_names_every_kind_of_function, node_20_names_the_frames_of_a_busy_http_service, "20");
 node_version!(node_24_names_every_kind_of_function, node_24_names_the_frames_of_a_busy_http_service, "24");
 
-/// A file removed when the test ends (a copy of node is ~100 MB).
-struct Removed(PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// A node whose `v8dbg_*` symbols were renamed away (their names' bytes changed in place: the
-/// dynamic symbol table cannot lose entries): a build without V8's postmortem metadata.
-fn node_without_v8dbg(major: &str, dir: &Path) -> PathBuf {
-    let bytes = std::fs::read(node(major)).unwrap();
-    let (from, to) = (b"v8dbg_", b"v0dbg_");
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i..].starts_with(from) {
-            out.extend_from_slice(to);
-            i += from.len();
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    assert!(out != bytes, "Node {major} has v8dbg_ symbols to rename");
-    // Named node: a node without the symbols is still node, and says why its frames fall back.
-    let path = dir.join("node");
-    std::fs::write(&path, out).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    path
-}
-
 #[test]
 fn a_node_without_v8dbg_symbols_falls_back_to_the_perf_map_and_says_so_once() {
     let test = "a_node_without_v8dbg_symbols_falls_back_to_the_perf_map_and_says_so_once";
@@ -326,7 +293,7 @@ fn a_node_without_v8dbg_symbols_falls_back_to_the_perf_map_and_says_so_once() {
     }
     let _one = one_at_a_time();
     let dir = scratch(test);
-    let bin = Removed(node_without_v8dbg("22", &dir));
+    let bin = node_without_v8dbg(&node("22"), &dir);
     let mut cmd = Command::new(&bin.0);
     cmd.arg("--perf-basic-prof").arg(fixture("v8_names.js")).arg(repo_root()).arg("200");
     let w = start_writer(cmd, false);

@@ -97,7 +97,11 @@ impl V8Sites {
         if self.by_object.len() >= MAX_CACHED && !self.by_object.contains_key(&key) {
             self.by_object.clear();
         }
-        let read_path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+        // map_files reaches deleted files and other mount namespaces, but needs CAP_SYS_ADMIN or
+        // CAP_CHECKPOINT_RESTORE: the path through the process's root is the fallback.
+        let via_map_files = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+        let via_root = format!("/proc/{pid}/root{}", m.path());
+        let read_path = if std::fs::File::open(&via_map_files).is_ok() { via_map_files } else { via_root };
         let object = self.by_object.entry(key).or_insert_with(|| read_object(&read_path, m.path())).clone();
         let object = object.map_err(|e| match e {
             ObjectError::NotV8 => V8FramesError::NoV8 { pid },

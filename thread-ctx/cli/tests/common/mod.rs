@@ -417,3 +417,36 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// A file removed when the test ends (a copy of node is ~100 MB).
+pub struct Removed(pub PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A node whose `v8dbg_*` symbols were renamed away (their names' bytes changed in place: the
+/// dynamic symbol table cannot lose entries): a build without V8's postmortem metadata.
+pub fn node_without_v8dbg(node: &Path, dir: &Path) -> Removed {
+    let bytes = std::fs::read(node).unwrap();
+    let (from, to) = (b"v8dbg_", b"v0dbg_");
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    assert!(out != bytes, "{} has v8dbg_ symbols to rename", node.display());
+    // Named node: a node without the symbols is still node, and says why its frames fall back.
+    let path = dir.join("node");
+    std::fs::write(&path, out).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    Removed(path)
+}

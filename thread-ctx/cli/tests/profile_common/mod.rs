@@ -23,20 +23,22 @@ pub fn scratch(test: &str) -> PathBuf {
     dir
 }
 
-/// Starts the workload in `mode` (cpu | offcpu | lines) under Node with the V8 perf map on.
+/// Starts the workload in `mode` (cpu | offcpu | lines) under plain `node`, no profiling flags:
+/// its JS frames are named from V8's heap.
 pub fn workload(mode: &str) -> WriterProcess {
-    workload_with(mode, true)
-}
-
-pub fn workload_with(mode: &str, perf_map: bool) -> WriterProcess {
-    workload_flags(mode, if perf_map { &["--perf-basic-prof-only-functions"] } else { &[] }, None)
+    workload_flags(mode, &[], None)
 }
 
 /// The workload under `node FLAGS`, in `cwd` when given (`--perf-prof` writes its jitdump there).
 pub fn workload_flags(mode: &str, node_flags: &[&str], cwd: Option<&Path>) -> WriterProcess {
+    workload_on(Path::new("node"), mode, node_flags, cwd)
+}
+
+/// The workload under `node` (a path to one), as [`workload_flags`].
+pub fn workload_on(node: &Path, mode: &str, node_flags: &[&str], cwd: Option<&Path>) -> WriterProcess {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap();
     assert!(root.join("otel-thread-ctx.linux-x64-gnu.node").exists(), "expected the addon in {}: run `npm run build` first", root.display());
-    let mut cmd = Command::new("node");
+    let mut cmd = Command::new(node);
     cmd.args(node_flags).arg(fixture("profile_workload.js")).arg(root).arg(mode);
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
