@@ -92,9 +92,8 @@ async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}
  * OTLP exporter (chosen by OTEL_TRACES_EXPORTER); resolves with { child, exited, pid, port }.
  */
 function startService(script, collectorHttpPort, env = {}) {
-  // --perf-basic-prof-only-functions: JS frames named from V8's perf map. --logfile=/dev/null:
-  // with it Node 24+ also writes an isolate-*-v8.log into the working directory.
-  const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', script], {
+  // Plain node, no profiling flags: the agent names JS frames from V8's own heap.
+  const child = spawn(process.execPath, [script], {
     env: {
       ...process.env, PORT: '0', OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf',
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${collectorHttpPort}/v1/traces`,

@@ -38,7 +38,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The service for the snapshots (no Collector): its spans go to the span log only.
 function startLoggingService(spanLog) {
-  const child = spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
+  // Plain node: the profiler names JS frames from V8's own heap.
+  const child = spawn(process.execPath, [path.join(__dirname, 'service.js')], {
     env: { ...process.env, PORT: '0', SPAN_LOG: spanLog, OTEL_SERVICE_NAME: SERVICE_NAME, OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -113,8 +114,6 @@ async function viaAgentAndCollector() {
   } finally {
     // The Collector drains its pipeline into the files as it stops.
     for (const p of procs.reverse()) await pipeline.stop(p);
-    // V8 writes its perf map (for naming JS frames) to /tmp; it means nothing once the service is gone.
-    if (svc) fs.rmSync(`/tmp/perf-${svc.pid}.map`, { force: true });
   }
   const args = ['--otlp', received, '--pid', String(svc.pid), '--top', '5', '--flamegraph', allSvg, ...(pprof ? ['--pprof', path.resolve(pprof)] : [])];
   const r = report(args);
@@ -204,8 +203,6 @@ async function main() {
   try {
     await viaSnapshots(svc, spanLog);
   } finally {
-    // V8 writes its perf map (for naming JS frames) to /tmp; it means nothing once the service is gone.
-    svc.child.once('exit', () => fs.rmSync(`/tmp/perf-${svc.pid}.map`, { force: true }));
     svc.child.kill('SIGTERM');
     fs.rmSync(spanLog, { force: true });
   }

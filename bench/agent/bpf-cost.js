@@ -1,18 +1,23 @@
 'use strict';
 // The BPF program's own cost per CPU sample (`thread-ctx record --bpf-stats`), builds compared
-// side by side: each round records one busy Node service (bench/agent/service.js) for
-// --seconds with every binary of --bins, with user stacks and without, in alternated order
-// (bench/lib/rounds.js); the table gives each mode's median and range over the rounds.
+// side by side: each round records a busy Node service (bench/agent/service.js) for --seconds
+// with every binary of --bins, in alternated order (bench/lib/rounds.js): plain node with user
+// stacks (the program walks the stack and reads each JS frame's slots: `v8 walk`), the same
+// service on a copy of node without v8dbg_* symbols under --perf-basic-prof-only-functions
+// (`bpf_get_stack`, the fallback path), and plain node without user stacks; the table gives each
+// mode's median and range over the rounds.
 //   node bench/agent/bpf-cost.js --bins PATH[,PATH] [--rounds 5] [--seconds 15] [--hz 99]
 // "per sample" is the program's own clock around its runs on the target's ticks (what the target's
 // samples cost); "<= per sample" is the kernel's run time of every run divided by the target's
 // samples, an upper bound that also holds the runs on other processes' ticks. Needs a quiet
 // machine: everything a cold cache costs shows in these microseconds.
 const { spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
+const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
 
 const root = path.resolve(__dirname, '../..');
 function option(name, fallback) {
@@ -26,9 +31,15 @@ const HZ = option('hz', '99');
 if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
 
 (async () => {
-  const service = spawn(process.execPath, ['--perf-basic-prof-only-functions', path.join(__dirname, 'service.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise((r) => service.stdout.once('data', r));
-  const modes = BINS.flatMap((bin) => [`${bin}|stacks`, `${bin}|no-stacks`]);
+  const start = async (node, flags) => {
+    const c = spawn(node, [...flags, path.join(__dirname, 'service.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((r) => c.stdout.once('data', r));
+    return c;
+  };
+  const services = { 'v8 walk': await start(process.execPath, []) };
+  services.bpf_get_stack = await start(nodeWithoutV8dbg(), ['--perf-basic-prof-only-functions', '--logfile=/dev/null']);
+  services['no-stacks'] = services['v8 walk'];
+  const modes = BINS.flatMap((bin) => [`${bin}|v8 walk`, `${bin}|bpf_get_stack`, `${bin}|no-stacks`]);
   const loads = [];
   try {
     const samples = await alternate({
@@ -36,7 +47,7 @@ if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
       modes,
       measure: async (mode) => {
         const [bin, stacks] = mode.split('|');
-        const args = ['record', String(service.pid), '--hz', HZ, '--duration', `${SECONDS}s`, '--bpf-stats', ...(stacks === 'stacks' ? [] : ['--no-user-stacks'])];
+        const args = ['record', String(services[stacks].pid), '--hz', HZ, '--duration', `${SECONDS}s`, '--bpf-stats', ...(stacks === 'no-stacks' ? ['--no-user-stacks'] : [])];
         const r = spawnSync(bin, args, { encoding: 'utf8' });
         const perRun = Number((r.stderr.match(/ (\d+) ns per run/) || [])[1]);
         const bound = Number((r.stderr.match(/<= (\d+) ns per sample/) || [])[1]);
@@ -56,10 +67,13 @@ if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
       const run = spread(mine.map((s) => s.perRun));
       const bound = spread(mine.map((s) => s.bound));
       const [bin, stacks] = mode.split('|');
-      console.log(`| ${path.relative(root, bin)} | ${stacks === 'stacks' ? 'yes' : 'no'} | ${per.median.toFixed(0)} [${per.min}, ${per.max}] | ${bound.median.toFixed(0)} | ${run.median.toFixed(0)} |`);
+      console.log(`| ${path.relative(root, bin)} | ${stacks} | ${per.median.toFixed(0)} [${per.min}, ${per.max}] | ${bound.median.toFixed(0)} | ${run.median.toFixed(0)} |`);
     }
   } finally {
-    service.kill('SIGKILL');
+    for (const c of new Set(Object.values(services))) {
+      c.kill('SIGKILL');
+      fs.rmSync(`/tmp/perf-${c.pid}.map`, { force: true });
+    }
   }
 })().catch((e) => {
   console.error(e);

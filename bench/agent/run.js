@@ -9,11 +9,16 @@
 // allocation samples too (`agent --alloc`): the table adds allocation samples per second and the
 // allocation program's BPF run time per sample.
 //   node bench/agent/run.js [--seconds 120] [--services 1,5,20] [--hz 19,49,99] [--alloc]
-//                           [--bins PATH,PATH --rounds N]
+//                           [--bins PATH,PATH --rounds N] [--naming heap,perfmap]
 // One configuration at a time; on a shared machine, other work competes with the services (not
 // with the measurement of the agent's own CPU time). With --bins, every configuration runs each
 // agent binary once per round, alternated (bench/lib/rounds.js), and a last table gives each
 // binary's medians with their range over the rounds: two builds compared side by side.
+// --naming heap,perfmap compares how the services' JS frames are named, alternated the same way:
+// `heap`, plain node (the sampler walks each JS frame in BPF, the agent names it from the
+// service's V8 heap); `perfmap`, --perf-basic-prof-only-functions on a copy of the same node whose
+// v8dbg_* symbols were renamed away (the sampler takes the stack with bpf_get_stack, the agent
+// names JS frames from the perf map): the two paths on the same Node, side by side.
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -22,6 +27,7 @@ const net = require('node:net');
 
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
+const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
 
 const root = path.resolve(__dirname, '../..');
 const collectorBin = path.join(root, 'target/otelcol/otelcol-thread-ctx');
@@ -36,6 +42,8 @@ const RATES = option('hz', '19,49,99').split(',').map(Number);
 const BINS = option('bins', path.join(root, 'target/release/thread-ctx')).split(',');
 const ROUNDS = Number(option('rounds', '1'));
 const ALLOC = process.argv.includes('--alloc');
+const NAMINGS = option('naming', 'heap').split(',');
+for (const n of NAMINGS) if (!['heap', 'perfmap'].includes(n)) throw new RangeError(`--naming: expected heap and/or perfmap, got ${n}`);
 if (!(SECONDS >= 10)) throw new RangeError(`--seconds: expected at least 10, got ${SECONDS}`);
 if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
 for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
@@ -105,11 +113,14 @@ function bpfStats(id, name) {
   return p ? { runTimeNs: p.run_time_ns || 0, runs: p.run_cnt || 0 } : null;
 }
 
-async function measure(services, hz, endpoint, bin) {
+const perfMapNode = NAMINGS.includes('perfmap') ? nodeWithoutV8dbg() : null;
+
+async function measure(services, hz, endpoint, bin, naming) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-agent-'));
   const children = [];
+  const [node, flags] = naming === 'perfmap' ? [perfMapNode, ['--perf-basic-prof-only-functions', '--logfile=/dev/null']] : [process.execPath, []];
   for (let i = 0; i < services; i++) {
-    const c = track(spawn(process.execPath, ['--perf-basic-prof-only-functions', '--logfile=/dev/null', path.join(__dirname, 'service.js')], {
+    const c = track(spawn(node, [...flags, path.join(__dirname, 'service.js')], {
       env: { ...process.env, OTEL_SERVICE_NAME: `bench-service-${i}`, ...(ALLOC ? { OTEL_THREAD_CTX_ALLOCATIONS: '1' } : {}) },
       stdio: ['ignore', 'pipe', 'inherit'],
     }));
@@ -146,7 +157,10 @@ async function measure(services, hz, endpoint, bin) {
     agent.on('exit', resolve);
     agent.kill('SIGTERM');
   });
-  for (const c of children) c.kill('SIGKILL');
+  for (const c of children) {
+    c.kill('SIGKILL');
+    fs.rmSync(`/tmp/perf-${c.pid}.map`, { force: true });
+  }
   fs.rmSync(tmp, { recursive: true, force: true });
   const windows = stderr.split('\n').filter((l) => l.includes(': window ')).slice(windows0);
   const num = (l, re) => Number((l.match(re) || [])[1] || 0);
@@ -161,8 +175,12 @@ async function measure(services, hz, endpoint, bin) {
   const allocNs = alloc0 && alloc1 ? alloc1.runTimeNs - alloc0.runTimeNs : 0;
   const runs = bpf0 && bpf1 ? bpf1.runs - bpf0.runs : 0;
   const runNs = bpf0 && bpf1 ? bpf1.runTimeNs - bpf0.runTimeNs : 0;
+  const named = stderr.split('\n').filter((l) => l.includes('JS frames named from V8 heaps')).pop() || '';
   return {
     bin,
+    naming,
+    heapNamed: num(named, /JS frames named from V8 heaps: (\d+)/),
+    heapMissed: num(named, /JS frames named from V8 heaps: \d+ \(not: (\d+)\)/),
     services,
     hz,
     cpuPct: (100 * (cpu1 - cpu0)) / wall,
@@ -205,9 +223,9 @@ async function measure(services, hz, endpoint, bin) {
       for (const hz of RATES) {
         const samples = await alternate({
           rounds: ROUNDS,
-          modes: BINS,
-          measure: (bin) => measure(services, hz, endpoint, bin),
-          onSample: (r) => process.stderr.write(`done: ${services} services at ${hz} Hz, ${r.bin}, round ${r.round}: ${r.cpuPct.toFixed(2)} % of a core, ${r.usPerSample.toFixed(0)} µs per sample\n`),
+          modes: BINS.flatMap((bin) => NAMINGS.map((naming) => `${naming} ${bin}`)),
+          measure: (mode) => measure(services, hz, endpoint, mode.slice(mode.indexOf(' ') + 1), mode.slice(0, mode.indexOf(' '))),
+          onSample: (r) => process.stderr.write(`done: ${services} services at ${hz} Hz, ${r.bin}, ${r.naming} naming, round ${r.round}: ${r.cpuPct.toFixed(2)} % of a core, ${r.usPerSample.toFixed(0)} µs per sample, BPF ${r.nsPerRun.toFixed(0)} ns per run\n`),
         });
         rows.push(...samples);
       }
@@ -220,23 +238,26 @@ async function measure(services, hz, endpoint, bin) {
   const allocation = ALLOC ? ', allocations on (agent --alloc, services at 512 KiB)' : '';
   console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}${allocation}`);
   const allocHead = ALLOC ? ' allocation samples/s | alloc BPF ns/run |' : '';
-  console.log(`| binary | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) |${allocHead} load (1 min) |`);
-  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
+  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames named from the heap (not) |${allocHead} load (1 min) |`);
+  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
   for (const r of rows) {
     const allocCols = ALLOC ? ` ${f(r.allocsPerSec)} | ${f(r.allocNsPerRun, 0)} |` : '';
-    console.log(`| ${path.relative(root, r.bin)} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} |${allocCols} ${f(r.load, 1)} |`);
+    console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${r.heapNamed} (${r.heapMissed}) |${allocCols} ${f(r.load, 1)} |`);
   }
-  if (BINS.length > 1 || ROUNDS > 1) {
-    console.log('\n| binary | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | peak RSS (MiB), median |');
-    console.log('|---|---|---|---|---|---|---|');
+  if (BINS.length > 1 || NAMINGS.length > 1 || ROUNDS > 1) {
+    console.log('\n| binary | JS naming | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | BPF ns/run, median [min, max] | peak RSS (MiB), median |');
+    console.log('|---|---|---|---|---|---|---|---|---|');
     for (const services of SERVICES) {
       for (const hz of RATES) {
         for (const bin of BINS) {
-          const mine = rows.filter((r) => r.bin === bin && r.services === services && r.hz === hz);
-          const us = spread(mine.map((r) => r.usPerSample));
-          const pct = spread(mine.map((r) => r.cpuPct));
-          const rss = spread(mine.map((r) => r.rss));
-          console.log(`| ${path.relative(root, bin)} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(rss.median)} |`);
+          for (const naming of NAMINGS) {
+            const mine = rows.filter((r) => r.bin === bin && r.naming === naming && r.services === services && r.hz === hz);
+            const us = spread(mine.map((r) => r.usPerSample));
+            const pct = spread(mine.map((r) => r.cpuPct));
+            const ns = spread(mine.map((r) => r.nsPerRun));
+            const rss = spread(mine.map((r) => r.rss));
+            console.log(`| ${path.relative(root, bin)} | ${naming} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(ns.median, 0)} [${f(ns.min, 0)}, ${f(ns.max, 0)}] | ${f(rss.median)} |`);
+          }
         }
       }
     }
@@ -244,7 +265,7 @@ async function measure(services, hz, endpoint, bin) {
   // What each tracked process adds to the agent's memory: the peak RSS slope between the fewest
   // and the most services at the same rate (the fixed part, sampler and exporter, cancels out).
   for (const hz of RATES) {
-    const at = rows.filter((r) => r.hz === hz && r.bin === BINS[0] && r.round === 1).sort((a, b) => a.services - b.services);
+    const at = rows.filter((r) => r.hz === hz && r.bin === BINS[0] && r.naming === NAMINGS[0] && r.round === 1).sort((a, b) => a.services - b.services);
     const [lo, hi] = [at[0], at[at.length - 1]];
     if (at.length > 1 && hi.services > lo.services) {
       console.log(`peak RSS per added service at ${hz} Hz: ${f((hi.rss - lo.rss) / (hi.services - lo.services), 2)} MiB (${lo.services} → ${hi.services} services)`);

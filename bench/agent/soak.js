@@ -1,14 +1,16 @@
 'use strict';
 // Soak of `thread-ctx agent` (as root): does its memory stay flat for weeks? For `--minutes` (20
-// or more for a real run) it profiles, host-wide, two services whose perf maps keep growing
-// (bench/agent/jit-service.js: a new JS function compiled every few ms, under --perf-basic-prof
-// --interpreted-frames-native-stack) plus a short-lived one (20 s) started every 20 s, with
+// or more for a real run) it profiles, host-wide, two services that keep compiling new code
+// (bench/agent/jit-service.js: a new JS function compiled every few ms; plain node, their frames
+// named from their V8 heaps, or with --perf-map under --perf-basic-prof
+// --interpreted-frames-native-stack, named from their growing perf maps) plus a short-lived one
+// (20 s) started every 20 s, with
 // `agent --interval 10s --hz 99 --pprof-dir`. Every minute it prints the agent's RSS (anonymous
 // and file apart), its open file descriptors, the entries of its BPF `targets` map, its status
 // line's evictions, cache sizes and heap, and the share of the JIT services' samples with an
 // unnamed JS frame; at the end, whether RSS stayed flat after warm-up (the last 3 minutes within
 // 10 % of minutes 4-6) and whether any exited service left a BPF map entry or a descriptor behind.
-//   node bench/agent/soak.js [--minutes 22] [--bin target/release/thread-ctx] [--agent-log FILE]
+//   node bench/agent/soak.js [--minutes 22] [--bin target/release/thread-ctx] [--agent-log FILE] [--perf-map]
 // Host-wide discovery also tracks other publishing processes on the machine: the per-minute
 // line says how many were tracked.
 const { spawn, execFileSync } = require('node:child_process');
@@ -30,7 +32,8 @@ if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run wi
 if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const jitArgs = ['--perf-basic-prof', '--interpreted-frames-native-stack', '--logfile=/dev/null', path.join(__dirname, 'jit-service.js')];
+const perfMapFlags = ['--perf-basic-prof', '--interpreted-frames-native-stack', '--logfile=/dev/null'];
+const jitArgs = [...(process.argv.includes('--perf-map') ? perfMapFlags : []), path.join(__dirname, 'jit-service.js')];
 const children = new Set();
 const started = [];
 // V8 never deletes its perf map; these services write ~1 MB of it a minute.
