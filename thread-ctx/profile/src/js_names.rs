@@ -101,6 +101,11 @@ impl JsNames {
         Some(JsNamed { frames, builtin_pc: (named.pc != key.pc).then_some(key.pc) })
     }
 
+    /// Starts a batch of frames named together (see [`Namer::next_batch`]).
+    pub fn next_batch(&mut self) {
+        self.namer.next_batch();
+    }
+
     pub fn stats(&self) -> &Stats {
         &self.namer.stats
     }

@@ -287,6 +287,9 @@ impl Symbolizer {
 
     /// Names JS frames not named yet in this window.
     pub fn name_js(&mut self, keys: &[JsKey]) {
+        if let Some(js) = self.js.as_mut() {
+            js.next_batch();
+        }
         for key in keys {
             if !self.js_named.contains_key(key) {
                 let indexes = self.js_indexes(key);
@@ -350,6 +353,9 @@ impl Symbolizer {
         self.perf_map.next_window();
         self.named.clear();
         self.js_named.clear();
+        if let Some(js) = self.js.as_mut() {
+            js.next_batch();
+        }
         self.frame_ids.clear();
         self.source_maps.new_window();
         std::mem::take(&mut self.frames)
@@ -365,6 +371,9 @@ impl Symbolizer {
     pub fn sample_frames(&mut self, stack: &[u64], js_frames: &[JsFrameSlots], leaf_words: &[u64]) -> Vec<Frame> {
         if js_frames.is_empty() {
             return self.user_frames(stack);
+        }
+        if let Some(js) = self.js.as_mut() {
+            js.next_batch();
         }
         let mut words = Vec::new();
         JsKey::push_words(js_frames, leaf_words, &mut words);

@@ -7,6 +7,11 @@
 //! Ordered by key, so that a range (a code object's instructions) is found by
 //! any address inside it ([`BoundedCache::key_at_or_below`]).
 //!
+//! An entry checked once in a batch (one round of naming: every frame the agent names at once,
+//! while the heap is what it is then) is trusted for the rest of that batch
+//! ([`BoundedCache::next_batch`]): a frame's function, script and code are looked up by many
+//! frames of a batch, and each check is a read of the target's memory (a system call).
+//!
 //! Bounded in entries and bytes: past either bound the least recently used
 //! quarter is dropped (counted), so a process that keeps compiling new code
 //! keeps the cache at its bound, not growing.
@@ -19,6 +24,8 @@ struct Entry<V> {
     fingerprint: Vec<u64>,
     bytes: usize,
     used: u64,
+    /// The batch in which it was last checked (or read).
+    checked: u64,
 }
 
 #[derive(Debug)]
@@ -28,6 +35,7 @@ pub struct BoundedCache<V> {
     max_bytes: usize,
     bytes: usize,
     tick: u64,
+    batch: u64,
     pub hits: u64,
     pub misses: u64,
     /// Entries found at their address but no longer matching their object (moved or freed by GC).
@@ -44,7 +52,7 @@ pub struct CacheSize {
 
 impl<V> BoundedCache<V> {
     pub fn new(max_entries: usize, max_bytes: usize) -> Self {
-        BoundedCache { entries: BTreeMap::new(), max_entries, max_bytes, bytes: 0, tick: 0, hits: 0, misses: 0, stale: 0, evicted: 0 }
+        BoundedCache { entries: BTreeMap::new(), max_entries, max_bytes, bytes: 0, tick: 0, batch: 0, hits: 0, misses: 0, stale: 0, evicted: 0 }
     }
 
     /// The entry at `key`, not yet checked (to choose which entry to check).
@@ -52,16 +60,34 @@ impl<V> BoundedCache<V> {
         self.entries.get(&key).map(|e| &e.value)
     }
 
+    /// Starts a new batch: every entry is checked again at its first use in it.
+    pub fn next_batch(&mut self) {
+        self.batch += 1;
+    }
+
+    /// The entry at `key` if it was checked (or read) in this batch already: trusted without
+    /// reading its object again.
+    pub fn fresh(&mut self, key: u64) -> Option<&V> {
+        self.tick += 1;
+        let (batch, tick) = (self.batch, self.tick);
+        let e = self.entries.get_mut(&key).filter(|e| e.checked == batch)?;
+        self.hits += 1;
+        e.used = tick;
+        Some(&e.value)
+    }
+
     /// The entry at `key` if `still` (given it and its fingerprint) says the
-    /// object is still the one it was read from; dropped (and counted) if not.
+    /// object is still the one it was read from, asked once per batch; dropped
+    /// (and counted) if not.
     pub fn get_valid(&mut self, key: u64, still: impl FnOnce(&V, &[u64]) -> bool) -> Option<&V> {
         self.tick += 1;
+        let batch = self.batch;
         let valid = match self.entries.get(&key) {
             None => {
                 self.misses += 1;
                 return None;
             }
-            Some(e) => still(&e.value, &e.fingerprint),
+            Some(e) => e.checked == batch || still(&e.value, &e.fingerprint),
         };
         if !valid {
             self.stale += 1;
@@ -71,6 +97,7 @@ impl<V> BoundedCache<V> {
         self.hits += 1;
         let e = self.entries.get_mut(&key)?;
         e.used = self.tick;
+        e.checked = batch;
         Some(&e.value)
     }
 
@@ -83,7 +110,7 @@ impl<V> BoundedCache<V> {
         self.tick += 1;
         self.remove(key);
         self.bytes += bytes;
-        self.entries.insert(key, Entry { value, fingerprint, bytes, used: self.tick });
+        self.entries.insert(key, Entry { value, fingerprint, bytes, used: self.tick, checked: self.batch });
         if self.entries.len() > self.max_entries || self.bytes > self.max_bytes {
             self.evict();
         }
@@ -127,7 +154,12 @@ mod tests {
     fn stale_entries_are_dropped_and_bounds_hold() {
         let mut c: BoundedCache<&str> = BoundedCache::new(8, 1000);
         c.insert(0x10, "handler", vec![1, 2], 10);
+        c.next_batch();
         assert_eq!(c.get_valid(0x10, |_, f| f == [1, 2]), Some(&"handler"));
+        assert_eq!(c.get_valid(0x10, |_, _| unreachable!("checked once per batch")), Some(&"handler"));
+        assert_eq!(c.fresh(0x10), Some(&"handler"), "checked in this batch");
+        c.next_batch();
+        assert_eq!(c.fresh(0x10), None, "a new batch checks again");
         assert_eq!(c.get_valid(0x10, |_, f| f == [1, 3]), None, "the object at 0x10 changed");
         assert_eq!((c.stale, c.size().entries), (1, 0));
         for k in 0..100 {

@@ -136,6 +136,15 @@ impl Namer {
         self.functions.evicted + self.scripts.evicted + self.codes.evicted + self.bytecodes.evicted
     }
 
+    /// Starts a batch of frames named together: a cached object checked once in it is trusted for
+    /// the rest of it (GC moves objects between batches, not within the instant they are named).
+    pub fn next_batch(&mut self) {
+        self.functions.next_batch();
+        self.scripts.next_batch();
+        self.codes.next_batch();
+        self.bytecodes.next_batch();
+    }
+
     /// Names one frame, within [`Budget::FRAME`]. A miss is counted and returned.
     pub fn name<M: HeapMemory + ?Sized>(&mut self, mem: &M, input: &FrameInput) -> Result<NamedFrame, Miss> {
         let layout = self.layout.clone();
@@ -352,6 +361,9 @@ impl Namer {
 
     /// The function behind the SharedFunctionInfo `sfi` (tagged), cached and checked.
     fn function<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, sfi: u64) -> Result<Arc<FunctionInfo>, Miss> {
+        if let Some(f) = self.functions.fresh(sfi) {
+            return Ok(f.clone());
+        }
         let l = &self.layout;
         untag(sfi).map_err(|_| Miss::NotJsFrame)?;
         let span = l.sfi_name_or_scope_info.max(l.sfi_script) + 8;
@@ -367,6 +379,9 @@ impl Namer {
     }
 
     fn script<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, script: u64) -> Result<Arc<ScriptInfo>, Miss> {
+        if let Some(s) = self.scripts.fresh(script) {
+            return Ok(s.clone());
+        }
         let l = &self.layout;
         let span = l.script_source.max(l.script_name).max(l.script_eval_from_shared) + 8;
         let header = heap.mem.bytes_at(untag(script)?, span as usize)?;
@@ -413,6 +428,9 @@ impl Namer {
     }
 
     fn bytecode_info<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> Result<Arc<BytecodeInfo>, Miss> {
+        if let Some(b) = self.bytecodes.fresh(array) {
+            return Ok(b.clone());
+        }
         let fingerprint = self.bytecode_fingerprint(heap, array)?;
         if let Some(b) = self.bytecodes.get_valid(array, |_, old| old == fingerprint.as_slice()) {
             return Ok(b.clone());
@@ -485,6 +503,8 @@ mod tests {
         let si = e.builder.scope_info(renamed, None, 10, 20);
         let l = e.builder.layout.clone();
         e.builder.set(input.shared, l.sfi_name_or_scope_info, si);
+        // Between two batches: within one, an object checked is trusted.
+        namer.next_batch();
         assert_eq!(namer.name(&e.builder.image, &input).unwrap().frames[0].function, "renamed");
         assert_eq!(namer.stale(), 1);
     }
