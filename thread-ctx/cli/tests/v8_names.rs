@@ -295,7 +295,7 @@ fn a_node_without_v8dbg_symbols_falls_back_to_the_perf_map_and_says_so_once() {
     let dir = scratch(test);
     let bin = node_without_v8dbg(&node("22"), &dir);
     let mut cmd = Command::new(&bin.0);
-    cmd.arg("--perf-basic-prof").arg(fixture("v8_names.js")).arg(repo_root()).arg("200");
+    cmd.args(["--perf-basic-prof", "--logfile=/dev/null"]).arg(fixture("v8_names.js")).arg(repo_root()).arg("200");
     let w = start_writer(cmd, false);
     let r = thread_ctx_until(&["record", &w.pid.to_string(), "--hz", "199", "--duration", "20s", "--format", "jsonl", "--frames"], |out| {
         out.is_some_and(|o| o.contains("\"inWorker\""))
@@ -369,7 +369,7 @@ fn agree(ours: (&str, &str), perf: &(String, String)) -> bool {
 fn agreement(major: &str) {
     let dir = scratch(&format!("v8-agreement-{major}"));
     let mut cmd = Command::new(node(major));
-    cmd.arg("--perf-basic-prof").arg(fixture("v8_names.js")).arg(repo_root()).arg("150");
+    cmd.args(["--perf-basic-prof", "--logfile=/dev/null"]).arg(fixture("v8_names.js")).arg(repo_root()).arg("150");
     let w = start_writer(cmd, false);
     let (mut compared, mut agreed, mut not_in_map) = (0usize, 0usize, 0usize);
     let mut disagreements: BTreeMap<String, usize> = BTreeMap::new();
