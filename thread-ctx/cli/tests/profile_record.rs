@@ -15,6 +15,7 @@ use profile_common::*;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -371,4 +372,67 @@ fn off_cpu_time_goes_to_the_blocking_span_not_to_the_awaiting_one() {
         idle_ms.iter().cloned().fold(f64::MAX, f64::min),
         idle_ms.iter().cloned().fold(0.0, f64::max),
     ));
+}
+
+/// A CPU burner pinned to one CPU; killed on drop.
+struct Burner(std::process::Child);
+
+impl Drop for Burner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_thread_that_loses_its_cpu_while_running_is_preempted_not_blocked() {
+    if !ebpf_or_skip("a_thread_that_loses_its_cpu_while_running_is_preempted_not_blocked") {
+        return;
+    }
+    let _one = one_at_a_time();
+    // The cpu workload's event loop never blocks: its spans burn CPU and pass the loop to each
+    // other through setImmediate. Pinned to CPU 0 beside a busy loop pinned there too, the
+    // scheduler takes the CPU from it about half the time, always while it is runnable; its
+    // switches are involuntary at the tick, in user mode, where the kernel's `preempt` flag of
+    // sched_switch is false: only the thread's state says it was still runnable.
+    let w = workload("cpu");
+    spans(&w, 2, STARTUP);
+    let pin = Command::new("taskset").args(["-a", "-p", "-c", "0", &w.pid.to_string()]).output().expect("taskset");
+    assert!(pin.status.success(), "taskset: {}", String::from_utf8_lossy(&pin.stderr));
+    let _burner = Burner(Command::new("taskset").args(["-c", "0", "sh", "-c", "while :; do :; done"]).spawn().expect("taskset sh"));
+    let pid = w.pid.to_string();
+    let main_tid = w.pid as i64;
+    let args = ["record", &pid, "--hz", "49", "--duration", CAP, "--off-cpu", "--format", "jsonl"];
+    // Until the event loop has been off CPU for 300 ms (about 0.6 s of recording on a quiet machine).
+    let mut off_ns = 0u64;
+    let r = thread_ctx_until(&args, |line| {
+        let Some(e) = line.and_then(|l| serde_json::from_str::<Value>(l).ok()) else { return false };
+        if e["kind"] == "off_cpu" && e["tid"].as_i64() == Some(main_tid) {
+            off_ns += e["duration_ns"].as_u64().unwrap_or(0);
+        }
+        off_ns >= 300_000_000
+    });
+    assert_eq!(r.code, 0, "expected `thread-ctx {}` to succeed: {}", args.join(" "), r.stderr);
+    let (mut preempted, mut blocked) = (0u64, 0u64);
+    for e in r.stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        if e["kind"] == "off_cpu" && e["tid"].as_i64() == Some(main_tid) {
+            let ns = e["duration_ns"].as_u64().unwrap();
+            if e["preempted"].as_bool() == Some(true) {
+                preempted += ns
+            } else {
+                blocked += ns
+            }
+        }
+    }
+    // The loop does block now and then (a page fault, a write of its stdout, a GC safepoint), a
+    // few ms in all: 90 % leaves room for that.
+    let total = preempted + blocked;
+    assert!(
+        total >= 300_000_000 && preempted * 10 >= total * 9,
+        "the event loop, burning CPU beside a busy loop on its CPU, was off CPU {:.1} ms: {:.1} ms preempted, {:.1} ms blocked; expected >= 90 % preempted",
+        total as f64 / 1e6,
+        preempted as f64 / 1e6,
+        blocked as f64 / 1e6
+    );
+    let _ = writeln_stderr(&format!("preempted {:.1} ms, blocked {:.1} ms", preempted as f64 / 1e6, blocked as f64 / 1e6));
 }

@@ -104,7 +104,7 @@ struct {
 } switched_out SEC(".maps");
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
 	/* Here `current` is still prev: its record, pid and stacks are read as its own. */
 	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
@@ -114,7 +114,11 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		struct sample_event *e = bpf_map_lookup_elem(&scratch, &slot);
 		if (e) {
 			fill_event(e, t, prev, EVENT_OFF_CPU);
-			e->flags = preempt ? EVENT_FLAG_PREEMPTED : 0;
+			/* Still runnable (TASK_RUNNING, 0): it waits for a CPU, not for an event.
+			 * `preempt` alone says so only for preemption inside the kernel; a thread
+			 * preempted at the tick in user mode (a busy event loop) switches with
+			 * preempt false and its state still running. */
+			e->flags = preempt || prev_state == 0 ? EVENT_FLAG_PREEMPTED : 0;
 			struct user_regs r;
 			int have = t->v8.enabled && cfg.capture_user_stack && !task_user_regs(prev, &r);
 			capture_stacks(e, ctx, t, have ? &r : NULL);
