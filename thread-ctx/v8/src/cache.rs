@@ -136,6 +136,14 @@ impl<V> BoundedCache<V> {
         }
     }
 
+    /// New bounds (a share of a budget that other caches share too); past them, entries go now.
+    pub fn set_bounds(&mut self, max_entries: usize, max_bytes: usize) {
+        (self.max_entries, self.max_bytes) = (max_entries.max(1), max_bytes);
+        if self.entries.len() > self.max_entries || self.bytes > self.max_bytes {
+            self.evict();
+        }
+    }
+
     pub fn size(&self) -> CacheSize {
         CacheSize { entries: self.entries.len(), bytes: self.bytes }
     }
@@ -169,5 +177,21 @@ mod tests {
         c.insert(1000, "big", vec![], 990);
         assert!(c.size().bytes <= 1000, "{:?}", c.size());
         assert!(c.evicted > 90);
+    }
+
+    #[test]
+    fn lower_bounds_evict_at_once_and_hold() {
+        let mut c: BoundedCache<u64> = BoundedCache::new(100, 10_000);
+        for k in 0..100 {
+            c.insert(k, k, vec![], 100);
+        }
+        c.set_bounds(10, 10_000);
+        assert!(c.size().entries <= 10, "{:?}", c.size());
+        c.set_bounds(100, 500);
+        assert!(c.size().bytes <= 500, "{:?}", c.size());
+        for k in 100..200 {
+            c.insert(k, k, vec![], 100);
+            assert!(c.size().bytes <= 500);
+        }
     }
 }

@@ -31,6 +31,7 @@ use crate::position_table::{position_at, SourcePosition};
 use crate::script::{self, EvalPosition, ScriptInfo, NEW_FUNCTION_PREFIX};
 use crate::symbols::BytecodeSizes;
 use crate::tagged::{is_heap_object, smi, untag};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Bounds of one process's caches. A busy service runs a few hundred to a few
@@ -44,6 +45,29 @@ pub const MAX_FUNCTION_BYTES: usize = 4 << 20;
 pub const MAX_SCRIPT_BYTES: usize = 8 << 20;
 pub const MAX_CODE_BYTES: usize = 8 << 20;
 pub const MAX_BYTECODE_BYTES: usize = 8 << 20;
+/// What every process's caches hold together, at the most: each process's bounds are those above
+/// scaled to its share of this budget (all of them while they fit, never less than 1/[`MIN_SHARE`]
+/// of them), so an agent tracking many services that keep compiling new code stays within its
+/// memory budget (the JIT-churn soak: ≤ 64 MiB for the whole agent). Applied at each batch.
+pub const SHARED_BYTES: usize = 16 << 20;
+/// The least share of its bounds a process keeps (its hot functions stay cached), as 1/N.
+pub const MIN_SHARE: usize = 32;
+/// Namers alive in this process: one per named target.
+static LIVE_NAMERS: AtomicUsize = AtomicUsize::new(0);
+
+/// One process's share of its bounds, as (numerator, denominator), when `namers` share the budget.
+pub fn share(namers: usize) -> (usize, usize) {
+    const ONE: usize = MAX_FUNCTION_BYTES + MAX_SCRIPT_BYTES + MAX_CODE_BYTES + MAX_BYTECODE_BYTES;
+    let whole = ONE * namers.max(1);
+    if whole <= SHARED_BYTES {
+        (1, 1)
+    } else if SHARED_BYTES * MIN_SHARE < whole {
+        (1, MIN_SHARE)
+    } else {
+        (SHARED_BYTES, whole)
+    }
+}
+
 /// Largest bytecode read for a baseline frame's pc → bytecode mapping.
 const MAX_BYTECODE_LENGTH: u64 = 1 << 20;
 
@@ -106,6 +130,7 @@ pub struct Namer {
 
 impl Namer {
     pub fn new(layout: Layout, bytecode_sizes: Option<BytecodeSizes>) -> Self {
+        LIVE_NAMERS.fetch_add(1, Ordering::Relaxed);
         Namer {
             layout,
             bytecode_sizes,
@@ -139,6 +164,13 @@ impl Namer {
     /// Starts a batch of frames named together: a cached object checked once in it is trusted for
     /// the rest of it (GC moves objects between batches, not within the instant they are named).
     pub fn next_batch(&mut self) {
+        let (num, den) = share(LIVE_NAMERS.load(Ordering::Relaxed));
+        // Bounds are at most 16 Ki entries or 8 MiB, the numerator 16 MiB: no overflow in 64 bits.
+        let of = |bound: usize| bound * num / den;
+        self.functions.set_bounds(of(MAX_FUNCTIONS), of(MAX_FUNCTION_BYTES));
+        self.scripts.set_bounds(of(MAX_SCRIPTS), of(MAX_SCRIPT_BYTES));
+        self.codes.set_bounds(of(MAX_CODES), of(MAX_CODE_BYTES));
+        self.bytecodes.set_bounds(of(MAX_BYTECODES), of(MAX_BYTECODE_BYTES));
         self.functions.next_batch();
         self.scripts.next_batch();
         self.codes.next_batch();
@@ -468,9 +500,29 @@ impl Namer {
     }
 }
 
+impl Drop for Namer {
+    fn drop(&mut self) {
+        LIVE_NAMERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_share_one_budget_and_keep_a_floor() {
+        const ONE: usize = MAX_FUNCTION_BYTES + MAX_SCRIPT_BYTES + MAX_CODE_BYTES + MAX_BYTECODE_BYTES;
+        let held = |n: usize| {
+            let (num, den) = share(n);
+            n * (ONE * num / den)
+        };
+        for n in 1..=(SHARED_BYTES * MIN_SHARE / ONE) {
+            assert!(held(n) <= SHARED_BYTES, "{n} processes hold {} bytes", held(n));
+        }
+        assert_eq!(share(1000), (1, MIN_SHARE), "past the floor each keeps 1/{MIN_SHARE} of its bounds");
+        assert_eq!(share(0), share(1));
+    }
     use crate::image::example;
     use crate::version::V8Version;
 
