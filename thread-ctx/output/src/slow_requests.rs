@@ -179,7 +179,7 @@ impl Explanation {
         line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.enriched, String::new());
         if self.off_cpu_measured > 0 {
             line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
-            line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            line("off CPU inside it (blocked, preempted)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
             line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
         } else {
             out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
