@@ -174,20 +174,13 @@ impl Aggregate {
         let id = self.stack_list.len() as u32;
         let stack: Box<[u64]> = self.scratch.as_slice().into();
         let (k, u) = (stack[0] as usize, stack[1] as usize);
-        let keys = JsKey::from_words(&stack[2 + k + u..], &stack[2 + k..2 + k + u]);
-        for &key in &keys {
+        for key in JsKey::from_words(&stack[2 + k + u..], &stack[2 + k..2 + k + u]) {
             if self.seen_js.insert(key) {
                 self.unnamed.js.push(key);
             }
         }
         for (space, frames) in [(Space::Kernel, &stack[2..2 + k]), (Space::User, &stack[2 + k..2 + k + u])] {
             for (depth, &addr) in frames.iter().enumerate() {
-                // A JS frame's pc is named from the heap; by its address only if the heap misses it
-                // (then on demand): naming JS pcs natively looked at the perf map, the jitdump and
-                // the maps for each new pc, most of the agent's CPU with 20 services.
-                if space == Space::User && keys.iter().any(|key| key.depth as usize == depth) {
-                    continue;
-                }
                 let lookup = lookup_addr(addr, depth);
                 if self.seen.insert((space, lookup)) {
                     match space {

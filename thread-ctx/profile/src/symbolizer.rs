@@ -52,10 +52,6 @@ pub struct Symbolizer {
     perf_map: PerfMapReader,
     /// V8's jitdump, once the process maps one.
     jitdump: Option<JitDumpFile>,
-    /// `maps_reads` when the maps were last searched for a jitdump: searched again only when
-    /// they were read again (a search looks at every mapping's path, ~300 in a node process, and
-    /// ran at every naming of an address in JIT code).
-    jitdump_searched: u64,
     jitdump_error: Option<String>,
     /// This window's names: (space, lookup address) -> index in `frames`.
     named: HashMap<(Space, u64), usize>,
@@ -103,7 +99,6 @@ impl Symbolizer {
             maps_read: Instant::now(),
             perf_map: PerfMapReader::new(pid, thread_ctx_discovery::host_scan::started_at(pid as u32)),
             jitdump: None,
-            jitdump_searched: 0,
             jitdump_error: None,
             named: HashMap::new(),
             frames: Vec::new(),
@@ -264,8 +259,7 @@ impl Symbolizer {
 
     /// Reads what V8 added to its jitdump and perf map since the last look.
     fn reload_jit_names(&mut self) {
-        if self.jitdump.is_none() && self.jitdump_searched != self.maps_reads {
-            self.jitdump_searched = self.maps_reads;
+        if self.jitdump.is_none() {
             self.jitdump = jitdump::path_for(self.pid, &self.maps).map(JitDumpFile::new);
         }
         if let Some(j) = self.jitdump.as_mut() {
@@ -293,11 +287,6 @@ impl Symbolizer {
 
     /// Names JS frames not named yet in this window.
     pub fn name_js(&mut self, keys: &[JsKey]) {
-        if keys.is_empty() {
-            return;
-        }
-        let pcs: Vec<u64> = keys.iter().map(|k| k.pc).collect();
-        self.refresh_maps(&pcs);
         if let Some(js) = self.js.as_mut() {
             js.next_batch();
         }
@@ -390,9 +379,7 @@ impl Symbolizer {
         JsKey::push_words(js_frames, leaf_words, &mut words);
         let keys = JsKey::from_words(&words, stack);
         let lookups: Vec<u64> = stack.iter().enumerate().map(|(d, a)| lookup_addr(*a, d)).collect();
-        // A JS frame's pc is named from the heap; by its address only when the heap misses it.
-        let native: Vec<u64> = lookups.iter().enumerate().filter(|(d, _)| !keys.iter().any(|k| k.depth as usize == *d)).map(|(_, &a)| a).collect();
-        self.name(&native, &[]);
+        self.name(&lookups, &[]);
         let mut out = Vec::with_capacity(stack.len());
         for (depth, lookup) in lookups.iter().enumerate() {
             match keys.iter().find(|k| k.depth as usize == depth) {
@@ -430,7 +417,15 @@ impl Symbolizer {
     }
 
     fn name_user(&mut self, addrs: &[u64]) {
-        self.refresh_maps(addrs);
+        let outside = addrs.iter().any(|&a| !self.maps.iter().any(|m| m.contains(a)));
+        let age = self.maps_read.elapsed();
+        if (outside && age >= MAPS_MIN_INTERVAL) || age >= MAPS_MAX_AGE {
+            if let Ok(m) = read_maps(self.pid) {
+                self.maps = m; // libraries dlopen'ed, code mapped since the last look
+                self.maps_read = Instant::now();
+                self.maps_reads += 1;
+            }
+        }
         if addrs.iter().any(|&a| self.in_anonymous_code(a)) {
             self.reload_jit_names();
         }
@@ -446,20 +441,6 @@ impl Symbolizer {
             };
             let i = self.intern(frame);
             self.named.insert((Space::User, addr), i);
-        }
-    }
-
-    /// Reads the process's maps again when `addrs` fall outside them (at most every
-    /// [`MAPS_MIN_INTERVAL`]) or they are older than [`MAPS_MAX_AGE`].
-    fn refresh_maps(&mut self, addrs: &[u64]) {
-        let outside = addrs.iter().any(|&a| !self.maps.iter().any(|m| m.contains(a)));
-        let age = self.maps_read.elapsed();
-        if (outside && age >= MAPS_MIN_INTERVAL) || age >= MAPS_MAX_AGE {
-            if let Ok(m) = read_maps(self.pid) {
-                self.maps = m; // libraries dlopen'ed, code mapped since the last look
-                self.maps_read = Instant::now();
-                self.maps_reads += 1;
-            }
         }
     }
 
