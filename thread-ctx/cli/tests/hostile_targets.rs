@@ -278,7 +278,9 @@ fn garbage_fifo_and_symlinked_perf_maps_neither_hang_nor_balloon_a_recording() {
         assert_eq!(m.run.code, 0, "{kind}: {}{}", m.run.stdout, m.run.stderr);
         assert!(m.max_rss_kib < 200 << 10, "{kind}: record peaked at {} MiB", m.max_rss_kib >> 10);
         assert!(m.seconds < 60.0, "{kind}: record took {:.1} s", m.seconds);
-        let warnings: Vec<&str> = m.run.stderr.lines().filter(|l| l.contains("perf map")).collect();
+        // What is said of the map itself: the target is named like node but has no v8dbg symbols,
+        // so the note that its JS frames fall back to the perf map is right, and not about the map.
+        let warnings: Vec<&str> = m.run.stderr.lines().filter(|l| l.contains("perf map") && !l.contains("falling back to the perf map")).collect();
         match note {
             None => assert!(warnings.is_empty(), "{kind}: a garbage map still loads (its bad lines skipped): {warnings:?}"),
             // Said when recording starts (and repeated in the profile's notes at the end).
