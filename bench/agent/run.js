@@ -162,8 +162,13 @@ async function measure(services, hz, endpoint, bin, naming) {
     fs.rmSync(`/tmp/perf-${c.pid}.map`, { force: true });
   }
   fs.rmSync(tmp, { recursive: true, force: true });
-  const windows = stderr.split('\n').filter((l) => l.includes(': window ')).slice(windows0);
+  const allWindows = stderr.split('\n').filter((l) => l.includes(': window '));
+  const windows = allWindows.slice(windows0);
   const num = (l, re) => Number((l.match(re) || [])[1] || 0);
+  // The V8 heap reads (system calls) and MiB read so far, running totals of the status line.
+  const heapReads = (l) => (l ? [num(l, /V8 heap reads: (\d+) \(/), num(l, /V8 heap reads: \d+ \(([\d.]+) MiB\)/)] : [0, 0]);
+  const [reads0, mib0] = heapReads(allWindows[windows0 - 1]);
+  const [reads1, mib1] = heapReads(allWindows[allWindows.length - 1]);
   const samples = windows.reduce((a, l) => a + num(l, / (\d+) CPU samples/), 0);
   const span = windows.reduce((a, l) => a + num(l, /\((\d+) with a span\)/), 0);
   const windowSecs = windows.reduce((a, l) => a + num(l, /window ([\d.]+)s/), 0);
@@ -186,6 +191,9 @@ async function measure(services, hz, endpoint, bin, naming) {
     cpuPct: (100 * (cpu1 - cpu0)) / wall,
     // Agent CPU per sample the kernel delivered in the measured span.
     usPerSample: samples ? ((cpu1 - cpu0) * 1e6) / ((samples * wall) / windowSecs) : NaN,
+    // Reads of the services' V8 heaps per sample of the windows measured (heap naming only).
+    readsPerSample: samples && reads1 > reads0 ? (reads1 - reads0) / samples : NaN,
+    kibPerSample: samples && reads1 > reads0 ? ((mib1 - mib0) * 1024) / samples : NaN,
     load: os.loadavg()[0],
     rss,
     samplesPerSec: samples / windowSecs,
@@ -238,15 +246,15 @@ async function measure(services, hz, endpoint, bin, naming) {
   const allocation = ALLOC ? ', allocations on (agent --alloc, services at 512 KiB)' : '';
   console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}${allocation}`);
   const allocHead = ALLOC ? ' allocation samples/s | alloc BPF ns/run |' : '';
-  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames named from the heap (not) |${allocHead} load (1 min) |`);
-  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
+  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames named from the heap (not) | V8 heap reads per sample | KiB read per sample |${allocHead} load (1 min) |`);
+  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
   for (const r of rows) {
     const allocCols = ALLOC ? ` ${f(r.allocsPerSec)} | ${f(r.allocNsPerRun, 0)} |` : '';
-    console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${r.heapNamed} (${r.heapMissed}) |${allocCols} ${f(r.load, 1)} |`);
+    console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${r.heapNamed} (${r.heapMissed}) | ${f(r.readsPerSample)} | ${f(r.kibPerSample)} |${allocCols} ${f(r.load, 1)} |`);
   }
   if (BINS.length > 1 || NAMINGS.length > 1 || ROUNDS > 1) {
-    console.log('\n| binary | JS naming | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | BPF ns/run, median [min, max] | peak RSS (MiB), median |');
-    console.log('|---|---|---|---|---|---|---|---|---|');
+    console.log('\n| binary | JS naming | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | BPF ns/run, median [min, max] | peak RSS (MiB), median | V8 heap reads per sample, median | KiB read per sample, median |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const services of SERVICES) {
       for (const hz of RATES) {
         for (const bin of BINS) {
@@ -256,7 +264,9 @@ async function measure(services, hz, endpoint, bin, naming) {
             const pct = spread(mine.map((r) => r.cpuPct));
             const ns = spread(mine.map((r) => r.nsPerRun));
             const rss = spread(mine.map((r) => r.rss));
-            console.log(`| ${path.relative(root, bin)} | ${naming} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(ns.median, 0)} [${f(ns.min, 0)}, ${f(ns.max, 0)}] | ${f(rss.median)} |`);
+            const reads = spread(mine.map((r) => r.readsPerSample));
+            const kib = spread(mine.map((r) => r.kibPerSample));
+            console.log(`| ${path.relative(root, bin)} | ${naming} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(ns.median, 0)} [${f(ns.min, 0)}, ${f(ns.max, 0)}] | ${f(rss.median)} | ${f(reads.median)} | ${f(kib.median)} |`);
           }
         }
       }

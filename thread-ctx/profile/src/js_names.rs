@@ -10,6 +10,7 @@
 
 use super::frame::{Frame, SourcePos};
 use super::js_key::{JsKey, JS_FRAME_BY_CODE};
+use std::cell::Cell;
 use thread_ctx_discovery::maps::Mapping;
 use thread_ctx_discovery::remote_memory::RemoteMemory;
 use thread_ctx_sampler::event::{JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
@@ -20,12 +21,32 @@ use thread_ctx_v8::namer::{CacheSizes, Stats};
 use thread_ctx_v8::tagged::smi_word;
 use thread_ctx_v8::{FrameInput, LeafRegisters, Namer, PcRegion};
 
-/// The target's memory as the namer reads it.
-struct TargetHeap(RemoteMemory);
+/// The target's memory as the namer reads it, with what the reads cost.
+struct TargetHeap {
+    memory: RemoteMemory,
+    reads: Cell<HeapReads>,
+}
+
+/// Reads of a target's heap so far: each a system call (`process_vm_readv`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeapReads {
+    pub calls: u64,
+    pub bytes: u64,
+}
+
+impl std::ops::AddAssign for HeapReads {
+    fn add_assign(&mut self, o: HeapReads) {
+        self.calls += o.calls;
+        self.bytes += o.bytes;
+    }
+}
 
 impl HeapMemory for TargetHeap {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        self.0.read(addr, buf, "V8 heap").map_err(|_| Fault { addr, len: buf.len() })
+        let mut r = self.reads.get();
+        r += HeapReads { calls: 1, bytes: buf.len() as u64 };
+        self.reads.set(r);
+        self.memory.read(addr, buf, "V8 heap").map_err(|_| Fault { addr, len: buf.len() })
     }
 }
 
@@ -56,7 +77,7 @@ pub struct JsNames {
 impl JsNames {
     pub fn new(pid: i32, process: V8Process) -> Self {
         let namer = Namer::new(process.object.layout.clone(), process.object.bytecode_sizes.clone());
-        JsNames { process, namer, heap: TargetHeap(RemoteMemory::new(pid)) }
+        JsNames { process, namer, heap: TargetHeap { memory: RemoteMemory::new(pid), reads: Cell::new(HeapReads::default()) } }
     }
 
     /// The frames of `key`; None when the heap does not name it (its pc is then named as before).
@@ -115,6 +136,11 @@ impl JsNames {
     pub fn counts(&self) -> (u64, u64) {
         let s = &self.namer.stats;
         (s.named, s.missed() - s.misses[thread_ctx_v8::Miss::NotJsFrame.index()])
+    }
+
+    /// What reading the target's heap has cost so far.
+    pub fn reads(&self) -> HeapReads {
+        self.heap.reads.get()
     }
 
     pub fn cache_sizes(&self) -> CacheSizes {
