@@ -118,11 +118,11 @@ struct BytecodeInfo {
 
 /// Names the JS frames of one process.
 pub struct Namer {
-    layout: Layout,
+    pub(crate) layout: Layout,
     bytecode_sizes: Option<BytecodeSizes>,
-    functions: BoundedCache<Arc<FunctionInfo>>,
-    scripts: BoundedCache<Arc<ScriptInfo>>,
-    codes: BoundedCache<Arc<CodeInfo>>,
+    pub(crate) functions: BoundedCache<Arc<FunctionInfo>>,
+    pub(crate) scripts: BoundedCache<Arc<ScriptInfo>>,
+    pub(crate) codes: BoundedCache<Arc<CodeInfo>>,
     bytecodes: BoundedCache<Arc<BytecodeInfo>>,
     learned: LearnedMaps,
     pub stats: Stats,
@@ -247,7 +247,11 @@ impl Namer {
             }
         }
         let bytecode_offset = smi(input.bytecode_offset);
-        let interpreted = bytecode_offset.is_some() && heap.instance_type(input.bytecode_array).ok() == Some(self.layout.types.bytecode_array);
+        // A bytecode array cached and checked (its map word among what is checked) is one: its
+        // type needs no read of its map then.
+        let interpreted = bytecode_offset.is_some()
+            && (self.cached_bytecode_array(heap, input.bytecode_array)
+                || heap.instance_type(input.bytecode_array).ok() == Some(self.layout.types.bytecode_array));
         if !interpreted {
             // A builtin with JS linkage (or a frame V8 has not finished setting up).
             return Ok(NamedFrame { frames: vec![self.js_frame(heap, &function, None, None)], pc: input.pc });
@@ -457,6 +461,18 @@ impl Namer {
         let span = l.bytecode_length.max(l.bytecode_position_table) + 8;
         let header = heap.mem.bytes_at(untag(array)?, span as usize)?;
         Ok(vec![word(&header, 0), word(&header, l.bytecode_length as usize), word(&header, l.bytecode_position_table as usize)])
+    }
+
+    /// `array` is a bytecode array this namer has cached, still what it was.
+    fn cached_bytecode_array<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> bool {
+        if self.bytecodes.fresh(array).is_some() {
+            return true;
+        }
+        if self.bytecodes.peek(array).is_none() {
+            return false;
+        }
+        let Ok(fingerprint) = self.bytecode_fingerprint(heap, array) else { return false };
+        self.bytecodes.get_valid(array, |_, old| old == fingerprint.as_slice()).is_some()
     }
 
     fn bytecode_info<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> Result<Arc<BytecodeInfo>, Miss> {
