@@ -107,7 +107,10 @@ impl JsNames {
     /// The frames of `key`; None when the heap does not name it (its pc is then named as before).
     pub fn name(&mut self, key: &JsKey, maps: &[Mapping]) -> Option<JsNamed> {
         let ask = self.ask(key, maps)?;
-        self.name_asked(key, ask)
+        let named = self.name_asked(key, ask);
+        // What it read of the target is not kept past its naming.
+        self.heap.clear();
+        named
     }
 
     /// The frames of each key, named as one batch: what checks the namer's cached objects is

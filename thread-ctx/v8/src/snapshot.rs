@@ -1,9 +1,13 @@
-//! A batch's reads of a target taken at once: the namer says which ranges it will read first
-//! (the checks of its cached objects, [`crate::Namer::batch_reads`]), they are read together
-//! ([`HeapMemory::read_many`]: one system call for up to 1,024 of them, where each read alone
-//! is one), and every read of the batch that falls inside one is served from that copy. Reads
-//! outside it go to the target, and a read that failed is not tried again within the batch
-//! (a negative entry): a frame whose object is gone costs one fault, not one per frame of it.
+//! A batch's reads of a target, with as few system calls as the batch allows:
+//! - the ranges the namer says it will read first (the checks of its cached objects,
+//!   [`crate::Namer::batch_reads`]) are read together ([`HeapMemory::read_many`]: one system
+//!   call for up to 1,024 of them, where each read alone is one);
+//! - any other small read brings the whole aligned block around it ([`BLOCK`] bytes, never
+//!   across a page), kept for the batch: reading an object not cached yet is a dozen reads of
+//!   its fields, of the maps that give their types (a few pages of V8's read-only space for all
+//!   of them) and of the strings beside it, mostly in blocks read already;
+//! - a read that failed is not tried again within the batch (a negative entry): a frame whose
+//!   object is gone costs one fault, not one per frame of it.
 //!
 //! A copy is as good as the batch's other assumption (objects checked once in a batch are
 //! trusted for the rest of it, [`crate::cache`]): taken at the batch's start, dropped at its end.
@@ -19,6 +23,11 @@ pub const MAX_BYTES: usize = 1 << 20;
 const MAX_FAULTS: usize = 1024;
 /// Ranges this close are taken as one (two headers in one object, or objects side by side).
 const JOIN_GAP: u64 = 64;
+/// The block a small read brings along: a page, the unit of what is mapped, so a block is
+/// readable whenever the read is.
+pub const BLOCK: u64 = 4096;
+/// Blocks kept per batch.
+pub const MAX_BLOCKS: usize = 256;
 
 /// A range copied from the target: `len` bytes at `addr`, at `at` in the copy.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +43,8 @@ pub struct Snapshot<M: HeapMemory> {
     blocks: Vec<Block>,
     data: Vec<u8>,
     faults: RefCell<Vec<(u64, usize)>>,
+    /// Aligned blocks read this batch, by address.
+    pages: RefCell<Vec<(u64, Box<[u8]>)>>,
     /// Reads served from the copy, and refused from the negative entries, so far.
     pub served: std::cell::Cell<u64>,
     pub refused: std::cell::Cell<u64>,
@@ -46,6 +57,7 @@ impl<M: HeapMemory> Snapshot<M> {
             blocks: Vec::new(),
             data: Vec::new(),
             faults: RefCell::new(Vec::new()),
+            pages: RefCell::new(Vec::new()),
             served: Default::default(),
             refused: Default::default(),
         }
@@ -105,6 +117,7 @@ impl<M: HeapMemory> Snapshot<M> {
         self.blocks.clear();
         self.data = Vec::new();
         self.faults.get_mut().clear();
+        self.pages.get_mut().clear();
     }
 
     /// The copy of `[addr, addr + len)`, if one block holds all of it.
@@ -128,11 +141,38 @@ impl<M: HeapMemory> HeapMemory for Snapshot<M> {
             self.refused.set(self.refused.get() + 1);
             return Err(fault);
         }
+        let block = addr & !(BLOCK - 1);
+        if addr.checked_add(buf.len() as u64).is_some_and(|end| end <= block + BLOCK) {
+            let off = (addr - block) as usize;
+            let mut pages = self.pages.borrow_mut();
+            if let Some((_, page)) = pages.iter().find(|(a, _)| *a == block) {
+                buf.copy_from_slice(&page[off..off + buf.len()]);
+                self.served.set(self.served.get() + 1);
+                return Ok(());
+            }
+            if pages.len() < MAX_BLOCKS {
+                let mut page = vec![0u8; BLOCK as usize].into_boxed_slice();
+                // The block is inside the read's page: it fails only when the read would.
+                let r = self.inner.read(block, &mut page).map(|()| {
+                    buf.copy_from_slice(&page[off..off + buf.len()]);
+                    pages.push((block, page));
+                });
+                drop(pages);
+                return self.remember(addr, buf.len(), r.map_err(|_| fault));
+            }
+        }
         let r = self.inner.read(addr, buf);
+        self.remember(addr, buf.len(), r)
+    }
+}
+
+impl<M: HeapMemory> Snapshot<M> {
+    /// Keeps a failed read as a negative entry for the rest of the batch.
+    fn remember(&self, addr: u64, len: usize, r: Result<(), Fault>) -> Result<(), Fault> {
         if r.is_err() {
             let mut faults = self.faults.borrow_mut();
             if faults.len() < MAX_FAULTS {
-                faults.push((addr, buf.len()));
+                faults.push((addr, len));
             }
         }
         r
@@ -189,6 +229,23 @@ mod tests {
         assert_eq!(s.inner().calls.get(), 4, "a new batch tries again");
         s.read(0x10014, &mut b).unwrap();
         assert_eq!(s.inner().calls.get(), 5, "and reads the target again");
+    }
+
+    #[test]
+    fn small_reads_bring_their_block_for_the_batch() {
+        let mut s = Snapshot::new(Counted { calls: Cell::new(0) });
+        let (mut a, mut b) = ([0u8; 8], [0u8; 2]);
+        s.read(0x10100, &mut a).unwrap();
+        s.read(0x10ffe, &mut b).unwrap();
+        s.read(0x10008, &mut a).unwrap();
+        assert_eq!((a[0], b[0], s.inner().calls.get()), (8, (0xffe % 251) as u8, 1), "one read of the page serves all three");
+        let mut big = vec![0u8; 5000];
+        s.read(0x10000 - 8, &mut [0u8; 16]).unwrap_err();
+        assert!(s.read(0x10000, &mut big).is_err(), "larger than a block: read as asked");
+        assert_eq!(s.inner().calls.get(), 3, "across a page boundary and larger than a block, each read alone");
+        s.clear();
+        s.read(0x10100, &mut a).unwrap();
+        assert_eq!(s.inner().calls.get(), 4, "a new batch reads the target again");
     }
 
     #[test]
