@@ -54,10 +54,10 @@ pub struct ReportArgs {
     /// With --traces: the report as JSON, for scripts.
     #[arg(long, requires = "traces")]
     pub json: bool,
-    /// Only this process (its resource's process.pid); repeatable.
+    /// Only this process (its resource's process.pid); repeatable. With --traces: only its spans.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<u32>,
-    /// Only processes of this service.name.
+    /// Only processes of this service.name (with --traces: only its spans).
     #[arg(long, value_name = "NAME")]
     pub service: Option<String>,
     /// Summary rows: `span` (each span instance), `trace`, or a sample attribute by its key,
@@ -75,7 +75,7 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let (otlp, traces) = (args.otlp.clone(), args.traces.clone());
     match (otlp, traces) {
-        (_, Some(traces)) => traces_cmd::run(&traces, args.slowest, args.top, args.json),
+        (_, Some(traces)) => traces_cmd::run(&traces, &args),
         (Some(otlp), None) => profiles(args, otlp),
         (None, None) => Err(usage("--otlp FILE or --traces FILE: what should be read?")),
     }

@@ -3,28 +3,108 @@
 //! (`thread_ctx_output::slow_requests`), as text or JSON.
 
 use crate::console::{print_stdout, println_stdout, say};
-use crate::exit_codes::existing_file;
+use crate::exit_codes::{existing_file, usage};
+use crate::report_cmd::ReportArgs;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
-use thread_ctx_otlp::traces::read_traces_file;
-use thread_ctx_output::slow_requests::{mean, report, Explanation, Report};
+use thread_ctx_otlp::traces::{scan_traces_file, SpanSelection, TracesScan, HELD_SHOWN};
+use thread_ctx_output::slow_requests::{mean, Explanation, Latencies, Report};
 
-pub fn run(path: &Path, slowest: usize, top: usize, as_json: bool) -> Result<ExitCode> {
+/// `report --traces`: the file is read twice, a message at a time (each route's latency first,
+/// then its slowest 1 % explained), so memory does not grow with the spans' contents.
+pub fn run(path: &Path, args: &ReportArgs) -> Result<ExitCode> {
+    refuse_profile_flags(args)?;
     existing_file("--traces", path)?;
-    let (spans, tail) = read_traces_file(path)?;
-    if tail > 0 {
-        say!("thread-ctx: note: the last {tail} bytes of {} are not a whole message yet (is the Collector still writing?): left out", path.display());
+    let selection = selection(args)?;
+    let mut latencies = Latencies::new(args.slowest);
+    let scan = scan_traces_file(path, &selection, None, |s| latencies.add(&s))?;
+    if scan.incomplete_tail > 0 {
+        say!(
+            "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
+            scan.incomplete_tail,
+            path.display()
+        );
     }
+    check_selection(args, &scan, path)?;
+    let mut tails = latencies.tails();
+    scan_traces_file(path, &selection, Some(scan.whole_bytes), |s| tails.add(&s))?;
     // --top 0 means all, as for the profile summary.
-    let r = report(&spans, slowest, if top == 0 { usize::MAX } else { top });
-    if as_json {
+    let r = tails.finish(if args.top == 0 { usize::MAX } else { args.top });
+    let source = if scan.selected < scan.spans {
+        format!("{} (selected {} of its {} spans)", path.display(), scan.selected, scan.spans)
+    } else {
+        path.display().to_string()
+    };
+    if args.json {
         println_stdout(&serde_json::to_string_pretty(&to_json(&r, path))?)?;
     } else {
-        print_stdout(&r.render(&path.display().to_string()))?;
+        print_stdout(&r.render(&source))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The flags of `report --otlp`'s profile that spans do not have, refused by name.
+fn refuse_profile_flags(args: &ReportArgs) -> Result<()> {
+    let files = &args.files;
+    let refused = [
+        (args.by.is_some(), "--by", "it chooses the rows of a profile's summary; --traces reports requests by route"),
+        (files.pprof.is_some(), "--pprof", "spans are not samples: draw a profile with report --otlp"),
+        (files.flamegraph.is_some(), "--flamegraph", "spans are not samples: draw a profile with report --otlp"),
+        (files.folded.is_some(), "--folded", "spans are not samples: fold a profile with report --otlp"),
+        (files.select.kind.is_some(), "--kind", "it chooses which samples of a profile are drawn; spans have no kind"),
+    ];
+    match refused.into_iter().find(|(given, _, _)| *given) {
+        Some((_, flag, why)) => Err(usage(format!("{flag}: not with --traces: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// `--pid`, `--service`, `--trace`, `--span`, `--attr` as a selection of spans.
+fn selection(args: &ReportArgs) -> Result<SpanSelection> {
+    let filter = args.files.select.filter()?;
+    Ok(SpanSelection {
+        pids: args.pid.clone(),
+        service: args.service.clone(),
+        trace_id: filter.trace_id,
+        span_id: filter.span_id,
+        attrs: filter.attrs,
+    })
+}
+
+/// A selection that kept no span is a usage error naming its flags and what the file holds.
+fn check_selection(args: &ReportArgs, scan: &TracesScan, path: &Path) -> Result<()> {
+    let select = &args.files.select;
+    let given: Vec<&str> = [
+        (!args.pid.is_empty(), "--pid"),
+        (args.service.is_some(), "--service"),
+        (select.trace.is_some(), "--trace"),
+        (select.span.is_some(), "--span"),
+        (!select.attr.is_empty(), "--attr"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    if given.is_empty() || scan.selected > 0 {
+        return Ok(());
+    }
+    let list = |items: Vec<String>| {
+        let more = if items.len() >= HELD_SHOWN { ", …" } else { "" };
+        if items.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{}{more}", items.join(", "))
+        }
+    };
+    Err(usage(format!(
+        "{}: no span of {} matches ({} spans; services {}; process.pid {})",
+        given.join("/"),
+        path.display(),
+        scan.spans,
+        list(scan.services.iter().cloned().collect()),
+        list(scan.pids.iter().map(i64::to_string).collect()),
+    )))
 }
 
 fn explanation(e: &Explanation) -> Value {
