@@ -3,7 +3,11 @@ package spanprofilesconnector
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"time"
+
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // Config is the `spanprofiles` connector's configuration. Every field has a default
@@ -74,4 +78,34 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames))
 	}
 	return errors.Join(errs...)
+}
+
+// Unmarshal reads the configuration as the Collector would, but first checks every duration and
+// number given as text, so that an error quotes the value: the Collector's own decoding drops it
+// (`SPANPROFILES_MAX_WAIT=abc` gave "invalid duration"), which leaves an operator guessing which
+// setting, or which environment variable expanded into it, was wrong.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	var errs []error
+	t := reflect.TypeOf(*c)
+	for i := 0; i < t.NumField(); i++ {
+		key := t.Field(i).Tag.Get("mapstructure")
+		raw, isText := conf.Get(key).(string)
+		if key == "" || !isText {
+			continue
+		}
+		switch kind := t.Field(i).Type; {
+		case kind == reflect.TypeOf(time.Duration(0)):
+			if _, err := time.ParseDuration(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: invalid duration %q: expected a number and a unit, e.g. 30s, 1m30s, 500ms", key, raw))
+			}
+		case kind.Kind() == reflect.Int:
+			if _, err := strconv.Atoi(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: invalid number %q: expected a whole number", key, raw))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return conf.Unmarshal(c)
 }
