@@ -147,4 +147,4 @@ async function stop(proc, ms = 30_000) {
   }
 }
 
-module.exports = { ROOT, BIN, missing, startJaeger, startCollector, startService, startAgent, stop };
+module.exports = { ROOT, BIN, missing, startServer, startJaeger, startCollector, startService, startAgent, stop };
