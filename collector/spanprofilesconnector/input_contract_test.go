@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.uber.org/zap"
 )
 
 // profilerPeriodNs is the OpenTelemetry eBPF profiler's period at its default 20 samples/s.
@@ -172,4 +174,54 @@ func TestProfileTypesByTypeAndUnit(t *testing.T) {
 	assert.InDelta(t, 10.0, attrDouble(t, s, AttrCPUNoSpanMs), 1e-9, "the agent's CPU sample only")
 	assert.Equal(t, int64(3), h.samples("unsupported"))
 	assert.Equal(t, int64(1), h.samples(sampleKept))
+}
+
+// A profile that keeps no time per sample (values and no timestamps: an aggregated profile,
+// or the agent's window past its time budget) cannot be placed in a span: its samples are
+// refused, the spans of that thread get no CPU figure (on the old contract they got zeros) and
+// are counted, and the Collector logs why once per resource and reason.
+func TestRefusedSamplesLeaveFiguresOutAndAreLoggedOncePerResource(t *testing.T) {
+	h := newHarness(t, nil)
+	for i, pid := range []int64{mainTID, mainTID, mainTID + 100} {
+		r := newRequest()
+		start := float64(i * 1000)
+		w := r.window(agentProcess(pid), start, start+1000)
+		w.sample(w.cpu, on{tid: pid, trace: 1, span: byte(i + 1), stack: r.stack(js("burnHog", "/srv/app/service.js", 21))}, []int64{6}, nil)
+		w.cpuAt(on{tid: pid + 1, stack: r.stack(native("gc"))}, start+500) // another thread, timed
+		h.sendProfiles(r)
+		h.sendTraces(traces(service(pid), spanSpec{trace: 1, span: byte(i + 1), start: start + 100, end: start + 200}))
+	}
+	got := h.received()
+	require.Len(t, got, 3)
+	for _, s := range got {
+		for _, k := range []string{AttrCPUSpanMs, AttrCPUTraceMs, AttrCPUOtherTracesMs, AttrCPUNoSpanMs, AttrSamples} {
+			_, ok := s.Attributes().Get(k)
+			assert.False(t, ok, k)
+		}
+	}
+	assert.Equal(t, int64(3), h.spans(spanSamplesRefused))
+	assert.Equal(t, int64(3), h.samples(sampleUntimed))
+	logged := h.logs.FilterField(zap.String("outcome", sampleUntimed)).All()
+	require.Len(t, logged, 2, "once per resource: two processes")
+	assert.Contains(t, logged[0].Message, "without a timestamp per value")
+	assert.Equal(t, int64(mainTID), logged[0].ContextMap()["process.pid"])
+	assert.Equal(t, int64(1), logged[0].ContextMap()["samples"])
+}
+
+// Allocations alone (no CPU or off-CPU sample of the thread) support alloc_bytes and nothing
+// else; the span is counted as one without thread samples.
+func TestAllocationsWithoutThreadSamples(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	w.allocAt(on{tid: mainTID, trace: 1, span: 1, stack: r.stack(js("build", "/a.js", 3))}, 120, 1<<20)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
+	s := h.received()[spanID(1)]
+	assert.Equal(t, int64(1<<20), attrInt(t, s, AttrAllocBytes))
+	for _, k := range []string{AttrCPUSpanMs, AttrSamples, AttrOffCPUNoSpanMs} {
+		_, ok := s.Attributes().Get(k)
+		assert.False(t, ok, k)
+	}
+	assert.Equal(t, int64(1), h.spans(spanNoThreadSamples))
 }

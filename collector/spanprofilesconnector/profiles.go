@@ -286,6 +286,7 @@ func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 	if kind == kindCPU {
 		if period < minPeriodNs || period > maxPeriodNs {
 			b.counts.invalid += samples.Len()
+			b.w.refuse(0, kind)
 			return
 		}
 		b.w.hasCPU = true
@@ -306,10 +307,12 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 	tid, route, ok := b.threadAndRoute(s)
 	if !ok {
 		b.counts.invalid += events
+		b.w.refuse(0, kind)
 		return
 	}
 	if tid <= 0 {
 		b.counts.noThread += events
+		b.w.refuse(0, kind)
 		return
 	}
 	// One value per timestamp; or a CPU sample counting its timestamps, as one value equal to
@@ -319,11 +322,13 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 	counted := kind == kindCPU && times.Len() > 0 && (n == 0 || (n == 1 && int64(times.Len()) == values.At(0)))
 	if !each && !counted {
 		b.counts.untimed += events
+		b.w.refuse(tid, kind)
 		return
 	}
 	link, frame, ok := b.linkAndFrame(s, route)
 	if !ok {
-		b.counts.invalid += times.Len()
+		b.counts.invalid += events
+		b.w.refuse(tid, kind)
 		return
 	}
 	tp := b.w.thread(tid)
@@ -344,10 +349,12 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 		p, valid := b.point(kind, t, v, period)
 		if !valid {
 			b.counts.invalid++
+			b.w.refuse(tid, kind)
 			continue
 		}
 		if b.room == 0 {
 			b.counts.overBound++
+			b.w.refuse(tid, kind)
 			continue
 		}
 		p.link, p.frame = link, frame

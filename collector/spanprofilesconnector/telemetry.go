@@ -17,6 +17,8 @@ const (
 	spanAmbiguousProcess  = "ambiguous_process"   // several processes fit its resource
 	spanNoProcessIdentity = "no_process_identity" // its resource has neither service.instance.id nor process.pid
 	spanNotCovered        = "not_covered"         // its process's windows do not cover it
+	spanNoThreadSamples   = "no_thread_samples"   // its thread had no sample in the windows around it: nothing to say
+	spanSamplesRefused    = "samples_refused"     // samples of its thread there were refused: the figures they touch are left out
 	spanInvalidTimes      = "invalid_times"       // it ends before it starts, or lasts longer than a day
 	spanAlreadyEnriched   = "already_enriched"    // it carries thread_ctx.samples already
 	spanOverPendingBound  = "over_pending_bound"  // max_pending_spans were waiting
@@ -96,7 +98,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 var outcomes = func() map[string]metric.AddOption {
 	m := map[string]metric.AddOption{}
 	for _, o := range []string{
-		spanEnriched, spanNoProcess, spanAmbiguousProcess, spanNoProcessIdentity, spanNotCovered,
+		spanEnriched, spanNoProcess, spanAmbiguousProcess, spanNoProcessIdentity, spanNotCovered, spanNoThreadSamples, spanSamplesRefused,
 		spanInvalidTimes, spanAlreadyEnriched, spanOverPendingBound, spanAtShutdown,
 		sampleKept, sampleInvalid, sampleUntimed, sampleNoThread, sampleOverBound, sampleUnsupported, sampleEvictedOnDrop,
 		windowKept, windowDuplicate, windowInvalid, windowExpired, windowEvicted, windowOverProcessBound,
