@@ -159,6 +159,7 @@ func (s *store) countSamples(c sampleCounts) {
 	s.tel.sample(sampleUntimed, c.untimed)
 	s.tel.sample(sampleNoThread, c.noThread)
 	s.tel.sample(sampleOverBound, c.overBound)
+	s.tel.sample(sampleUnsupported, c.unsupported)
 }
 
 // process returns the process of key, made when new, its identity updated (a process

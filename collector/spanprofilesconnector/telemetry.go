@@ -30,6 +30,7 @@ const (
 	sampleUntimed       = "untimed"           // no timestamp per value (the agent's window kept no times)
 	sampleNoThread      = "no_thread"         // no thread.id
 	sampleOverBound     = "over_sample_bound" // max_samples were held
+	sampleUnsupported   = "unsupported"       // a profile the join cannot read (off-CPU of another profiler, an unknown unit)
 	sampleEvictedOnDrop = "evicted"           // held, then dropped with its window to make room
 )
 
@@ -97,7 +98,7 @@ var outcomes = func() map[string]metric.AddOption {
 	for _, o := range []string{
 		spanEnriched, spanNoProcess, spanAmbiguousProcess, spanNoProcessIdentity, spanNotCovered,
 		spanInvalidTimes, spanAlreadyEnriched, spanOverPendingBound, spanAtShutdown,
-		sampleKept, sampleInvalid, sampleUntimed, sampleNoThread, sampleOverBound, sampleEvictedOnDrop,
+		sampleKept, sampleInvalid, sampleUntimed, sampleNoThread, sampleOverBound, sampleUnsupported, sampleEvictedOnDrop,
 		windowKept, windowDuplicate, windowInvalid, windowExpired, windowEvicted, windowOverProcessBound,
 	} {
 		m[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
