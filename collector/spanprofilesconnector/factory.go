@@ -19,14 +19,16 @@ const typeStr = "spanprofiles"
 const stability = component.StabilityLevelDevelopment
 
 // NewFactory returns the factory of the `spanprofiles` connector: traces -> traces (the spans
-// to enrich) and profiles -> traces (the profiles they are enriched from), one state per
-// component id shared by the two.
+// to enrich) and profiles -> traces (the profiles they are enriched from), and the same two
+// inputs -> metrics (who made whom wait), one state per component id shared by them all.
 func NewFactory() xconnector.Factory {
 	return xconnector.NewFactory(
 		component.MustNewType(typeStr),
 		func() component.Config { return createDefaultConfig() },
 		xconnector.WithTracesToTraces(createTracesToTraces, stability),
 		xconnector.WithProfilesToTraces(createProfilesToTraces, stability),
+		xconnector.WithTracesToMetrics(createTracesToMetrics, stability),
+		xconnector.WithProfilesToMetrics(createProfilesToMetrics, stability),
 	)
 }
 
@@ -68,6 +70,7 @@ func createTracesToTraces(_ context.Context, set connector.Settings, cfg compone
 	}
 	c.mu.Lock()
 	c.next = next
+	c.tracesToTraces = true
 	c.mu.Unlock()
 	return &tracesHalf{half{c, set.ID}}, nil
 }
@@ -81,6 +84,7 @@ func createProfilesToTraces(_ context.Context, set connector.Settings, cfg compo
 	if c.next == nil {
 		c.next = next
 	}
+	c.profilesToTraces = true
 	c.mu.Unlock()
 	return &profilesHalf{half{c, set.ID}}, nil
 }
