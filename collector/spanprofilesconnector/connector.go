@@ -74,7 +74,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		logger:     set.Logger,
 		tel:        tel,
 		now:        time.Now,
-		store:      newStore(cfg, tel),
+		store:      newStore(cfg, tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
 		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
@@ -372,11 +372,24 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why
 		return final
 	}
 	j := p.join(st)
+	switch {
+	case j.refusedAny():
+		// Enriched with the figures the refused samples do not touch (if any).
+		c.tel.span(spanSamplesRefused, 1)
+	case !j.seen:
+		// The sampler never saw the thread on or off CPU around the span (its main thread
+		// guessed, idle or not profiled): no CPU figure, and zeros would be an answer.
+		c.tel.span(spanNoThreadSamples, 1)
+		if !j.allocKnown() {
+			return true
+		}
+	default:
+		c.tel.span(spanEnriched, 1)
+	}
 	enrich(s, j, c.cfg.TopFrames, c.names.get)
 	if c.metricsNext != nil {
 		c.metrics.observe(service, s, j, c.names.get)
 	}
-	c.tel.span(spanEnriched, 1)
 	if j.ownOutside > 0 {
 		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
 	}

@@ -61,26 +61,42 @@ const (
 	threadGuessMain = "main_thread"
 )
 
-// What `thread-ctx agent` sends (OTLP/Profiles; the agent's encoder is the other side).
+// What a profiler sends (OTLP/Profiles): `thread-ctx agent` (its encoder, encode.rs, is the
+// other side) and the OpenTelemetry eBPF profiler (its reporter's pdata generator).
 const (
 	// Sample attribute: the thread the sample was taken on (int, the host's thread id).
 	attrThreadID = "thread.id"
-	// Sample attribute the record may carry (the context manager's `attributes` option).
+	// Sample attribute the record may carry (the context manager's `attributes` option): the
+	// agent sends a record attribute under its own key, the eBPF profiler under
+	// labelPrefix + key (`process.context.label.http.route`).
 	attrHTTPRoute = "http.route"
+	labelPrefix   = "process.context.label."
 	// Off-CPU sample attribute: the thread's state when it was switched out, `blocked` (asleep)
 	// or `preempted` (still runnable).
 	attrOffCPUState = "thread.off_cpu.state"
 	offCPUPreempted = "preempted"
-	// Location attribute: `v8js` for JS frames.
+	// Location attribute: `v8js` for JS frames (both profilers).
 	attrFrameType = "profile.frame.type"
 	frameTypeJS   = "v8js"
 
-	// Sample types: CPU samples (a count; the profile's period gives the time), off-CPU
-	// intervals (ns; the timestamp is when the thread was switched out), allocations (the
-	// bytes each sample stands for; `alloc_objects` is the sibling profile of the same samples).
+	// Sample types (type/unit) the join reads; a profile of any other type is not read:
+	//   samples/count: CPU samples, a count per timestamp (or no values: one per timestamp);
+	//     the period (period type cpu/nanoseconds) gives the time each stands for;
+	//   off_cpu/nanoseconds: off-CPU intervals, read only from `thread-ctx agent` (scope
+	//     agentScope), which records every switch and times each at its switch-out; the eBPF
+	//     profiler samples switches (-off-cpu-threshold) and times them at the switch back in;
+	//   alloc_space/bytes: the bytes each allocation sample stands for (`alloc_objects` is the
+	//     sibling profile of the same samples).
 	sampleTypeCPU   = "samples"
+	sampleUnitCPU   = "count"
+	periodTypeCPU   = "cpu"
+	periodUnitCPU   = "nanoseconds"
 	sampleTypeOff   = "off_cpu"
+	sampleUnitOff   = "nanoseconds"
 	sampleTypeAlloc = "alloc_space"
+	sampleUnitAlloc = "bytes"
+	// The instrumentation scope of `thread-ctx agent`'s profiles.
+	agentScope = "thread-ctx"
 )
 
 // Resource attributes that tell a process: the same on its spans and on its profiles.

@@ -17,6 +17,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Times in tests: ms after t0 (a wall-clock instant like the agent's, not on a whole
@@ -37,6 +40,8 @@ type harness struct {
 	profiles xconnector.Profiles
 	tel      *componenttest.Telemetry
 	clock    atomic.Int64
+	// What the connector logged (Info and above).
+	logs *observer.ObservedLogs
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -51,6 +56,9 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	set := connectortest.NewNopSettings(component.MustNewType(typeStr))
 	set.ID = component.MustNewIDWithName(typeStr, t.Name())
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	var core zapcore.Core
+	core, h.logs = observer.New(zapcore.InfoLevel)
+	set.TelemetrySettings.Logger = zap.New(core)
 	f := NewFactory()
 	var err error
 	h.traces, err = f.CreateTracesToTraces(context.Background(), set, cfg, h.sink)

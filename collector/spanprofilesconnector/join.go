@@ -21,9 +21,15 @@ type joined struct {
 	runnable   int64
 	allocBytes int64
 	samples    int64
-	// Whether the windows measured off-CPU time and allocations, and the CPU period.
-	hasOff, hasAlloc bool
-	periodNs         int64
+	// Whether the windows measured CPU, off-CPU time and allocations, and the CPU period.
+	hasCPU, hasOff, hasAlloc bool
+	periodNs                 int64
+	// Whether the thread had a CPU or off-CPU sample in the windows (any, of any trace): the
+	// sampler saw it, so a part without samples is a measured zero. seenAlloc: an allocation
+	// sample.
+	seen, seenAlloc bool
+	// The kinds of samples the windows refused on the thread: figures they touch are unknown.
+	refused kindSet
 	// The trace's own frames (CPU) and allocation frames, weighted.
 	frames, allocFrames map[string]int64
 	// The other traces on the thread, by trace.
@@ -79,15 +85,19 @@ func (p *process) join(st spanTimes) *joined {
 		if !w.mayHold(st.start, st.end) {
 			continue
 		}
+		j.hasCPU = j.hasCPU || w.hasCPU
 		j.hasOff = j.hasOff || w.hasOff
 		j.hasAlloc = j.hasAlloc || w.hasAlloc
 		if w.hasCPU {
 			j.periodNs = w.periodNs
 		}
+		j.refused |= w.refusedOn(j.tid)
 		tp := w.threads[j.tid]
 		if tp == nil {
 			continue
 		}
+		j.seen = j.seen || len(tp.cpu) > 0 || len(tp.off) > 0 || len(tp.runnable) > 0
+		j.seenAlloc = j.seenAlloc || len(tp.alloc) > 0
 		j.addCPU(w, tp, st)
 		j.addOff(w, tp, st)
 		j.addRunnable(tp, st)
@@ -275,6 +285,22 @@ func (p *process) threadOf(st spanTimes) (int64, string) {
 		return best, threadFromTrace
 	}
 	return p.key.hostPID, threadGuessMain
+}
+
+// Which figures the samples support. CPU and off-CPU parts: the windows measured them, the
+// thread was seen in them, and none of its samples of that kind was refused (a refused sample
+// could have been in the span). Allocations: the windows measured them (the process samples
+// its allocations), none refused; V8 samples one allocation per 512 KiB on average, so no
+// sample in a span is a measured "under about 512 KiB".
+func (j *joined) cpuKnown() bool { return j.hasCPU && j.seen && !j.refused.has(kindCPU) }
+func (j *joined) offKnown() bool { return j.hasOff && j.seen && !j.refused.has(kindOff) }
+func (j *joined) allocKnown() bool {
+	return j.hasAlloc && (j.seen || j.seenAlloc) && !j.refused.has(kindAlloc)
+}
+
+// refusedAny says whether a kind the windows measured had samples refused on the thread.
+func (j *joined) refusedAny() bool {
+	return (j.hasCPU && j.refused.has(kindCPU)) || (j.hasOff && j.refused.has(kindOff)) || (j.hasAlloc && j.refused.has(kindAlloc))
 }
 
 // weighted is a frame (or trace) and its weight.

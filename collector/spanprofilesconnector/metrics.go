@@ -187,7 +187,7 @@ func routeOf(s ptrace.Span) string {
 // observe adds one enriched request: the waits its holders inflicted on it, its time by cause
 // and the share other requests held.
 func (m *waitMetrics) observe(service string, s ptrace.Span, j *joined, nameOf func(pcommon.TraceID) string) {
-	if !isRequest(s) {
+	if !isRequest(s) || (!j.cpuKnown() && !j.offKnown()) {
 		return
 	}
 	svc := m.names.service(service, m.fold)
@@ -196,7 +196,7 @@ func (m *waitMetrics) observe(service string, s ptrace.Span, j *joined, nameOf f
 	m.observeWaits(svc, route, j, ex, nameOf)
 	m.observeCauses(svc, route, j)
 	dur := int64(s.EndTimestamp()) - int64(s.StartTimestamp())
-	if dur > 0 {
+	if dur > 0 && j.cpuKnown() && j.offKnown() == j.hasOff {
 		ex.value = min(float64(j.cpuOther+j.offOther)/float64(dur), 1)
 		m.observeShare(routeKey{svc, route}, ex)
 	}
@@ -253,11 +253,13 @@ func (m *waitMetrics) observeCauses(svc, route string, j *joined) {
 		}
 		m.spanTime[k] += float64(ns) / 1e6
 	}
-	add(causeOwnCPU, j.cpuTrace)
-	add(causeOtherRequestsCPU, j.cpuOther)
-	add(causeNoSpanCPU, j.cpuNone)
-	// Off CPU only where the agent measured it: a figure no sample supports is left out.
-	if j.hasOff {
+	// Only what the samples support, as on the span: a figure they do not is left out.
+	if j.cpuKnown() {
+		add(causeOwnCPU, j.cpuTrace)
+		add(causeOtherRequestsCPU, j.cpuOther)
+		add(causeNoSpanCPU, j.cpuNone)
+	}
+	if j.offKnown() {
 		add(causeBlocked, j.offTrace)
 		add(causeOtherRequestsBlocked, j.offOther)
 		add(causeIdle, j.offNone)

@@ -36,7 +36,7 @@ func TestAMillionDistinctRoutesAndFrames(t *testing.T) {
 				{frame: fmt.Sprintf("f%d (a.js:%d)", i, i)}:                1e6,
 				{frame: fmt.Sprintf("g%d (a.js:%d)", i, i), blocked: true}: 1e6,
 			}},
-		}, cpuOther: 1e6, offOther: 1e6, hasOff: true}
+		}, cpuOther: 1e6, offOther: 1e6, hasCPU: true, hasOff: true, seen: true}
 		m.observe(fmt.Sprintf("svc-%d", i%1000), span, j, names)
 		total += 2
 	}
@@ -76,7 +76,7 @@ func TestSeriesPastTheirBound(t *testing.T) {
 		span.SetStartTimestamp(1)
 		span.SetEndTimestamp(1 + 100e6)
 		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/r%d", i))
-		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, route: "/hog", frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6}
+		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, route: "/hog", frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6, hasCPU: true, seen: true}
 		m.observe("shop", span, j, func(pcommon.TraceID) string { return "" })
 	}
 	require.Len(t, m.inflicted, 3)

@@ -175,7 +175,7 @@ func truncate(s string) string {
 	return s[:cut] + "…"
 }
 
-// sampleKind is which of the agent's profiles a Profile is.
+// sampleKind is which of the profiles the join reads a Profile is.
 type sampleKind int
 
 const (
@@ -183,24 +183,45 @@ const (
 	kindCPU
 	kindOff
 	kindAlloc
+	// A profile of a type the join reads, in a form it cannot use: another unit, or off-CPU
+	// intervals of a profiler other than the agent. Its samples are counted as unsupported.
+	kindUnsupported
 )
 
-func (d *dictionary) kindOf(p pprofile.Profile) sampleKind {
+// kindOf says which profile p is, by its sample type and unit (and, for CPU samples, its
+// period type); scope is the instrumentation scope that sent it.
+func (d *dictionary) kindOf(scope string, p pprofile.Profile) sampleKind {
 	typ, _ := d.str(p.SampleType().TypeStrindex())
+	unit, _ := d.str(p.SampleType().UnitStrindex())
 	switch typ {
 	case sampleTypeCPU:
-		return kindCPU
+		periodType, _ := d.str(p.PeriodType().TypeStrindex())
+		periodUnit, _ := d.str(p.PeriodType().UnitStrindex())
+		if unit == sampleUnitCPU && periodType == periodTypeCPU && periodUnit == periodUnitCPU {
+			return kindCPU
+		}
+		// `samples` of another period (wall time, events) are not CPU time; without a period
+		// type they may be, but what each stands for is unknown.
+		if periodType != periodTypeCPU && periodType != "" {
+			return kindOther
+		}
 	case sampleTypeOff:
-		return kindOff
+		if unit == sampleUnitOff && scope == agentScope {
+			return kindOff
+		}
 	case sampleTypeAlloc:
-		return kindAlloc
+		if unit == sampleUnitAlloc {
+			return kindAlloc
+		}
+	default:
+		return kindOther
 	}
-	return kindOther
+	return kindUnsupported
 }
 
 // sampleCounts is what became of a window's samples.
 type sampleCounts struct {
-	kept, invalid, untimed, noThread, overBound int
+	kept, invalid, untimed, noThread, overBound, unsupported int
 }
 
 // windowBuilder turns one process's profiles of one agent window into a window.
@@ -238,13 +259,15 @@ func windowOf(dict *dictionary, rp pprofile.ResourceProfiles, received time.Time
 	return b.w, b.counts
 }
 
-// forEachProfile calls f with every profile of rp that the join uses.
+// forEachProfile calls f with every profile of rp that the join reads (or counts as
+// unsupported).
 func forEachProfile(dict *dictionary, rp pprofile.ResourceProfiles, f func(pprofile.Profile, sampleKind)) {
 	sps := rp.ScopeProfiles()
 	for i := 0; i < sps.Len(); i++ {
+		scope := sps.At(i).Scope().Name()
 		ps := sps.At(i).Profiles()
 		for j := 0; j < ps.Len(); j++ {
-			if k := dict.kindOf(ps.At(j)); k != kindOther {
+			if k := dict.kindOf(scope, ps.At(j)); k != kindOther {
 				f(ps.At(j), k)
 			}
 		}
@@ -254,9 +277,16 @@ func forEachProfile(dict *dictionary, rp pprofile.ResourceProfiles, f func(pprof
 func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 	samples := p.Samples()
 	period := p.Period()
+	if kind == kindUnsupported {
+		for i := 0; i < samples.Len(); i++ {
+			b.counts.unsupported += max(samples.At(i).TimestampsUnixNano().Len(), 1)
+		}
+		return
+	}
 	if kind == kindCPU {
 		if period < minPeriodNs || period > maxPeriodNs {
 			b.counts.invalid += samples.Len()
+			b.w.refuse(0, kind)
 			return
 		}
 		b.w.hasCPU = true
@@ -272,25 +302,33 @@ func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int64) {
 	values, times := s.Values(), s.TimestampsUnixNano()
 	n := values.Len()
+	// The events a refused sample stands for: one per value, or per timestamp without values.
+	events := max(n, times.Len(), 1)
 	tid, route, runnable, ok := b.threadAndRoute(s)
 	if !ok {
-		b.counts.invalid += max(n, 1)
+		b.counts.invalid += events
+		b.w.refuse(0, kind)
 		return
 	}
 	if tid <= 0 {
-		b.counts.noThread += max(n, 1)
+		b.counts.noThread += events
+		b.w.refuse(0, kind)
 		return
 	}
-	// One value per timestamp; or a CPU sample counting its timestamps.
+	// One value per timestamp; or a CPU sample counting its timestamps, as one value equal to
+	// their number or as no value at all (OTLP makes values optional: one event per
+	// timestamp, which is how the eBPF profiler sends CPU samples).
 	each := times.Len() == n && n > 0
-	counted := kind == kindCPU && n == 1 && int64(times.Len()) == values.At(0) && times.Len() > 0
+	counted := kind == kindCPU && times.Len() > 0 && (n == 0 || (n == 1 && int64(times.Len()) == values.At(0)))
 	if !each && !counted {
-		b.counts.untimed += max(n, 1)
+		b.counts.untimed += events
+		b.w.refuse(tid, kind)
 		return
 	}
 	link, frame, ok := b.linkAndFrame(s, route)
 	if !ok {
-		b.counts.invalid += times.Len()
+		b.counts.invalid += events
+		b.w.refuse(tid, kind)
 		return
 	}
 	tp := b.w.thread(tid)
@@ -311,10 +349,12 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 		p, valid := b.point(kind, t, v, period)
 		if !valid {
 			b.counts.invalid++
+			b.w.refuse(tid, kind)
 			continue
 		}
 		if b.room == 0 {
 			b.counts.overBound++
+			b.w.refuse(tid, kind)
 			continue
 		}
 		p.link, p.frame = link, frame
@@ -378,7 +418,7 @@ func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route stri
 			if v.Type() == pcommon.ValueTypeInt {
 				tid = v.Int()
 			}
-		case attrHTTPRoute:
+		case attrHTTPRoute, labelPrefix + attrHTTPRoute:
 			route = truncate(v.AsString())
 		case attrOffCPUState:
 			runnable = v.Type() == pcommon.ValueTypeStr && v.Str() == offCPUPreempted

@@ -17,6 +17,8 @@ const (
 	spanAmbiguousProcess  = "ambiguous_process"   // several processes fit its resource
 	spanNoProcessIdentity = "no_process_identity" // its resource has neither service.instance.id nor process.pid
 	spanNotCovered        = "not_covered"         // its process's windows do not cover it
+	spanNoThreadSamples   = "no_thread_samples"   // its thread had no sample in the windows around it: nothing to say
+	spanSamplesRefused    = "samples_refused"     // samples of its thread there were refused: the figures they touch are left out
 	spanInvalidTimes      = "invalid_times"       // it ends before it starts, or lasts longer than a day
 	spanAlreadyEnriched   = "already_enriched"    // it carries thread_ctx.samples already
 	spanOverPendingBound  = "over_pending_bound"  // max_pending_spans were waiting
@@ -30,6 +32,7 @@ const (
 	sampleUntimed       = "untimed"           // no timestamp per value (the agent's window kept no times)
 	sampleNoThread      = "no_thread"         // no thread.id
 	sampleOverBound     = "over_sample_bound" // max_samples were held
+	sampleUnsupported   = "unsupported"       // a profile the join cannot read (off-CPU of another profiler, an unknown unit)
 	sampleEvictedOnDrop = "evicted"           // held, then dropped with its window to make room
 )
 
@@ -95,9 +98,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 var outcomes = func() map[string]metric.AddOption {
 	m := map[string]metric.AddOption{}
 	for _, o := range []string{
-		spanEnriched, spanNoProcess, spanAmbiguousProcess, spanNoProcessIdentity, spanNotCovered,
+		spanEnriched, spanNoProcess, spanAmbiguousProcess, spanNoProcessIdentity, spanNotCovered, spanNoThreadSamples, spanSamplesRefused,
 		spanInvalidTimes, spanAlreadyEnriched, spanOverPendingBound, spanAtShutdown,
-		sampleKept, sampleInvalid, sampleUntimed, sampleNoThread, sampleOverBound, sampleEvictedOnDrop,
+		sampleKept, sampleInvalid, sampleUntimed, sampleNoThread, sampleOverBound, sampleUnsupported, sampleEvictedOnDrop,
 		windowKept, windowDuplicate, windowInvalid, windowExpired, windowEvicted, windowOverProcessBound,
 	} {
 		m[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
