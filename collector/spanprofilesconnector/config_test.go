@@ -51,12 +51,15 @@ func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		"max_wait too short":     {func(c *Config) { c.MaxWait = time.Millisecond }, "max_wait is 1ms: expected between 1s and 24h0m0s"},
-		"retention below wait":   {func(c *Config) { c.Retention = c.MaxWait - time.Second }, "retention is 29s: expected at least max_wait (30s)"},
-		"no pending spans":       {func(c *Config) { c.MaxPendingSpans = 0 }, "max_pending_spans is 0: expected a positive number"},
-		"no samples":             {func(c *Config) { c.MaxSamples = -1 }, "max_samples is -1: expected a positive number"},
-		"no processes":           {func(c *Config) { c.MaxProcesses = 0 }, "max_processes is 0: expected a positive number"},
-		"top frames out of 1-50": {func(c *Config) { c.TopFrames = 51 }, "top_frames is 51: expected 1 to 50"},
+		"max_wait too short":        {func(c *Config) { c.MaxWait = time.Millisecond }, "max_wait is 1ms: expected between 1s and 24h0m0s"},
+		"retention below wait":      {func(c *Config) { c.Retention = c.MaxWait - time.Second }, "retention is 29s: expected at least max_wait (30s)"},
+		"no pending spans":          {func(c *Config) { c.MaxPendingSpans = 0 }, "max_pending_spans is 0: expected a positive number"},
+		"no samples":                {func(c *Config) { c.MaxSamples = -1 }, "max_samples is -1: expected a positive number"},
+		"no processes":              {func(c *Config) { c.MaxProcesses = 0 }, "max_processes is 0: expected a positive number"},
+		"top frames out of 1-50":    {func(c *Config) { c.TopFrames = 51 }, "top_frames is 51: expected 1 to 50"},
+		"metrics flushed too often": {func(c *Config) { c.Metrics.FlushInterval = time.Millisecond }, "metrics::flush_interval is 1ms: expected between 100ms and 1h0m0s"},
+		"no routes":                 {func(c *Config) { c.Metrics.MaxRoutes = 0 }, "metrics::max_routes is 0: expected 1 to 1000000"},
+		"series past a million":     {func(c *Config) { c.Metrics.MaxSeries = 2_000_000 }, "metrics::max_series is 2000000: expected 1 to 1000000 series per metric"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig()
@@ -71,7 +74,9 @@ func TestFactory(t *testing.T) {
 	assert.Equal(t, component.MustNewType("spanprofiles"), f.Type())
 	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesToTracesStability())
 	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToTracesStability())
-	// The connector takes traces and profiles and emits traces, nothing else.
-	assert.Equal(t, component.StabilityLevelUndefined, f.TracesToMetricsStability())
+	// The connector takes traces and profiles and emits traces and metrics, nothing else.
+	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesToMetricsStability())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToMetricsStability())
+	assert.Equal(t, component.StabilityLevelUndefined, f.TracesToLogsStability())
 	assert.Equal(t, component.StabilityLevelUndefined, f.ProfilesToProfilesStability())
 }

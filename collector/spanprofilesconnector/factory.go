@@ -15,8 +15,8 @@ import (
 )
 
 // NewFactory returns the factory of the `spanprofiles` connector: traces -> traces (the spans
-// to enrich) and profiles -> traces (the profiles they are enriched from), one state per
-// component id shared by the two.
+// to enrich) and profiles -> traces (the profiles they are enriched from), and the same two
+// inputs -> metrics (who made whom wait), one state per component id shared by them all.
 func NewFactory() xconnector.Factory {
 	// The type and stability are metadata.yaml's (profiles are still a development signal of
 	// OTLP, and the join's contract is new).
@@ -25,6 +25,8 @@ func NewFactory() xconnector.Factory {
 		func() component.Config { return createDefaultConfig() },
 		xconnector.WithTracesToTraces(createTracesToTraces, metadata.TracesToTracesStability),
 		xconnector.WithProfilesToTraces(createProfilesToTraces, metadata.ProfilesToTracesStability),
+		xconnector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
+		xconnector.WithProfilesToMetrics(createProfilesToMetrics, metadata.ProfilesToMetricsStability),
 	)
 }
 
@@ -66,6 +68,7 @@ func createTracesToTraces(_ context.Context, set connector.Settings, cfg compone
 	}
 	c.mu.Lock()
 	c.next = next
+	c.tracesToTraces = true
 	c.mu.Unlock()
 	return &tracesHalf{half{c, set.ID}}, nil
 }
@@ -79,6 +82,7 @@ func createProfilesToTraces(_ context.Context, set connector.Settings, cfg compo
 	if c.next == nil {
 		c.next = next
 	}
+	c.profilesToTraces = true
 	c.mu.Unlock()
 	return &profilesHalf{half{c, set.ID}}, nil
 }

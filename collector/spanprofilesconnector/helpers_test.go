@@ -443,3 +443,6 @@ type (
 	ptraceSpan      = ptrace.Span
 	metricdataGauge = metricdata.Gauge[int64]
 )
+
+// typeStr is the connector's type in a configuration (metadata.yaml's).
+var typeStr = metadata.Type.String()

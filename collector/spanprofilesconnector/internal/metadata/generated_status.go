@@ -14,6 +14,8 @@ var (
 )
 
 const (
-	TracesToTracesStability   = component.StabilityLevelDevelopment
-	ProfilesToTracesStability = component.StabilityLevelDevelopment
+	TracesToTracesStability    = component.StabilityLevelDevelopment
+	ProfilesToTracesStability  = component.StabilityLevelDevelopment
+	TracesToMetricsStability   = component.StabilityLevelDevelopment
+	ProfilesToMetricsStability = component.StabilityLevelDevelopment
 )

@@ -30,6 +30,9 @@ type TelemetryBuilder struct {
 	registrations                              []metric.Registration
 	ConnectorSpanprofilesExportErrors          metric.Int64Counter
 	ConnectorSpanprofilesHeldSamples           metric.Int64ObservableGauge
+	ConnectorSpanprofilesMetricExportErrors    metric.Int64Counter
+	ConnectorSpanprofilesMetricFolds           metric.Int64Counter
+	ConnectorSpanprofilesMetricSeries          metric.Int64ObservableGauge
 	ConnectorSpanprofilesOwnSamplesOutsideSpan metric.Int64Counter
 	ConnectorSpanprofilesPendingSpans          metric.Int64ObservableGauge
 	ConnectorSpanprofilesProcesses             metric.Int64ObservableGauge
@@ -56,6 +59,21 @@ func (builder *TelemetryBuilder) RegisterConnectorSpanprofilesHeldSamplesCallbac
 		cb(ctx, &observerInt64{inst: builder.ConnectorSpanprofilesHeldSamples, obs: o})
 		return nil
 	}, builder.ConnectorSpanprofilesHeldSamples)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterConnectorSpanprofilesMetricSeriesCallback sets callback for observable ConnectorSpanprofilesMetricSeries metric.
+func (builder *TelemetryBuilder) RegisterConnectorSpanprofilesMetricSeriesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ConnectorSpanprofilesMetricSeries, obs: o})
+		return nil
+	}, builder.ConnectorSpanprofilesMetricSeries)
 	if err != nil {
 		return err
 	}
@@ -133,6 +151,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_connector_spanprofiles_held_samples",
 		metric.WithDescription("Profile samples held for spans to come. [Development]"),
 		metric.WithUnit("{samples}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorSpanprofilesMetricExportErrors, err = builder.meter.Int64Counter(
+		"otelcol_connector_spanprofiles_metric_export_errors",
+		metric.WithDescription("Batches of the connector's metrics the next consumer refused. [Development]"),
+		metric.WithUnit("{batches}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorSpanprofilesMetricFolds, err = builder.meter.Int64Counter(
+		"otelcol_connector_spanprofiles_metric_folds",
+		metric.WithDescription("Values of the connector's metrics folded into `other` past a bound, by the attribute folded (or `series` past max_series). [Development]"),
+		metric.WithUnit("{values}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorSpanprofilesMetricSeries, err = builder.meter.Int64ObservableGauge(
+		"otelcol_connector_spanprofiles_metric_series",
+		metric.WithDescription("Series the connector's metrics hold, all metrics together. [Development]"),
+		metric.WithUnit("{series}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ConnectorSpanprofilesOwnSamplesOutsideSpan, err = builder.meter.Int64Counter(

@@ -24,6 +24,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterConnectorSpanprofilesMetricSeriesCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterConnectorSpanprofilesPendingSpansCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -33,6 +37,8 @@ func TestSetupTelemetry(t *testing.T) {
 		return nil
 	}))
 	tb.ConnectorSpanprofilesExportErrors.Add(context.Background(), 1)
+	tb.ConnectorSpanprofilesMetricExportErrors.Add(context.Background(), 1)
+	tb.ConnectorSpanprofilesMetricFolds.Add(context.Background(), 1)
 	tb.ConnectorSpanprofilesOwnSamplesOutsideSpan.Add(context.Background(), 1)
 	tb.ConnectorSpanprofilesSamples.Add(context.Background(), 1)
 	tb.ConnectorSpanprofilesSpans.Add(context.Background(), 1)
@@ -42,6 +48,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorSpanprofilesHeldSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorSpanprofilesMetricExportErrors(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorSpanprofilesMetricFolds(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorSpanprofilesMetricSeries(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorSpanprofilesOwnSamplesOutsideSpan(t, testTel,
