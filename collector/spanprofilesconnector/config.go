@@ -30,6 +30,8 @@ type Config struct {
 	MaxProcesses int `mapstructure:"max_processes"`
 	// TopFrames is how many entries `top_frames`, `held_by` and `top_alloc_frames` keep.
 	TopFrames int `mapstructure:"top_frames"`
+	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).
+	Metrics MetricsConfig `mapstructure:"metrics"`
 }
 
 const (
@@ -49,6 +51,7 @@ func createDefaultConfig() *Config {
 		MaxSamples:      2_000_000,
 		MaxProcesses:    4_096,
 		TopFrames:       5,
+		Metrics:         defaultMetricsConfig(),
 	}
 }
 
@@ -73,5 +76,6 @@ func (c *Config) Validate() error {
 	if c.TopFrames < 1 || c.TopFrames > maxTopFrames {
 		errs = append(errs, fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames))
 	}
+	errs = append(errs, c.Metrics.validate())
 	return errors.Join(errs...)
 }

@@ -2,12 +2,15 @@ package spanprofilesconnector
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -35,6 +38,16 @@ type spanProfiles struct {
 	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
 	unprofiled map[identity]time.Time
 
+	// Which halves were created: a metrics half takes an input only where no traces half of
+	// that input exists (metrics_halves.go).
+	tracesToTraces, profilesToTraces bool
+	// Where the metrics go (nil: no metrics pipeline takes them), what they hold, and when
+	// they were last sent.
+	metricsNext consumer.Metrics
+	metrics     *waitMetrics
+	mtel        *metricsTelemetry
+	lastFlush   time.Time
+
 	// Lifecycle: both halves start and shut down the one state.
 	starts int
 	closed bool
@@ -51,14 +64,22 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	if err != nil {
 		return nil, err
 	}
+	mtel, err := newMetricsTelemetry(tel.builder)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
 	return &spanProfiles{
 		cfg:        cfg,
 		logger:     set.Logger,
 		tel:        tel,
 		now:        time.Now,
-		store:      newStore(cfg, tel),
+		store:      newStore(cfg, tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
+		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
+		mtel:       mtel,
+		lastFlush:  now,
 	}, nil
 }
 
@@ -67,6 +88,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 type unit struct {
 	td        ptrace.Traces
 	id        identity
+	service   string
 	spans     []ptrace.Span
 	settled   []bool
 	unsettled int
@@ -124,9 +146,11 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	}
 	c.queue = nil
 	c.publish()
+	md, mnext := c.metricsDue(now, true)
 	c.mu.Unlock()
 	c.emit(ctx, out)
-	return true, c.tel.shutdown()
+	c.emitMetrics(ctx, md, mnext)
+	return true, errors.Join(c.tel.shutdown(), c.mtel.shutdown())
 }
 
 // checkEvery is how often spans past their wait and windows past retention are looked for:
@@ -166,8 +190,10 @@ func (c *spanProfiles) expire() {
 		}
 	}
 	c.compact()
+	md, mnext := c.metricsDue(now, false)
 	c.mu.Unlock()
 	c.emit(context.Background(), out)
+	c.emitMetrics(context.Background(), md, mnext)
 }
 
 func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) error {
@@ -195,11 +221,12 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 		}
 	}
 	c.publish()
+	next := c.next
 	c.mu.Unlock()
-	if out.ResourceSpans().Len() == 0 {
+	if out.ResourceSpans().Len() == 0 || next == nil {
 		return nil
 	}
-	return c.nextConsumer().ConsumeTraces(ctx, out)
+	return next.ConsumeTraces(ctx, out)
 }
 
 func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) error {
@@ -231,6 +258,7 @@ func newUnit(rs ptrace.ResourceSpans, now time.Time) *unit {
 	held := u.td.ResourceSpans().AppendEmpty()
 	rs.MoveTo(held)
 	u.id = identityOf(held.Resource().Attributes())
+	u.service = strAttr(held.Resource().Attributes(), MetricAttrService)
 	sss := held.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
@@ -301,7 +329,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
-		if c.settleSpan(s, p, why, final, settledBefore) {
+		if c.settleSpan(s, u.service, p, why, final, settledBefore) {
 			u.settled[i] = true
 			u.unsettled--
 		}
@@ -310,7 +338,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
@@ -344,8 +372,24 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, 
 		return final
 	}
 	j := p.join(st)
+	switch {
+	case j.refusedAny():
+		// Enriched with the figures the refused samples do not touch (if any).
+		c.tel.span(spanSamplesRefused, 1)
+	case !j.seen:
+		// The sampler never saw the thread on or off CPU around the span (its main thread
+		// guessed, idle or not profiled): no CPU figure, and zeros would be an answer.
+		c.tel.span(spanNoThreadSamples, 1)
+		if !j.allocKnown() {
+			return true
+		}
+	default:
+		c.tel.span(spanEnriched, 1)
+	}
 	enrich(s, j, c.cfg.TopFrames, c.names.get)
-	c.tel.span(spanEnriched, 1)
+	if c.metricsNext != nil {
+		c.metrics.observe(service, s, j, c.names.get)
+	}
 	if j.ownOutside > 0 {
 		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
 	}
@@ -392,5 +436,27 @@ func (c *spanProfiles) emit(ctx context.Context, out ptrace.Traces) {
 	if err := next.ConsumeTraces(ctx, out); err != nil {
 		c.tel.errors.Add(context.Background(), 1)
 		c.logger.Warn("the next consumer refused spans held for profiles", zap.Int("spans", out.SpanCount()), zap.Error(err))
+	}
+}
+
+// metricsDue returns the metrics to send when their flush interval has passed (or now, when
+// last), and where they go; nothing when no metrics pipeline takes them.
+func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, consumer.Metrics) {
+	if c.metricsNext == nil || (!last && now.Sub(c.lastFlush) < c.cfg.Metrics.FlushInterval) {
+		return pmetric.Metrics{}, nil
+	}
+	c.lastFlush = now
+	c.mtel.series.Store(int64(c.metrics.series()))
+	return c.metrics.emit(pcommon.NewTimestampFromTime(now)), c.metricsNext
+}
+
+// emitMetrics sends a batch of metrics on; a refusal is logged and counted.
+func (c *spanProfiles) emitMetrics(ctx context.Context, md pmetric.Metrics, next consumer.Metrics) {
+	if next == nil || md.ResourceMetrics().Len() == 0 {
+		return
+	}
+	if err := next.ConsumeMetrics(ctx, md); err != nil {
+		c.mtel.exportErrors.Add(context.Background(), 1)
+		c.logger.Warn("the next consumer refused the connector's metrics", zap.Int("points", md.DataPointCount()), zap.Error(err))
 	}
 }
