@@ -188,4 +188,4 @@ async function promExemplars(port, query, seconds = 3600) {
   return body.data;
 }
 
-module.exports = { ROOT, BIN, missing, startJaeger, startPrometheus, startCollector, startService, startAgent, stop, promQuery, promExemplars };
+module.exports = { ROOT, BIN, missing, startServer, startJaeger, startPrometheus, startCollector, startService, startAgent, stop, promQuery, promExemplars };

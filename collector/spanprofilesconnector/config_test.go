@@ -1,6 +1,7 @@
 package spanprofilesconnector
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -17,11 +19,22 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	require.NoError(t, confmap.Validate(cfg))
 }
 
-// The README's example, as a user writes it.
+// The README's example, as a user writes it (testdata/config.yaml).
 func TestConfigFromYAMLValues(t *testing.T) {
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	conf := confmap.NewFromStringMap(map[string]any{"max_wait": "15s", "retention": "2m", "max_pending_spans": 1000, "top_frames": 3})
-	require.NoError(t, conf.Unmarshal(cfg))
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	load := func(id string) (*Config, error) {
+		cfg := NewFactory().CreateDefaultConfig().(*Config)
+		sub, err := cm.Sub(id)
+		require.NoError(t, err)
+		return cfg, sub.Unmarshal(cfg)
+	}
+	cfg, err := load("spanprofiles")
+	require.NoError(t, err)
+	assert.Equal(t, createDefaultConfig(), cfg)
+
+	cfg, err = load("spanprofiles/custom")
+	require.NoError(t, err)
 	assert.Equal(t, 15*time.Second, cfg.MaxWait)
 	assert.Equal(t, 2*time.Minute, cfg.Retention)
 	assert.Equal(t, 1000, cfg.MaxPendingSpans)
@@ -29,8 +42,8 @@ func TestConfigFromYAMLValues(t *testing.T) {
 	assert.Equal(t, createDefaultConfig().MaxSamples, cfg.MaxSamples, "the rest keeps its default")
 	require.NoError(t, confmap.Validate(cfg))
 
-	unknown := confmap.NewFromStringMap(map[string]any{"max_wiat": "15s"})
-	require.ErrorContains(t, unknown.Unmarshal(cfg), "max_wiat")
+	_, err = load("spanprofiles/typo")
+	require.ErrorContains(t, err, "max_wiat")
 }
 
 func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
