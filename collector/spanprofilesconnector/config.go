@@ -30,6 +30,11 @@ type Config struct {
 	MaxProcesses int `mapstructure:"max_processes"`
 	// TopFrames is how many entries `top_frames`, `held_by` and `top_alloc_frames` keep.
 	TopFrames int `mapstructure:"top_frames"`
+	// MaxBatchSpans and MaxBatchBytes bound each batch of spans the connector sends on: an agent
+	// window releases every span it covers at once, tens of thousands, more than a backend takes
+	// in one request (batches.go).
+	MaxBatchSpans int `mapstructure:"max_batch_spans"`
+	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
 }
 
 const (
@@ -39,6 +44,8 @@ const (
 	// A span or window held longer than a day is a misconfiguration, not a choice.
 	maxDuration  = 24 * time.Hour
 	maxTopFrames = 50
+	// A batch smaller than 64 KiB holds a few dozen enriched spans: a request per few spans.
+	minMaxBatchBytes = 64 << 10
 )
 
 func createDefaultConfig() *Config {
@@ -49,6 +56,10 @@ func createDefaultConfig() *Config {
 		MaxSamples:      2_000_000,
 		MaxProcesses:    4_096,
 		TopFrames:       5,
+		MaxBatchSpans:   4_096,
+		// 3 MiB: under the 4 MiB that Jaeger's and the Collector's OTLP gRPC receivers take by
+		// default, with room for processors after this one to add attributes.
+		MaxBatchBytes: 3 << 20,
 	}
 }
 
@@ -72,6 +83,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TopFrames < 1 || c.TopFrames > maxTopFrames {
 		errs = append(errs, fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames))
+	}
+	if c.MaxBatchSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_batch_spans is %d: expected a positive number of spans", c.MaxBatchSpans))
+	}
+	if c.MaxBatchBytes < minMaxBatchBytes {
+		errs = append(errs, fmt.Errorf("max_batch_bytes is %d: expected at least %d (64 KiB), under what the backend takes in one request (4 MiB for Jaeger's OTLP gRPC by default)", c.MaxBatchBytes, minMaxBatchBytes))
 	}
 	return errors.Join(errs...)
 }

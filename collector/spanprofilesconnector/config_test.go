@@ -44,6 +44,8 @@ func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
 		"no samples":             {func(c *Config) { c.MaxSamples = -1 }, "max_samples is -1: expected a positive number"},
 		"no processes":           {func(c *Config) { c.MaxProcesses = 0 }, "max_processes is 0: expected a positive number"},
 		"top frames out of 1-50": {func(c *Config) { c.TopFrames = 51 }, "top_frames is 51: expected 1 to 50"},
+		"no batch spans":         {func(c *Config) { c.MaxBatchSpans = 0 }, "max_batch_spans is 0: expected a positive number"},
+		"batch bytes too small":  {func(c *Config) { c.MaxBatchBytes = 1000 }, "max_batch_bytes is 1000: expected at least 65536"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig()

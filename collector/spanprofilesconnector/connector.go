@@ -2,6 +2,7 @@ package spanprofilesconnector
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 // the traces it holds and the profile windows it joins them with.
 type spanProfiles struct {
 	cfg    *Config
+	bounds batchBounds
 	logger *zap.Logger
 	tel    *telemetry
 	now    func() time.Time
@@ -53,6 +55,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	}
 	return &spanProfiles{
 		cfg:        cfg,
+		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
 		logger:     set.Logger,
 		tel:        tel,
 		now:        time.Now,
@@ -196,10 +199,7 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 	}
 	c.publish()
 	c.mu.Unlock()
-	if out.ResourceSpans().Len() == 0 {
-		return nil
-	}
-	return c.nextConsumer().ConsumeTraces(ctx, out)
+	return c.send(ctx, out)
 }
 
 func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) error {
@@ -392,18 +392,30 @@ func (c *spanProfiles) nextConsumer() consumer.Traces {
 	return c.next
 }
 
-// emit sends spans released outside a traces request on; a refusal is logged and counted,
-// there is no caller to hand it to.
+// emit sends spans released outside a traces request on; a refusal is logged and counted
+// (send), there is no caller to hand it to.
 func (c *spanProfiles) emit(ctx context.Context, out ptrace.Traces) {
+	_ = c.send(ctx, out)
+}
+
+// send passes spans to the next consumer in batches within max_batch_spans and max_batch_bytes.
+// Each refused batch is counted and logged; the refusals are returned together.
+func (c *spanProfiles) send(ctx context.Context, out ptrace.Traces) error {
 	if out.ResourceSpans().Len() == 0 {
-		return
+		return nil
 	}
 	next := c.nextConsumer()
 	if next == nil {
-		return
+		return nil
 	}
-	if err := next.ConsumeTraces(ctx, out); err != nil {
-		c.tel.errors.Add(context.Background(), 1)
-		c.logger.Warn("the next consumer refused spans held for profiles", zap.Int("spans", out.SpanCount()), zap.Error(err))
+	var errs []error
+	for _, batch := range c.bounds.split(out) {
+		n := batch.SpanCount()
+		if err := next.ConsumeTraces(ctx, batch); err != nil {
+			c.tel.errors.Add(context.Background(), 1)
+			c.logger.Warn("the next consumer refused a batch of spans", zap.Int("spans", n), zap.Error(err))
+			errs = append(errs, err)
+		}
 	}
+	return errors.Join(errs...)
 }

@@ -69,7 +69,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	t.windows = counter("otelcol_connector_spanprofiles_windows", "Profile windows (one process's profiles of one agent window), by outcome.", "{windows}")
 	t.gaps = counter("otelcol_connector_spanprofiles_spans_with_gaps", "Enriched spans whose time had a gap between its process's windows (counted as no samples).", "{spans}")
 	t.ownOutside = counter("otelcol_connector_spanprofiles_own_samples_outside_span", "Samples linked to a span but timed outside it: clock skew between the SDK and the agent.", "{samples}")
-	t.errors = counter("otelcol_connector_spanprofiles_export_errors", "Batches of held spans the next consumer refused.", "{batches}")
+	t.errors = counter("otelcol_connector_spanprofiles_export_errors", "Batches of spans the next consumer refused (a full sending queue, a backend down).", "{batches}")
 	gauge := func(name, desc, unit string) metric.Int64ObservableGauge {
 		g, err := m.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit(unit))
 		errs = append(errs, err)
