@@ -35,6 +35,8 @@ type Config struct {
 	// in one request (batches.go).
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
+	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).
+	Metrics MetricsConfig `mapstructure:"metrics"`
 }
 
 const (
@@ -60,6 +62,7 @@ func createDefaultConfig() *Config {
 		// 3 MiB: under the 4 MiB that Jaeger's and the Collector's OTLP gRPC receivers take by
 		// default, with room for processors after this one to add attributes.
 		MaxBatchBytes: 3 << 20,
+		Metrics:       defaultMetricsConfig(),
 	}
 }
 
@@ -90,5 +93,6 @@ func (c *Config) Validate() error {
 	if c.MaxBatchBytes < minMaxBatchBytes {
 		errs = append(errs, fmt.Errorf("max_batch_bytes is %d: expected at least %d (64 KiB), under what the backend takes in one request (4 MiB for Jaeger's OTLP gRPC by default)", c.MaxBatchBytes, minMaxBatchBytes))
 	}
+	errs = append(errs, c.Metrics.validate())
 	return errors.Join(errs...)
 }

@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -37,6 +39,16 @@ type spanProfiles struct {
 	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
 	unprofiled map[identity]time.Time
 
+	// Which halves were created: a metrics half takes an input only where no traces half of
+	// that input exists (metrics_halves.go).
+	tracesToTraces, profilesToTraces bool
+	// Where the metrics go (nil: no metrics pipeline takes them), what they hold, and when
+	// they were last sent.
+	metricsNext consumer.Metrics
+	metrics     *waitMetrics
+	mtel        *metricsTelemetry
+	lastFlush   time.Time
+
 	// Lifecycle: both halves start and shut down the one state.
 	starts int
 	closed bool
@@ -53,6 +65,11 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	if err != nil {
 		return nil, err
 	}
+	mtel, err := newMetricsTelemetry(tel.builder)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
 	return &spanProfiles{
 		cfg:        cfg,
 		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
@@ -62,6 +79,9 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		store:      newStore(cfg, tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
+		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
+		mtel:       mtel,
+		lastFlush:  now,
 	}, nil
 }
 
@@ -70,6 +90,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 type unit struct {
 	td        ptrace.Traces
 	id        identity
+	service   string
 	spans     []ptrace.Span
 	settled   []bool
 	unsettled int
@@ -127,8 +148,10 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	}
 	c.queue = nil
 	c.publish()
+	md, mnext := c.metricsDue(now, true)
 	c.mu.Unlock()
 	c.emit(ctx, out)
+	c.emitMetrics(ctx, md, mnext)
 	return true, c.tel.shutdown()
 }
 
@@ -169,8 +192,10 @@ func (c *spanProfiles) expire() {
 		}
 	}
 	c.compact()
+	md, mnext := c.metricsDue(now, false)
 	c.mu.Unlock()
 	c.emit(context.Background(), out)
+	c.emitMetrics(context.Background(), md, mnext)
 }
 
 func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) error {
@@ -231,6 +256,7 @@ func newUnit(rs ptrace.ResourceSpans, now time.Time) *unit {
 	held := u.td.ResourceSpans().AppendEmpty()
 	rs.MoveTo(held)
 	u.id = identityOf(held.Resource().Attributes())
+	u.service = strAttr(held.Resource().Attributes(), MetricAttrService)
 	sss := held.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
@@ -301,7 +327,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
-		if c.settleSpan(s, p, why, final, settledBefore) {
+		if c.settleSpan(s, u.service, p, why, final, settledBefore) {
 			u.settled[i] = true
 			u.unsettled--
 		}
@@ -310,7 +336,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
@@ -359,6 +385,9 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, 
 		c.tel.span(spanEnriched, 1)
 	}
 	enrich(s, j, c.cfg.TopFrames, c.names.get)
+	if c.metricsNext != nil {
+		c.metrics.observe(service, s, j, c.names.get)
+	}
 	if j.ownOutside > 0 {
 		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
 	}
@@ -418,4 +447,26 @@ func (c *spanProfiles) send(ctx context.Context, out ptrace.Traces) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// metricsDue returns the metrics to send when their flush interval has passed (or now, when
+// last), and where they go; nothing when no metrics pipeline takes them.
+func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, consumer.Metrics) {
+	if c.metricsNext == nil || (!last && now.Sub(c.lastFlush) < c.cfg.Metrics.FlushInterval) {
+		return pmetric.Metrics{}, nil
+	}
+	c.lastFlush = now
+	c.mtel.series.Store(int64(c.metrics.series()))
+	return c.metrics.emit(pcommon.NewTimestampFromTime(now)), c.metricsNext
+}
+
+// emitMetrics sends a batch of metrics on; a refusal is logged and counted.
+func (c *spanProfiles) emitMetrics(ctx context.Context, md pmetric.Metrics, next consumer.Metrics) {
+	if next == nil || md.ResourceMetrics().Len() == 0 {
+		return
+	}
+	if err := next.ConsumeMetrics(ctx, md); err != nil {
+		c.mtel.exportErrors.Add(context.Background(), 1)
+		c.logger.Warn("the next consumer refused the connector's metrics", zap.Int("points", md.DataPointCount()), zap.Error(err))
+	}
 }

@@ -13,12 +13,16 @@ const (
 	AttrCPUOtherTracesMs = "thread_ctx.cpu.other_traces_ms"
 	// On CPU with no span: GC, the runtime, the event loop itself.
 	AttrCPUNoSpanMs = "thread_ctx.cpu.no_span_ms"
-	// Off CPU with this trace active: blocked inside it. Only when the agent sends off-CPU profiles.
+	// Off CPU asleep with this trace active: blocked inside it. Only when the agent sends
+	// off-CPU profiles; like the next two, time the thread was runnable is not in it.
 	AttrOffCPUTraceMs = "thread_ctx.off_cpu.trace_ms"
-	// Off CPU while another trace was active: another request blocked the thread.
+	// Off CPU asleep while another trace was active: another request blocked the thread.
 	AttrOffCPUOtherTracesMs = "thread_ctx.off_cpu.other_traces_ms"
-	// Off CPU with no span: the event loop idle, waiting for I/O or timers.
+	// Off CPU asleep with no span: the event loop idle, waiting for I/O or timers.
 	AttrOffCPUNoSpanMs = "thread_ctx.off_cpu.no_span_ms"
+	// Off CPU but runnable, whoever's span was active: the thread waited for a CPU (preempted
+	// by other threads, or throttled by its cgroup's CPU quota). Only with off-CPU profiles.
+	AttrOffCPURunnableMs = "thread_ctx.off_cpu.runnable_ms"
 	// Bytes allocated in this span's trace (int). Only when the agent sends allocation profiles.
 	AttrAllocBytes = "thread_ctx.alloc_bytes"
 	// The CPU samples behind the cpu.* figures (int): each stands for one sampling period.
@@ -30,6 +34,15 @@ const (
 	EventTopFrames = "top_frames"
 	// String array: the other traces that held the thread, "<who> <trace id> <ms>ms: <top frame>".
 	EventHeldBy = "held_by"
+	// Int and double: the other traces that held the thread but are not in held_by (fewer than
+	// 1 % of the span each, or past top_frames), and their ms: held_by's ms plus these add up
+	// to cpu.other_traces_ms + off_cpu.other_traces_ms. Only when another trace held it.
+	EventHeldByOthers   = "held_by_others"
+	EventHeldByOthersMs = "held_by_others_ms"
+	// String array: the same time by route, "<route> <ms>ms in <n> requests: <top frame>",
+	// longest first; past top_frames routes, the rest as "(<k> other routes) <ms>ms in <n>
+	// requests". Its ms add up to the same total.
+	EventHeldByRoutes = "held_by_routes"
 	// String array: where the trace allocated, "function (file:line) NN%".
 	EventTopAllocFrames = "top_alloc_frames"
 	// Int: the thread the figures are of.
@@ -58,6 +71,10 @@ const (
 	// labelPrefix + key (`process.context.label.http.route`).
 	attrHTTPRoute = "http.route"
 	labelPrefix   = "process.context.label."
+	// Off-CPU sample attribute: the thread's state when it was switched out, `blocked` (asleep)
+	// or `preempted` (still runnable).
+	attrOffCPUState = "thread.off_cpu.state"
+	offCPUPreempted = "preempted"
 	// Location attribute: `v8js` for JS frames (both profilers).
 	attrFrameType = "profile.frame.type"
 	frameTypeJS   = "v8js"

@@ -21,6 +21,7 @@ func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) 
 		a.PutDouble(AttrOffCPUTraceMs, ms(j.offTrace))
 		a.PutDouble(AttrOffCPUOtherTracesMs, ms(j.offOther))
 		a.PutDouble(AttrOffCPUNoSpanMs, ms(j.offNone))
+		a.PutDouble(AttrOffCPURunnableMs, ms(j.runnable))
 	}
 	if j.allocKnown() {
 		a.PutInt(AttrAllocBytes, j.allocBytes)
@@ -34,8 +35,15 @@ func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) 
 		putStrings(ea, EventTopFrames, percentages(j.frames, topN))
 	}
 	if j.cpuKnown() || j.offKnown() {
-		// A trace that held the thread for under 1 % of the span explains none of it.
-		putStrings(ea, EventHeldBy, j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, 1), nameOf))
+		// A trace that held the thread for under 1 % of the span explains none of it: it is
+		// not listed, only counted in the remainder.
+		held := j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, 1), nameOf)
+		putStrings(ea, EventHeldBy, held.listed)
+		if len(j.others) > 0 {
+			ea.PutInt(EventHeldByOthers, int64(held.others))
+			ea.PutDouble(EventHeldByOthersMs, ms(held.othersNs))
+		}
+		putStrings(ea, EventHeldByRoutes, held.routes)
 	}
 	if j.allocKnown() {
 		putStrings(ea, EventTopAllocFrames, percentages(j.allocFrames, topN))

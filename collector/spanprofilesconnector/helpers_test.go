@@ -20,6 +20,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 // Times in tests: ms after t0 (a wall-clock instant like the agent's, not on a whole
@@ -53,8 +55,8 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	require.NoError(t, cfg.Validate())
 	h := &harness{t: t, sink: &consumertest.TracesSink{}, tel: componenttest.NewTelemetry()}
 	h.clock.Store(ms(0) + int64(time.Hour)) // arrival times are the Collector's: any instant works
-	set := connectortest.NewNopSettings(component.MustNewType(typeStr))
-	set.ID = component.MustNewIDWithName(typeStr, t.Name())
+	set := connectortest.NewNopSettings(metadata.Type)
+	set.ID = component.MustNewIDWithName(metadata.Type.String(), t.Name())
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
 	var core zapcore.Core
 	core, h.logs = observer.New(zapcore.InfoLevel)
@@ -441,3 +443,6 @@ type (
 	ptraceSpan      = ptrace.Span
 	metricdataGauge = metricdata.Gauge[int64]
 )
+
+// typeStr is the connector's type in a configuration (metadata.yaml's).
+var typeStr = metadata.Type.String()

@@ -304,7 +304,7 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 	n := values.Len()
 	// The events a refused sample stands for: one per value, or per timestamp without values.
 	events := max(n, times.Len(), 1)
-	tid, route, ok := b.threadAndRoute(s)
+	tid, route, runnable, ok := b.threadAndRoute(s)
 	if !ok {
 		b.counts.invalid += events
 		b.w.refuse(0, kind)
@@ -362,7 +362,11 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 		case kindCPU:
 			tp.cpu = append(tp.cpu, p)
 		case kindOff:
-			tp.off = append(tp.off, p)
+			if runnable {
+				tp.runnable = append(tp.runnable, p)
+			} else {
+				tp.off = append(tp.off, p)
+			}
 			tp.maxOff = max(tp.maxOff, p.w)
 		case kindAlloc:
 			tp.alloc = append(tp.alloc, p)
@@ -399,12 +403,15 @@ func (b *windowBuilder) point(kind sampleKind, t, v, period int64) (point, bool)
 	}
 }
 
-func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route string, ok bool) {
+// threadAndRoute reads a sample's thread, route and, for an off-CPU interval, whether the
+// thread was runnable (preempted: it waited for a CPU) rather than asleep. A profiler that does
+// not say (the OpenTelemetry eBPF profiler's off-CPU samples) is read as asleep.
+func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route string, runnable, ok bool) {
 	attrs := s.AttributeIndices()
 	for i := 0; i < attrs.Len(); i++ {
 		k, v, ok := b.dict.attribute(attrs.At(i))
 		if !ok {
-			return 0, "", false
+			return 0, "", false, false
 		}
 		switch k {
 		case attrThreadID:
@@ -413,9 +420,11 @@ func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route stri
 			}
 		case attrHTTPRoute, labelPrefix + attrHTTPRoute:
 			route = truncate(v.AsString())
+		case attrOffCPUState:
+			runnable = v.Type() == pcommon.ValueTypeStr && v.Str() == offCPUPreempted
 		}
 	}
-	return tid, route, true
+	return tid, route, runnable, true
 }
 
 func (b *windowBuilder) linkAndFrame(s pprofile.Sample, route string) (link, frame int32, ok bool) {

@@ -23,9 +23,11 @@ type point struct {
 
 func (p point) end() int64 { return p.t + p.w }
 
-// threadPoints is what one thread did in one window, each kind sorted by time.
+// threadPoints is what one thread did in one window, each kind sorted by time. Off-CPU
+// intervals are apart by the thread's state: asleep (off: blocked, or the loop idle) or
+// runnable (waiting for a CPU: preempted, or throttled by its cgroup's quota).
 type threadPoints struct {
-	cpu, off, alloc []point
+	cpu, off, runnable, alloc []point
 	// The longest off-CPU interval: how far before a span's start an interval that overlaps
 	// it can begin.
 	maxOff int64
@@ -172,6 +174,7 @@ func (w *window) seal() {
 	for _, tp := range w.threads {
 		slices.SortFunc(tp.cpu, byTime)
 		slices.SortFunc(tp.off, byTime)
+		slices.SortFunc(tp.runnable, byTime)
 		slices.SortFunc(tp.alloc, byTime)
 		w.maxOff = max(w.maxOff, tp.maxOff)
 	}
