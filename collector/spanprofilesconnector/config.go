@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
 )
 
 // Config is the `spanprofiles` connector's configuration. Every field has a default
@@ -35,6 +37,10 @@ type Config struct {
 	// in one request (batches.go).
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
+	// Storage names a storage extension (contrib's file_storage) that keeps the spans the
+	// connector holds, so that a crash loses none of them (persist.go). None: a crash loses up
+	// to max_wait of spans.
+	Storage *component.ID `mapstructure:"storage"`
 	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).
 	Metrics MetricsConfig `mapstructure:"metrics"`
 }
