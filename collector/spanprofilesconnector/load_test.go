@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 // The node the load benchmark reproduces (docs/benchmarks.md): 20 services, each 200
@@ -194,7 +195,7 @@ func TestLoadBenchmark(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(t0)
 	counting := &countingSink{}
-	set := connectortest.NewNopSettings(component.MustNewType(typeStr))
+	set := connectortest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = componenttest.NewNopTelemetrySettings()
 	cfg := createDefaultConfig()
 	f := NewFactory()
