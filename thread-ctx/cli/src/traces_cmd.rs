@@ -4,7 +4,6 @@
 
 use crate::console::{print_stdout, println_stdout, say};
 use crate::exit_codes::{existing_file, usage};
-use crate::report_cmd::ReportArgs;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -12,14 +11,23 @@ use std::process::ExitCode;
 use thread_ctx_otlp::traces::{scan_traces_file, SpanSelection, TracesScan, HELD_SHOWN};
 use thread_ctx_output::slow_requests::{mean, Explanation, Latencies, Report};
 
+/// How `report --traces` was asked to run: `selected_by` names the flags behind `selection`.
+pub struct TracesReport<'a> {
+    pub selection: SpanSelection,
+    pub selected_by: Vec<&'static str>,
+    pub slowest: usize,
+    pub top: usize,
+    pub json: bool,
+    pub path: &'a Path,
+}
+
 /// `report --traces`: the file is read twice, a message at a time (each route's latency first,
 /// then its slowest 1 % explained), so memory does not grow with the spans' contents.
-pub fn run(path: &Path, args: &ReportArgs) -> Result<ExitCode> {
-    refuse_profile_flags(args)?;
+pub fn run(how: TracesReport) -> Result<ExitCode> {
+    let path = how.path;
     existing_file("--traces", path)?;
-    let selection = selection(args)?;
-    let mut latencies = Latencies::new(args.slowest);
-    let scan = scan_traces_file(path, &selection, None, |s| latencies.add(&s))?;
+    let mut latencies = Latencies::new(how.slowest);
+    let scan = scan_traces_file(path, &how.selection, None, |s| latencies.add(&s))?;
     if scan.incomplete_tail > 0 {
         say!(
             "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
@@ -27,17 +35,17 @@ pub fn run(path: &Path, args: &ReportArgs) -> Result<ExitCode> {
             path.display()
         );
     }
-    check_selection(args, &scan, path)?;
+    check_selection(&how.selected_by, &scan, path)?;
     let mut tails = latencies.tails();
-    scan_traces_file(path, &selection, Some(scan.whole_bytes), |s| tails.add(&s))?;
+    scan_traces_file(path, &how.selection, Some(scan.whole_bytes), |s| tails.add(&s))?;
     // --top 0 means all, as for the profile summary.
-    let r = tails.finish(if args.top == 0 { usize::MAX } else { args.top });
+    let r = tails.finish(if how.top == 0 { usize::MAX } else { how.top });
     let source = if scan.selected < scan.spans {
         format!("{} (selected {} of its {} spans)", path.display(), scan.selected, scan.spans)
     } else {
         path.display().to_string()
     };
-    if args.json {
+    if how.json {
         println_stdout(&serde_json::to_string_pretty(&to_json(&r, path))?)?;
     } else {
         print_stdout(&r.render(&source))?;
@@ -45,47 +53,8 @@ pub fn run(path: &Path, args: &ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The flags of `report --otlp`'s profile that spans do not have, refused by name.
-fn refuse_profile_flags(args: &ReportArgs) -> Result<()> {
-    let files = &args.files;
-    let refused = [
-        (args.by.is_some(), "--by", "it chooses the rows of a profile's summary; --traces reports requests by route"),
-        (files.pprof.is_some(), "--pprof", "spans are not samples: draw a profile with report --otlp"),
-        (files.flamegraph.is_some(), "--flamegraph", "spans are not samples: draw a profile with report --otlp"),
-        (files.folded.is_some(), "--folded", "spans are not samples: fold a profile with report --otlp"),
-        (files.select.kind.is_some(), "--kind", "it chooses which samples of a profile are drawn; spans have no kind"),
-    ];
-    match refused.into_iter().find(|(given, _, _)| *given) {
-        Some((_, flag, why)) => Err(usage(format!("{flag}: not with --traces: {why}"))),
-        None => Ok(()),
-    }
-}
-
-/// `--pid`, `--service`, `--trace`, `--span`, `--attr` as a selection of spans.
-fn selection(args: &ReportArgs) -> Result<SpanSelection> {
-    let filter = args.files.select.filter()?;
-    Ok(SpanSelection {
-        pids: args.pid.clone(),
-        service: args.service.clone(),
-        trace_id: filter.trace_id,
-        span_id: filter.span_id,
-        attrs: filter.attrs,
-    })
-}
-
 /// A selection that kept no span is a usage error naming its flags and what the file holds.
-fn check_selection(args: &ReportArgs, scan: &TracesScan, path: &Path) -> Result<()> {
-    let select = &args.files.select;
-    let given: Vec<&str> = [
-        (!args.pid.is_empty(), "--pid"),
-        (args.service.is_some(), "--service"),
-        (select.trace.is_some(), "--trace"),
-        (select.span.is_some(), "--span"),
-        (!select.attr.is_empty(), "--attr"),
-    ]
-    .into_iter()
-    .filter_map(|(on, flag)| on.then_some(flag))
-    .collect();
+fn check_selection(given: &[&str], scan: &TracesScan, path: &Path) -> Result<()> {
     if given.is_empty() || scan.selected > 0 {
         return Ok(());
     }

@@ -498,13 +498,11 @@ fn traces_report_memory_stays_bounded_on_a_large_file() {
     let mut proc_peak_kib = 0u64;
     let status_file = format!("/proc/{pid}/status");
     let mut polls = 0u32;
-    loop {
-        let Ok(status) = std::fs::read_to_string(&status_file) else { break };
-        let Some(kib) =
-            status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
-        else {
-            break;
-        };
+    let peak_now = || {
+        let status = std::fs::read_to_string(&status_file).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+    };
+    while let Some(kib) = peak_now() {
         proc_peak_kib = proc_peak_kib.max(kib);
         polls += 1;
         std::thread::sleep(Duration::from_millis(5));
