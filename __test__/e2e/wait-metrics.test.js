@@ -147,6 +147,11 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
     const runnable = sum(enriched, (s) => s.attrs['thread_ctx.off_cpu.runnable_ms'] ?? 0);
     assert.ok(byCause.cpu_starved > 0 && runnable > 0, `cpu_starved ${byCause.cpu_starved} ms, runnable_ms on the spans ${runnable} ms`);
     assert.ok(within(byCause.cpu_starved, runnable, 0.15), `cpu_starved ${byCause.cpu_starved} ms against the spans' runnable_ms ${runnable} ms`);
+    // And the spans name the quota: the cgroup the agent read throttled, the test's own.
+    const event = (s) => s.events.find((e) => e.name === 'thread_ctx.profile')?.attrs ?? {};
+    const named = enriched.filter((s) => event(s)['thread_ctx.cgroup.throttled_ms'] > 0 && event(s)['thread_ctx.cgroup.path'] === `/${path.basename(quota.dir)}`);
+    t.diagnostic(`${named.length} of ${enriched.length} /wait spans name the quota (e.g. ${JSON.stringify(named[0] && Object.fromEntries(Object.entries(event(named[0])).filter(([k]) => k.startsWith('thread_ctx.cgroup'))))})`);
+    assert.ok(named.length >= enriched.length * 0.8, `${named.length} of ${enriched.length} /wait spans name the throttling of ${quota.dir}`);
   });
 
   await t.test('an exemplar of /wait\'s slowest latency bucket opens an enriched trace in Jaeger', async () => {
