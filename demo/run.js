@@ -108,7 +108,7 @@ async function viaAgentAndCollector() {
     }
     // max_wait: the agent's windows are INTERVAL long here; a span waits at most this for them.
     const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', { profiles: received, traces },
-      prometheus ? { port: prometheus.port, flush: '1s' } : null);
+      prometheus ? { prometheus: { port: prometheus.port, flush: '1s' } } : {});
     procs.push(collector);
     console.log(`OpenTelemetry Collector ${path.relative(ROOT, pipeline.BIN.collector)} (collector/spanprofiles.yaml): OTLP on 127.0.0.1:${collector.grpc} (gRPC) and ${collector.http} (HTTP); ` +
       'spanprofiles joins each span with its thread\'s samples, spanmetrics, the spans to Jaeger');
