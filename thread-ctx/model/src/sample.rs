@@ -5,7 +5,7 @@
 //! aggregate, symbolize, then an output renders it by its [`Measure`].
 
 use std::sync::Arc;
-use thread_ctx_sampler::{CtxState, JsFrameSlots};
+use crate::{CtxState, JsFrameSlots};
 
 /// What a sample is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

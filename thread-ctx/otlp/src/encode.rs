@@ -23,8 +23,8 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 use opentelemetry_proto::tonic::profiles::v1development as otlp;
 use thread_ctx_discovery::maps::Mapping as MapsLine;
 use thread_ctx_discovery::process_context_proto::Resource;
-use thread_ctx_profile::symbolized::StackFrame;
-use thread_ctx_profile::{Entry, FrameKind, Profile, Value};
+use thread_ctx_model::symbolized::StackFrame;
+use thread_ctx_model::{Entry, FrameKind, Profile, Value};
 
 pub const FRAME_TYPE: &str = "profile.frame.type";
 pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
@@ -32,7 +32,7 @@ pub const THREAD_ID: &str = "thread.id";
 pub const THREAD_NAME: &str = "thread.name";
 /// Off-CPU samples: `blocked` or `preempted`.
 pub const OFF_CPU_STATE: &str = "thread.off_cpu.state";
-use thread_ctx_profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
+use thread_ctx_model::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// One process's profile over one window.
 pub struct ProcessWindow<'a> {
@@ -364,8 +364,8 @@ pub(crate) mod tests {
             _ => None,
         }
     }
-    use thread_ctx_profile::symbolized::{Observation, StackFrame};
-    use thread_ctx_profile::{Frame, SampleKind};
+    use thread_ctx_model::symbolized::{Observation, StackFrame};
+    use thread_ctx_model::{Frame, SampleKind};
 
     /// A V8 process's window: JS, JIT and native frames (a mapping with a build id), a CPU entry
     /// with a span and attributes, an off-CPU one without.

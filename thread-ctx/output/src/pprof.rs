@@ -15,8 +15,8 @@ use foldhash::{HashMap, HashMapExt};
 use prost::Message;
 use std::io::{Read, Write};
 use thread_ctx_discovery::ids::{hex, parse_hex};
-use thread_ctx_profile::symbolized::StackFrame;
-use thread_ctx_profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos};
+use thread_ctx_model::symbolized::StackFrame;
+use thread_ctx_model::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos};
 
 /// pprof's messages, generated from proto/pprof/profile.proto by build.rs.
 mod pb {
@@ -31,7 +31,7 @@ pub const LABEL_SERVICE_NAME: &str = "service.name";
 pub const LABEL_OFF_CPU: &str = "off_cpu";
 /// Every label key that is not a record attribute.
 const OWN_LABELS: [&str; 6] = [LABEL_TRACE_ID, LABEL_SPAN_ID, LABEL_THREAD_ID, LABEL_THREAD_NAME, LABEL_SERVICE_NAME, LABEL_OFF_CPU];
-use thread_ctx_profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
+use thread_ctx_model::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// What the profile says about its recording.
 #[derive(Debug, Clone, Default)]
