@@ -20,7 +20,7 @@ use thread_ctx_output::pprof;
 use thread_ctx_output::selection::selection_summary;
 use thread_ctx_output::summary::{GroupBy, Summary, NO_ROUTE_HINT, ROUTE_KEY};
 use thread_ctx_output::top;
-use thread_ctx_profile::Filter;
+use thread_ctx_model::Filter;
 
 /// Resource attributes shown first, in this order; the others are counted.
 const RESOURCE_SHOWN: [&str; 12] = [

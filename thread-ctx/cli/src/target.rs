@@ -6,6 +6,7 @@ use crate::exit_codes::TargetError;
 use anyhow::Result;
 use thread_ctx_discovery::error::{Error, ErrorKind};
 use thread_ctx_discovery::{process, Discovery, NoWriter, Writer, WriterError};
+#[cfg(feature = "ebpf")]
 use thread_ctx_sampler::error::PRIVILEGE_HINT;
 
 /// How a command reads its target.
@@ -14,12 +15,14 @@ pub enum Access {
     /// /proc and ptrace (`inspect`, `dump`, `validate`): root or the target's own user may.
     Ptrace,
     /// eBPF (`record`): only root, whoever owns the target.
+    #[cfg(feature = "ebpf")]
     Ebpf,
 }
 
 /// Who may read process `pid` this way.
 pub fn permission_hint(pid: i32, access: Access) -> String {
     match (access, process::owner_uid(pid)) {
+        #[cfg(feature = "ebpf")]
         (Access::Ebpf, _) => PRIVILEGE_HINT.to_string(),
         (Access::Ptrace, Some(uid)) => format!("run thread-ctx as root (sudo) or as the target's user (uid {uid})"),
         (Access::Ptrace, None) => "run thread-ctx as root (sudo) or as the target's user".into(),
@@ -49,6 +52,7 @@ pub fn explain(e: Error, pid: i32, access: Access) -> anyhow::Error {
 }
 
 /// The writer object the sampler reads, or why there is none.
+#[cfg(feature = "ebpf")]
 pub fn sampled_writer(d: &Discovery, access: Access) -> Result<&Writer> {
     d.sampled_writer().map_err(|e| match e {
         WriterError::None(none) => no_writer(none, access),
