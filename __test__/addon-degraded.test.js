@@ -4,6 +4,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
 const { ROOT, IDS, isRoot } = require('./helpers/addon');
+const { needs } = require('./helpers/needs');
 
 const PROBE = `
   const { Worker } = require('node:worker_threads');
@@ -44,13 +45,14 @@ test('runtime refusing external ArrayBuffers: the page lives in a V8 ArrayBuffer
   assert.equal(info.error, null);
 });
 
-test('mlock refused: carries on unpinned and says why', { skip: !isRoot && 'needs root to drop CAP_IPC_LOCK' }, () => {
+const mlockNeed = needs(isRoot ? false : 'the mlock test needs root to drop CAP_IPC_LOCK');
+test('mlock refused: carries on unpinned and says why', { skip: mlockNeed.skip }, mlockNeed.guard(() => {
   // RLIMIT_MEMLOCK 0 and no CAP_IPC_LOCK: mlock fails with EPERM.
   const { info, worker } = probe({}, ['prlimit', '--memlock=0:0', 'setpriv', '--bounding-set=-ipc_lock', '--inh-caps=-ipc_lock']);
   assert.equal(info.pinned, false);
   assert.match(info.pinError, /mlock failed: Operation not permitted/);
   assert.equal(worker.info.pinned, false);
-});
+}));
 
 test('not built / unsupported platform: the package loads and calls are no-ops', () => {
   const r = spawnSync(process.execPath, ['-e', `

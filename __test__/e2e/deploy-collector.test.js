@@ -10,12 +10,14 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const YAML = require('yaml');
 const { ROOT, BIN } = require('../../demo/pipeline');
+const { needs } = require('../helpers/needs');
 
 const docs = YAML.parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy', 'kubernetes', 'collector.yaml'), 'utf8')).map((d) => d.toJS());
 const configMap = docs.find((d) => d.kind === 'ConfigMap');
 const daemonSet = docs.find((d) => d.kind === 'DaemonSet');
 
-test('the Collector configuration of the deploy example is valid for a Collector with spanprofiles', { skip: fs.existsSync(BIN.collector) ? false : `${BIN.collector} missing: run "bash scripts/setup.sh"` }, () => {
+const collectorNeed = needs(!fs.existsSync(BIN.collector) && `${BIN.collector} missing: run "bash scripts/setup.sh"`);
+test('the Collector configuration of the deploy example is valid for a Collector with spanprofiles', { skip: collectorNeed.skip }, collectorNeed.guard(() => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deploy-collector-'));
   const file = path.join(dir, 'config.yaml');
   fs.writeFileSync(file, configMap.data['config.yaml']);
@@ -27,7 +29,7 @@ test('the Collector configuration of the deploy example is valid for a Collector
   assert.deepEqual(pipelines['traces/in'].exporters, ['spanprofiles']);
   assert.ok(pipelines.profiles.exporters.includes('spanprofiles'));
   assert.ok(pipelines.traces.receivers.includes('spanprofiles') && pipelines.traces.exporters.includes('span_metrics'));
-});
+}));
 
 test('the DaemonSet listens on the node where the agent and the pods send', () => {
   const c = daemonSet.spec.template.spec.containers[0];

@@ -379,18 +379,23 @@ pub fn node_command_on(runtime: &NodeRuntime, script: &Path, node_flags: &[&str]
     cmd
 }
 
-/// True when this test can load eBPF. Otherwise prints why and returns false,
-/// or panics when REQUIRE_EBPF=1 (CI runs as root and must not skip).
+/// The one rule for a test that needs what a machine may lack (root, eBPF, a tool, a Node
+/// version, a built binary): true when nothing is `missing`; otherwise it prints why it is
+/// skipped and returns false, or panics with why when REQUIRE_EBPF=1 (CI runs as root and must
+/// not skip). libtest cannot mark a test skipped at run time: the SKIPPED line is the record.
+pub fn can_run(test: &str, missing: Option<&str>) -> bool {
+    let Some(why) = missing else { return true };
+    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
+    assert!(!required, "{test}: REQUIRE_EBPF=1, but {why}");
+    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why} (set REQUIRE_EBPF=1 to make this a failure)");
+    false
+}
+
+/// True when this test can load eBPF (root); else [`can_run`]'s skip or failure.
 pub fn ebpf_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
-    assert!(!required, "{test}: REQUIRE_EBPF=1 but not running as root: eBPF needs root (run the tests as root)");
-    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: eBPF needs root (set REQUIRE_EBPF=1 to make this a failure)");
-    false
+    can_run(test, (unsafe { libc::geteuid() } != 0).then_some("eBPF needs root (run the tests as root)"))
 }
 
 /// Makes `cmd` run as uid/gid 65534 (nobody): a reader without rights. Needs root.
