@@ -23,6 +23,8 @@ const SERVICE = 'e2e-shop';
 const SCRIPT = path.join(__dirname, 'service.js');
 const need = needs(process.getuid() !== 0 && 'thread-ctx agent needs root to load its eBPF programs');
 const HZ = 99;
+// `thread-ctx` built without its `ebpf` feature (what a laptop without libbpf or clang builds).
+const NO_EBPF_BIN = process.env.THREAD_CTX_NO_EBPF_BIN || path.join(pipeline.ROOT, 'target', 'no-ebpf', 'thread-ctx');
 
 // The line of hogCPU's hot loop (1-based): where nearly every sample of a /hog request is, so the
 // line its frame must be named at.
@@ -278,6 +280,28 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
       assert.ok(Math.abs(x.duration_ms - s.durationMs) < 0.01, `${x.trace_id}: ${x.duration_ms} ms in the report, ${s.durationMs} in Jaeger`);
       assert.ok(Math.abs(x.explanation.other_requests_cpu_ms - s.attrs['thread_ctx.cpu.other_traces_ms']) < 1e-6, `${x.trace_id}: cpu.other_traces_ms`);
       assert.ok(Math.abs(x.explanation.idle_ms - s.attrs['thread_ctx.off_cpu.no_span_ms']) < 1e-6, `${x.trace_id}: off_cpu.no_span_ms`);
+    }
+  });
+
+  await t.test('thread-ctx built without eBPF: no libbpf in it, and it reports the Collector\'s files as the full build does', (st) => {
+    // scripts/test.sh builds it (cargo feature `ebpf` off) into target/no-ebpf/.
+    if (!canRun(st, fs.existsSync(NO_EBPF_BIN) ? false : `${NO_EBPF_BIN} is not built: cargo build -p thread-ctx --no-default-features (scripts/test.sh does)`)) return;
+    const tree = spawnSync('cargo', ['tree', '--offline', '-p', 'thread-ctx', '--no-default-features', '-e', 'normal,build', '--prefix', 'none'], { cwd: pipeline.ROOT, encoding: 'utf8' });
+    assert.equal(tree.status, 0, tree.stderr);
+    const crates = new Set(tree.stdout.split('\n').map((l) => l.split(' ')[0]).filter(Boolean));
+    assert.ok(crates.has('thread-ctx-otlp') && crates.has('thread-ctx-output'), `cargo tree without eBPF lists ${[...crates].join(' ')}`);
+    const bpf = [...crates].filter((c) => /bpf|clang/.test(c));
+    assert.deepEqual(bpf, [], `thread-ctx without eBPF still depends on ${bpf.join(', ')}`);
+    const help = spawnSync(NO_EBPF_BIN, ['record', '1'], { encoding: 'utf8' });
+    assert.equal(help.status, 2, help.stderr);
+    assert.match(help.stderr, /record: this thread-ctx was built without eBPF/);
+    for (const args of [['report', '--otlp', collector.files.profiles], ['report', '--traces', collector.files.traces, '--slowest', '3', '--json']]) {
+      const full = spawnSync(pipeline.BIN.threadCtx, args, { encoding: 'utf8' });
+      const lean = spawnSync(NO_EBPF_BIN, args, { encoding: 'utf8' });
+      assert.equal(full.status, 0, full.stderr);
+      assert.ok(full.stdout.length > 0, `thread-ctx ${args.join(' ')} printed nothing`);
+      assert.equal(lean.status, 0, lean.stderr);
+      assert.equal(lean.stdout, full.stdout, `thread-ctx ${args[0]} ${args[1]} differs without eBPF`);
     }
   });
 
