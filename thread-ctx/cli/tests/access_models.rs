@@ -2,7 +2,7 @@
 //! model classified, static vs DTV access, the exact ids per thread, and the
 //! `validate` exit codes. Needs `cc` (gcc + libc6-dev) and ptrace rights (root).
 
-mod common;
+use thread_ctx_test_support::process as common;
 use common::*;
 
 fn check_model(w: &WriterProcess, model: &str, access_kind: &str) {

@@ -5,8 +5,8 @@
 //! process's main thread (records that thread only, and says whose it is).
 //! The eBPF ones skip visibly when not root.
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::*;
 use sampler_common::spinners;

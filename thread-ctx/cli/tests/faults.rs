@@ -1,7 +1,7 @@
 //! Faults degrade gracefully: threads exiting mid-read, a thread already traced
 //! by someone else, and a reader without the rights to read the target.
 
-mod common;
+use thread_ctx_test_support::process as common;
 use common::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! whatever is still true in the same process, and reads a good process
 //! next to them as usual.
 
-mod common;
+use thread_ctx_test_support::process as common;
 use common::*;
 use prost::Message;
 use serde_json::Value;

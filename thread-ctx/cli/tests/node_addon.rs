@@ -6,7 +6,7 @@
 //! and the built addon (`npm run build` at the repository root; the V8 addon
 //! and Node 22, 24, 26 from scripts/setup.sh).
 
-mod common;
+use thread_ctx_test_support::process as common;
 use common::*;
 
 fn node_writer(env: &[(&str, &str)]) -> WriterProcess {

@@ -11,7 +11,7 @@
 //! - a node without `v8dbg_*` symbols: its frames come from the perf map, and
 //!   the recording says why once.
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;

@@ -8,7 +8,7 @@
 //! (no perf map, no jitdump). Maglev is tested where it is built in (Node 24
 //! and 26; `v8_enable_maglev` is 0 in the official 18, 20 and 22).
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;
