@@ -18,7 +18,7 @@ pub mod window;
 
 pub use ctx_state::CtxState;
 pub use filter::Filter;
-pub use frame::{Frame, FrameKind, Generated, SourcePos};
+pub use frame::{Frame, FrameKind, Generated, JsTier, SourcePos};
 pub use js_frame::JsFrameSlots;
 pub use sample::{Measure, Sample, SampleKind, Value};
 pub use symbolized::{Entry, Profile};

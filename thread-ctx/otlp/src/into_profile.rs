@@ -175,6 +175,7 @@ impl Builder {
             column: if pos.is_none() && kind == FrameKind::Js { positive(f.column) } else { None },
             pos,
             generated: None,
+            tier: None,
         };
         if let Some(m) = f.mapping.as_ref().filter(|m| m.filename.starts_with('/')) {
             self.mapping(m);

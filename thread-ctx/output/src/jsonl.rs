@@ -30,6 +30,8 @@ fn frame_json(f: &Frame) -> Value {
         "line": f.source_line(),
         "column": f.pos.map_or(f.column, |p| p.column),
         "function_line": f.line,
+        // Named from V8's heap: the tier its code ran in.
+        "tier": f.tier.map(|t| t.name()),
         // Source-mapped: where V8 ran it (file and lines above are the original source's).
         "generated": f.generated.as_ref().map(|g| json!({
             "file": g.file, "line": g.pos.map_or(g.line, |p| Some(p.line)), "column": g.pos.map_or(g.column, |p| p.column), "function_line": g.line,

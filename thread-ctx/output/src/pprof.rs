@@ -282,7 +282,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         // A JS location whose line differs from its function's start was sampled at that line.
         let at = loc.line.first().filter(|l| kind == FrameKind::Js && l.line > 0 && Some(l.line as u32) != line);
         let pos = at.map(|l| SourcePos { line: l.line as u32, column: (l.column > 0).then_some(l.column as u32) });
-        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos, generated: None });
+        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos, generated: None, tier: None });
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {
