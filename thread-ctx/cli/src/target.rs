@@ -5,7 +5,9 @@
 use crate::exit_codes::TargetError;
 use anyhow::Result;
 use thread_ctx_discovery::error::{Error, ErrorKind};
-use thread_ctx_discovery::{process, Discovery, NoWriter, Writer, WriterError};
+use thread_ctx_discovery::{process, Discovery, NoWriter};
+#[cfg(feature = "ebpf")]
+use thread_ctx_discovery::{Writer, WriterError};
 #[cfg(feature = "ebpf")]
 use thread_ctx_sampler::error::PRIVILEGE_HINT;
 
@@ -90,6 +92,7 @@ mod tests {
         assert_eq!(code_of(&explain(Error::NoProcess { pid: 7 }, 7, Access::Ptrace)), EXIT_TARGET_GONE);
     }
 
+    #[cfg(feature = "ebpf")]
     #[test]
     fn objects_unreadable_for_want_of_permission_are_a_permission_error() {
         let skipped = |path: &str, errno| SkippedObject {
