@@ -51,12 +51,11 @@ cat "$go_log"
 [[ $go_status -eq 0 ]] || { echo "the Go side failed (exit $go_status): see above" >&2; exit 1; }
 
 echo "== thread-ctx without eBPF (cargo feature ebpf off), for the end-to-end test to report with =="
-# Built where the test build's dependencies already are (only thread-ctx itself is compiled
-# again), copied out, and the default build put back in its place.
+# Beside the test build (~1 min of CPU: the crates whose features differ without the sampler),
+# copied out of target/test-release/, where the next cargo build or test puts its own back.
 cargo build --profile test-release -p thread-ctx --no-default-features
 mkdir -p target/no-ebpf
 cp target/test-release/thread-ctx target/no-ebpf/thread-ctx
-cargo build --profile test-release -p thread-ctx
 
 echo "== end to end: spanprofiles with a real service, agent, Collector and Jaeger (once, not per Node) =="
 node --test __test__/e2e/

@@ -8,6 +8,7 @@
 #[cfg(feature = "ebpf")]
 mod agent_cmd;
 mod console;
+#[cfg(feature = "ebpf")]
 mod duration;
 mod exit_codes;
 mod flamegraph_cmd;

@@ -10,9 +10,9 @@ use crate::exit_codes::usage;
 use crate::sampling_args::SamplingArgs;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use thread_ctx_model::{Entry, Filter, Profile};
 use thread_ctx_output::kind::Kind;
 use thread_ctx_output::{flame, pprof};
-use thread_ctx_model::{Entry, Filter, Profile};
 
 #[cfg(feature = "ebpf")]
 #[derive(clap::Args, Debug, Default, Clone)]

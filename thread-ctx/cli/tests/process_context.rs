@@ -2,9 +2,9 @@
 //! per the spec (memfd "OTEL_CTX", MAP_PRIVATE, v2 header, protobuf payload
 //! encoded here with prost), including a writer republishing while we read.
 
-use thread_ctx_test_support::process as common;
 use common::*;
 use serde_json::json;
+use thread_ctx_test_support::process as common;
 use thread_ctx_test_support::process_context::{payload, write_file, GAVE_UP};
 
 #[test]

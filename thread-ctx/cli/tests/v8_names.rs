@@ -152,7 +152,9 @@ fn names(major: &str) {
             let Some(first) = fixture_frames.first() else {
                 // Nothing of the fixture named. On the main thread, in a phase: a wrong sample of it.
                 let t = sample["time_ns"].as_u64().unwrap_or(0);
-                let Some(i) = phases.iter().rposition(|(s, _)| *s <= t).filter(|&i| main_thread && t - phases[i].0 >= EDGE_NS && i + 1 < phases.len()) else {
+                let Some(i) =
+                    phases.iter().rposition(|(s, _)| *s <= t).filter(|&i| main_thread && t - phases[i].0 >= EDGE_NS && i + 1 < phases.len())
+                else {
                     continue;
                 };
                 let leaf = frames(&sample).first().map(describe).unwrap_or_else(|| "no frames".into());

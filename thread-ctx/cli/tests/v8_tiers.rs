@@ -117,7 +117,10 @@ fn run(major: &str) {
         for l in ["A", "B"] {
             let key = format!("{tier} {l}");
             let t = tallies.remove(&key).unwrap_or_default();
-            report += &format!("  {key}: {}/{} right, {} in tier {tier} ({} in the driver, not counted); {:?}\n", t.right, t.samples, t.right_tier, t.driver, t.seen);
+            report += &format!(
+                "  {key}: {}/{} right, {} in tier {tier} ({} in the driver, not counted); {:?}\n",
+                t.right, t.samples, t.right_tier, t.driver, t.seen
+            );
             if t.samples < WANTED {
                 failures.push(format!("Node {major} {key}: only {} samples in {} s", t.samples, CAP.as_secs()));
                 continue;

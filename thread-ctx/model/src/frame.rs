@@ -83,7 +83,16 @@ impl Frame {
     }
 
     pub fn native(name: &str, file: Option<&str>) -> Self {
-        Frame { kind: FrameKind::Native, name: name.into(), file: file.map(str::to_string), line: None, column: None, pos: None, generated: None, tier: None }
+        Frame {
+            kind: FrameKind::Native,
+            name: name.into(),
+            file: file.map(str::to_string),
+            line: None,
+            column: None,
+            pos: None,
+            generated: None,
+            tier: None,
+        }
     }
 
     pub fn kernel(name: &str) -> Self {

@@ -3,7 +3,6 @@
 //! from a base endpoint, headers from the environment, gzip, throttling with `Retry-After`,
 //! gateway errors, a permanent refusal with a `google.rpc.Status` body, and partial success.
 
-use thread_ctx_test_support::collector as collector_common;
 use thread_ctx_test_support::otlp_request as otlp_common;
 
 use std::collections::HashMap;

@@ -17,8 +17,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use thread_ctx_discovery::container::Placement;
 use thread_ctx_discovery::ids::hex;
-use thread_ctx_model::{Entry, Sample, SampleKind};
 use thread_ctx_model::CtxState;
+use thread_ctx_model::{Entry, Sample, SampleKind};
 
 /// Distinct (group, trace or span) pairs kept to count each group's traces or spans.
 pub const MAX_MEMBERS: usize = 200_000;

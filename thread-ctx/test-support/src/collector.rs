@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -94,6 +94,8 @@ impl Collector {
     }
 
     /// Chosen ports and a directory, not started: for tests where the endpoint is down at first.
+    /// (No `Default`: it takes ports and makes a directory, it is not a value.)
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Collector {
         let config = std::fs::read_to_string(crate::workspace_root().join("collector/config.yaml")).unwrap();
         Collector::with_config(&config)

@@ -3,7 +3,7 @@
 //! with the access discovery resolved for it.
 
 use crate::process::{cc, STARTUP};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use thread_ctx_discovery::discover;
