@@ -77,7 +77,7 @@ const q = (xs, p) => {
 const median = (xs) => q(xs, 0.5);
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : String(x));
 const PARTS = ['thread_ctx.cpu.trace_ms', 'thread_ctx.cpu.other_traces_ms', 'thread_ctx.cpu.no_span_ms',
-  'thread_ctx.off_cpu.trace_ms', 'thread_ctx.off_cpu.other_traces_ms', 'thread_ctx.off_cpu.no_span_ms'];
+  'thread_ctx.off_cpu.trace_ms', 'thread_ctx.off_cpu.other_traces_ms', 'thread_ctx.off_cpu.no_span_ms', 'thread_ctx.off_cpu.runnable_ms'];
 const sumOfParts = (s) => PARTS.reduce((acc, k) => acc + s.attrs[k], 0);
 const PERIOD_MS = 1000 / HZ;
 const sum = (xs, f) => xs.reduce((a, x) => a + f(x), 0);
