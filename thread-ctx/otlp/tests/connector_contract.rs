@@ -26,10 +26,10 @@ use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, ResourceSpans, Scope
 use prost::Message;
 use std::path::{Path, PathBuf};
 use thread_ctx_discovery::process_context_proto::{string_value, AnyValue as CtxValue, KeyValue as CtxKeyValue, Resource};
-use thread_ctx_otlp::encode::{export_request, ProcessWindow};
-use thread_ctx_otlp::traces::read_traces_file;
 use thread_ctx_model::symbolized::{Observation, StackFrame};
 use thread_ctx_model::{Entry, Frame, Profile, SampleKind};
+use thread_ctx_otlp::encode::{export_request, ProcessWindow};
+use thread_ctx_otlp::traces::read_traces_file;
 
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../collector/spanprofilesconnector/testdata/agent").join(name)
@@ -181,7 +181,8 @@ fn spans() -> TracesData {
 #[test]
 fn the_agents_encoding_of_a_known_window_is_the_golden_file() {
     let (p, r) = (profile(), resource());
-    let request = export_request(&[ProcessWindow { resource: &r, profile: &p, start_unix_ns: T0_UNIX_NS, duration_ns: 1_000_000_000, throttling: None }]);
+    let request =
+        export_request(&[ProcessWindow { resource: &r, profile: &p, start_unix_ns: T0_UNIX_NS, duration_ns: 1_000_000_000, throttling: None }]);
     check_golden("profiles.pb", &framed(&[request.encode_to_vec()]));
 }
 
