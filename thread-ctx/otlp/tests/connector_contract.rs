@@ -181,7 +181,8 @@ fn spans() -> TracesData {
 #[test]
 fn the_agents_encoding_of_a_known_window_is_the_golden_file() {
     let (p, r) = (profile(), resource());
-    let request = export_request(&[ProcessWindow { resource: &r, profile: &p, start_unix_ns: T0_UNIX_NS, duration_ns: 1_000_000_000 }]);
+    let request =
+        export_request(&[ProcessWindow { resource: &r, profile: &p, start_unix_ns: T0_UNIX_NS, duration_ns: 1_000_000_000, throttling: None }]);
     check_golden("profiles.pb", &framed(&[request.encode_to_vec()]));
 }
 
