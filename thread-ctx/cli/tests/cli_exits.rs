@@ -5,8 +5,8 @@
 //! process's main thread (records that thread only, and says whose it is).
 //! The eBPF ones skip visibly when not root.
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::*;
 use sampler_common::spinners;
@@ -134,8 +134,7 @@ fn a_process_that_is_gone_exits_6() {
 
 #[test]
 fn dump_without_permission_exits_5_and_says_who_may_read() {
-    if !is_root() {
-        let _ = writeln_stderr("SKIPPED dump_without_permission_exits_5_and_says_who_may_read: needs root to drop to another user");
+    if !can_run("dump_without_permission_exits_5_and_says_who_may_read", (!is_root()).then_some("it needs root to drop to another user")) {
         return;
     }
     let w = c_writer(&fixtures().writer_le, &[], &[]);
@@ -149,8 +148,7 @@ fn dump_without_permission_exits_5_and_says_who_may_read() {
 
 #[test]
 fn record_without_ebpf_rights_exits_5() {
-    if !is_root() {
-        let _ = writeln_stderr("SKIPPED record_without_ebpf_rights_exits_5: needs root to drop to another user");
+    if !can_run("record_without_ebpf_rights_exits_5", (!is_root()).then_some("it needs root to drop to another user")) {
         return;
     }
     // A writer of the same unprivileged user: discovery works, loading eBPF does not.
@@ -226,8 +224,7 @@ fn a_closed_pipe_ends_every_command_quietly_with_its_code() {
 /// as the target's user (which would fail next, at loading eBPF).
 #[test]
 fn record_of_another_users_process_says_ebpf_needs_root() {
-    if !is_root() {
-        let _ = writeln_stderr("SKIPPED record_of_another_users_process_says_ebpf_needs_root: needs root to drop to another user");
+    if !can_run("record_of_another_users_process_says_ebpf_needs_root", (!is_root()).then_some("it needs root to drop to another user")) {
         return;
     }
     let w = c_writer(&fixtures().writer_le, &[], &[]);
@@ -235,4 +232,41 @@ fn record_of_another_users_process_says_ebpf_needs_root() {
     assert_exit(&r, 5, "record as nobody of a root process");
     assert!(r.stderr.contains("eBPF needs root"), "{}", r.stderr);
     assert!(!r.stderr.contains("target's user"), "running as the target's user would not load eBPF either: {}", r.stderr);
+}
+
+/// Every agent setting that cannot be used, from a flag or from the environment, is refused
+/// before anything starts (exit 2), quoting the value given, so that an operator finds which
+/// line of a unit file or a pod spec is wrong.
+#[test]
+fn agent_config_errors_quote_the_bad_value() {
+    let agent = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_thread-ctx"));
+        cmd.arg("agent").args(args).env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").env_remove("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let endpoint = ["--endpoint", "http://127.0.0.1:9"];
+    /// Flags, environment, and the value the message must quote.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 11] = [
+        (&["--interval", "500ms"], &[], "'500ms'"),
+        (&["--hz", "0"], &[], "'0'"),
+        (&["--duration", "5x"], &[], "'5x'"),
+        (&["--process-timeout", "abc"], &[], "'abc'"),
+        (&["--pprof-dir", "/nonexistent/dir"], &[], "/nonexistent/dir"),
+        (&["--protocol", "grpcx", "--endpoint", "http://127.0.0.1:9"], &[], "\"grpcx\""),
+        (&["--endpoint", "ftp//nowhere"], &[], "\"ftp//nowhere\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")], "\"thrift\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "abc")], "\"abc\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_COMPRESSION", "zip")], "\"zip\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")], "\"novalue\""),
+    ];
+    for (args, env, quoted) in cases {
+        let (code, stderr) = agent(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(quoted), "{args:?} {env:?}: expected the value {quoted} in: {stderr}");
+    }
 }
