@@ -19,18 +19,16 @@
 // service's V8 heap); `perfmap`, --perf-basic-prof-only-functions on a copy of the same node whose
 // v8dbg_* symbols were renamed away (the sampler takes the stack with bpf_get_stack, the agent
 // names JS frames from the perf map): the two paths on the same Node, side by side.
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const net = require('node:net');
 
+const { root, track, cpuSeconds, peakRssMiB, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep } = require('../lib/agent-bench');
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
 const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
 
-const root = path.resolve(__dirname, '../..');
-const collectorBin = path.join(root, 'target/otelcol/otelcol-thread-ctx');
 
 function option(name, fallback) {
   const at = process.argv.indexOf(`--${name}`);
@@ -49,64 +47,9 @@ if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run wi
 for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
 if (!(ROUNDS >= 1)) throw new RangeError(`--rounds: expected at least 1, got ${ROUNDS}`);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Every process the benchmark starts is killed however it ends (an error, Ctrl-C): twenty busy
-// services left behind would load the machine long after.
-const started = new Set();
-function track(child) {
-  started.add(child);
-  child.on('exit', () => started.delete(child));
-  return child;
-}
-process.on('exit', () => {
-  for (const c of started) c.kill('SIGKILL');
-});
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(1));
-const clk = Number(execFileSync('getconf', ['CLK_TCK']).toString());
-
-function cpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / clk;
-}
-function peakRssMiB(pid) {
-  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-function waitFor(child, text) {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "${text}" within 60 s: ${seen}`)), 60000);
-    const onData = (d) => {
-      seen += d;
-      if (seen.includes(text)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-  });
-}
-
 // The CPU programs (or the allocation programs) loaded now (bpftool), by id: the agent's is the one
 // that appears after it starts (bpftool's owner pids are not always available).
-function samplerProgs(name = 'sample_thread_ctx') {
-  try {
-    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === name);
-  } catch {
-    return [];
-  }
-}
+const samplerProgs = (name = 'sample_thread_ctx') => bpfPrograms([name]);
 // BPF run time of program `id`, from kernel BPF stats.
 function bpfStats(id, name) {
   const p = samplerProgs(name).find((x) => x.id === id);
@@ -208,23 +151,8 @@ async function measure(services, hz, endpoint, bin, naming) {
 }
 
 (async () => {
-  let collector = null;
-  let endpoint = null;
-  if (fs.existsSync(collectorBin)) {
-    const [grpc, http] = [await freePort(), await freePort()];
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-otelcol-'));
-    collector = track(spawn(collectorBin, ['--config', path.join(root, 'collector/config.yaml'), '--feature-gates=+service.profilesSupport'], {
-      env: { ...process.env, OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: '/dev/null' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }));
-    await waitFor(collector, 'Everything is ready');
-    endpoint = `http://127.0.0.1:${grpc}`;
-  }
-  let statsWas = null;
-  try {
-    statsWas = fs.readFileSync('/proc/sys/kernel/bpf_stats_enabled', 'utf8').trim();
-    fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', '1');
-  } catch {}
+  const { collector, endpoint } = (await startCollector()) ?? {};
+  const restoreBpfStats = enableBpfStats();
   const rows = [];
   try {
     for (const services of SERVICES) {
@@ -239,7 +167,7 @@ async function measure(services, hz, endpoint, bin, naming) {
       }
     }
   } finally {
-    if (statsWas !== null) fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', statsWas);
+    restoreBpfStats();
     collector?.kill('SIGTERM');
   }
   const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');

@@ -59,14 +59,7 @@ pub struct DiscoveryConfig {
 /// Runs one discovery worker until it is retired or the loop hangs up.
 pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Found>) {
     beat.bind_current_thread();
-    let mut worker = Worker {
-        config,
-        registry,
-        beat,
-        to_loop,
-        scanner: HostScanner::new(),
-        contexts: HashMap::new(),
-    };
+    let mut worker = Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new() };
     loop {
         let next = Instant::now() + worker.config.scan_interval;
         if worker.beat.retired() || worker.registry.stopping() || !worker.scan() {

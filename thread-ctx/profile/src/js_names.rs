@@ -104,7 +104,10 @@ pub struct JsNames {
 /// What naming a key asks of the namer.
 enum Ask {
     /// The innermost frame of generated code whose frame holds no function: its code object.
-    ByCode { pc: u64, floor: u64 },
+    ByCode {
+        pc: u64,
+        floor: u64,
+    },
     Frame(FrameInput),
 }
 
@@ -134,15 +137,9 @@ impl JsNames {
             .flatten()
             .map(|a| match a {
                 Ask::Frame(input) => input.clone(),
-                &Ask::ByCode { pc, floor } => FrameInput {
-                    pc,
-                    region: PcRegion::Jit { floor },
-                    leaf: true,
-                    shared: 0,
-                    bytecode_array: 0,
-                    bytecode_offset: 0,
-                    registers: None,
-                },
+                &Ask::ByCode { pc, floor } => {
+                    FrameInput { pc, region: PcRegion::Jit { floor }, leaf: true, shared: 0, bytecode_array: 0, bytecode_offset: 0, registers: None }
+                }
             })
             .collect();
         let reads = self.namer.batch_reads(&inputs);

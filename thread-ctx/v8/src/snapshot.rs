@@ -72,8 +72,7 @@ impl<M: HeapMemory> Snapshot<M> {
     /// cannot be read is left out (reading it later tells why).
     pub fn take(&mut self, ranges: &[(u64, usize)]) {
         self.clear();
-        let mut wanted: Vec<(u64, u64)> =
-            ranges.iter().filter(|r| r.1 > 0).filter_map(|&(a, n)| Some((a, a.checked_add(n as u64)?))).collect();
+        let mut wanted: Vec<(u64, u64)> = ranges.iter().filter(|r| r.1 > 0).filter_map(|&(a, n)| Some((a, a.checked_add(n as u64)?))).collect();
         wanted.sort_unstable();
         let mut joined: Vec<(u64, u64)> = Vec::with_capacity(wanted.len());
         for (start, end) in wanted {
