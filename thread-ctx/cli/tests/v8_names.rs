@@ -114,8 +114,8 @@ fn describe(f: &Value) -> String {
 
 fn names(major: &str) {
     let mut cmd = Command::new(node(major));
-    // TurboFan (not Maglev) is the tier whose inlining is asked for: 24 and 26 tier up through Maglev first.
-    if major == "24" || major == "26" {
+    // TurboFan (not Maglev) is the tier whose inlining is asked for: a V8 with Maglev tiers up through it first.
+    if thread_ctx_v8::supported::for_node(major.parse().unwrap()).expect("a supported Node").maglev {
         cmd.arg("--no-maglev");
     }
     cmd.arg(fixture("v8_names.js")).arg(repo_root()).arg("200");

@@ -43,7 +43,7 @@ struct Tally {
 }
 
 fn run(major: &str) {
-    let maglev = major == "24" || major == "26";
+    let maglev = thread_ctx_v8::supported::for_node(major.parse().unwrap()).expect("a supported Node").maglev;
     let tiers: Vec<&str> = if maglev { vec!["Interpreted", "Baseline", "Maglev", "Turbofan"] } else { vec!["Interpreted", "Baseline", "Turbofan"] };
     let mut cmd = std::process::Command::new(node(major));
     cmd.args(["--sparkplug-filter=loopsBaseline", "--turbo-filter=loopsTurbofan"]);
@@ -104,21 +104,32 @@ fn run(major: &str) {
 }
 
 /// One test per Node version (`cargo test --test v8_tiers node_22` runs one), one at a time.
-macro_rules! node_version {
-    ($name:ident, $major:literal) => {
-        #[test]
-        fn $name() {
-            if !ebpf_or_skip(stringify!($name)) {
-                return;
+macro_rules! node_versions {
+    ($(($name:ident, $major:literal)),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if !ebpf_or_skip(stringify!($name)) {
+                    return;
+                }
+                let _one = one_at_a_time();
+                run($major);
             }
-            let _one = one_at_a_time();
-            run($major);
+        )*
+
+        /// Every supported V8 (thread-ctx-v8's one list) has its row above, and no other.
+        #[test]
+        fn every_supported_version_has_a_row() {
+            let rows: Vec<u32> = vec![$($major.parse().unwrap()),*];
+            assert_eq!(rows, thread_ctx_v8::supported::node_majors(), "rows of this test and thread-ctx-v8's supported versions");
         }
     };
 }
 
-node_version!(node_18_names_each_loop_at_its_line_in_every_tier, "18");
-node_version!(node_20_names_each_loop_at_its_line_in_every_tier, "20");
-node_version!(node_22_names_each_loop_at_its_line_in_every_tier, "22");
-node_version!(node_24_names_each_loop_at_its_line_in_every_tier, "24");
-node_version!(node_26_names_each_loop_at_its_line_in_every_tier, "26");
+node_versions!(
+    (node_18_names_each_loop_at_its_line_in_every_tier, "18"),
+    (node_20_names_each_loop_at_its_line_in_every_tier, "20"),
+    (node_22_names_each_loop_at_its_line_in_every_tier, "22"),
+    (node_24_names_each_loop_at_its_line_in_every_tier, "24"),
+    (node_26_names_each_loop_at_its_line_in_every_tier, "26"),
+);
