@@ -49,6 +49,14 @@ ddtrace_fixture=thread-ctx/cli/tests/fixtures/ddtrace_service
 if [[ ! -d $ddtrace_fixture/node_modules || $ddtrace_fixture/package-lock.json -nt $ddtrace_fixture/node_modules/.package-lock.json ]]; then
   (cd "$ddtrace_fixture" && npm ci --omit=optional --no-audit --no-fund)
 fi
+# The end-to-end tests' NestJS service (TypeScript, NodeSDK auto-instrumentation, this package
+# through a `file:` link to the checkout): its own lock file, compiled with source maps into dist/
+# (tsc takes about a second, so it runs every time and a changed source is never stale).
+nest_fixture=__test__/e2e/nest
+if [[ ! -d $nest_fixture/node_modules || $nest_fixture/package-lock.json -nt $nest_fixture/node_modules/.package-lock.json ]]; then
+  (cd "$nest_fixture" && npm ci --no-audit --no-fund)
+fi
+(cd "$nest_fixture" && node_modules/.bin/tsc -p tsconfig.json)
 
 # The OpenTelemetry Collector the OTLP tests and the demo stream profiles into (Go modules; built
 # once into target/otelcol/, rebuilt only when collector/ changes).
@@ -56,6 +64,10 @@ bash scripts/build-collector.sh
 # Jaeger v2, the trace backend the spanprofiles end-to-end test reads enriched spans back from
 # (Go modules; built once into target/jaeger/, rebuilt only when collector/jaeger/ changes).
 # scripts/test.sh builds it itself, in the background of the Rust tests (SETUP_JAEGER=later).
+# Prometheus 3, the metrics backend the wait-metrics end-to-end test and the demo read the
+# connector's metrics back from (Go modules; target/prometheus/, rebuilt only when
+# collector/prometheus/ changes): the same way, and later too under scripts/test.sh.
 if [[ "${SETUP_JAEGER:-now}" != later ]]; then
   bash scripts/build-jaeger.sh
+  bash scripts/build-prometheus.sh
 fi

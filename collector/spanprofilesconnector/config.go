@@ -3,7 +3,12 @@ package spanprofilesconnector
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // Config is the `spanprofiles` connector's configuration. Every field has a default
@@ -30,6 +35,17 @@ type Config struct {
 	MaxProcesses int `mapstructure:"max_processes"`
 	// TopFrames is how many entries `top_frames`, `held_by` and `top_alloc_frames` keep.
 	TopFrames int `mapstructure:"top_frames"`
+	// MaxBatchSpans and MaxBatchBytes bound each batch of spans the connector sends on: an agent
+	// window releases every span it covers at once, tens of thousands, more than a backend takes
+	// in one request (batches.go).
+	MaxBatchSpans int `mapstructure:"max_batch_spans"`
+	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
+	// Storage names a storage extension (contrib's file_storage) that keeps the spans the
+	// connector holds, so that a crash loses none of them (persist.go). None: a crash loses up
+	// to max_wait of spans.
+	Storage *component.ID `mapstructure:"storage"`
+	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).
+	Metrics MetricsConfig `mapstructure:"metrics"`
 }
 
 const (
@@ -39,6 +55,8 @@ const (
 	// A span or window held longer than a day is a misconfiguration, not a choice.
 	maxDuration  = 24 * time.Hour
 	maxTopFrames = 50
+	// A batch smaller than 64 KiB holds a few dozen enriched spans: a request per few spans.
+	minMaxBatchBytes = 64 << 10
 )
 
 func createDefaultConfig() *Config {
@@ -49,6 +67,11 @@ func createDefaultConfig() *Config {
 		MaxSamples:      2_000_000,
 		MaxProcesses:    4_096,
 		TopFrames:       5,
+		MaxBatchSpans:   4_096,
+		// 3 MiB: under the 4 MiB that Jaeger's and the Collector's OTLP gRPC receivers take by
+		// default, with room for processors after this one to add attributes.
+		MaxBatchBytes: 3 << 20,
+		Metrics:       defaultMetricsConfig(),
 	}
 }
 
@@ -73,5 +96,55 @@ func (c *Config) Validate() error {
 	if c.TopFrames < 1 || c.TopFrames > maxTopFrames {
 		errs = append(errs, fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames))
 	}
+	if c.MaxBatchSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_batch_spans is %d: expected a positive number of spans", c.MaxBatchSpans))
+	}
+	if c.MaxBatchBytes < minMaxBatchBytes {
+		errs = append(errs, fmt.Errorf("max_batch_bytes is %d: expected at least %d (64 KiB), under what the backend takes in one request (4 MiB for Jaeger's OTLP gRPC by default)", c.MaxBatchBytes, minMaxBatchBytes))
+	}
+	errs = append(errs, c.Metrics.validate())
 	return errors.Join(errs...)
+}
+
+// Unmarshal reads the configuration as the Collector would, but first checks every duration and
+// number given as text, so that an error quotes the value: the Collector's own decoding drops it
+// (`SPANPROFILES_MAX_WAIT=abc` gave "invalid duration"), which leaves an operator guessing which
+// setting, or which environment variable expanded into it, was wrong.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := errors.Join(textErrors(conf, reflect.TypeOf(*c), "")...); err != nil {
+		return err
+	}
+	return conf.Unmarshal(c)
+}
+
+// textErrors checks the durations and whole numbers of struct type t (nested structs too, under
+// their key) that conf gives as text, and quotes each one that does not parse.
+func textErrors(conf *confmap.Conf, t reflect.Type, prefix string) []error {
+	var errs []error
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("mapstructure")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key, kind := prefix+tag, t.Field(i).Type
+		if kind.Kind() == reflect.Struct {
+			errs = append(errs, textErrors(conf, kind, key+confmap.KeyDelimiter)...)
+			continue
+		}
+		raw, isText := conf.Get(key).(string)
+		if !isText {
+			continue
+		}
+		switch {
+		case kind == reflect.TypeOf(time.Duration(0)):
+			if _, err := time.ParseDuration(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: invalid duration %q: expected a number and a unit, e.g. 30s, 1m30s, 500ms", key, raw))
+			}
+		case kind.Kind() == reflect.Int:
+			if _, err := strconv.Atoi(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: invalid number %q: expected a whole number", key, raw))
+			}
+		}
+	}
+	return errs
 }

@@ -1,6 +1,8 @@
 package spanprofilesconnector
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -17,11 +20,22 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	require.NoError(t, confmap.Validate(cfg))
 }
 
-// The README's example, as a user writes it.
+// The README's example, as a user writes it (testdata/config.yaml).
 func TestConfigFromYAMLValues(t *testing.T) {
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	conf := confmap.NewFromStringMap(map[string]any{"max_wait": "15s", "retention": "2m", "max_pending_spans": 1000, "top_frames": 3})
-	require.NoError(t, conf.Unmarshal(cfg))
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	load := func(id string) (*Config, error) {
+		cfg := NewFactory().CreateDefaultConfig().(*Config)
+		sub, err := cm.Sub(id)
+		require.NoError(t, err)
+		return cfg, sub.Unmarshal(cfg)
+	}
+	cfg, err := load("spanprofiles")
+	require.NoError(t, err)
+	assert.Equal(t, createDefaultConfig(), cfg)
+
+	cfg, err = load("spanprofiles/custom")
+	require.NoError(t, err)
 	assert.Equal(t, 15*time.Second, cfg.MaxWait)
 	assert.Equal(t, 2*time.Minute, cfg.Retention)
 	assert.Equal(t, 1000, cfg.MaxPendingSpans)
@@ -29,8 +43,31 @@ func TestConfigFromYAMLValues(t *testing.T) {
 	assert.Equal(t, createDefaultConfig().MaxSamples, cfg.MaxSamples, "the rest keeps its default")
 	require.NoError(t, confmap.Validate(cfg))
 
-	unknown := confmap.NewFromStringMap(map[string]any{"max_wiat": "15s"})
-	require.ErrorContains(t, unknown.Unmarshal(cfg), "max_wiat")
+	_, err = load("spanprofiles/typo")
+	require.ErrorContains(t, err, "max_wiat")
+}
+
+// A value the Collector cannot decode is quoted, with its setting: an environment variable
+// expanded into it (`max_wait: ${env:SPANPROFILES_MAX_WAIT}`) is found by its value.
+func TestConfigDecodingErrorsQuoteTheValue(t *testing.T) {
+	for given, want := range map[string]string{
+		"max_wait=abc":                  `max_wait: invalid duration "abc": expected a number and a unit`,
+		"retention=5 minutes":           `retention: invalid duration "5 minutes"`,
+		"max_pending_spans=lot":         `max_pending_spans: invalid number "lot": expected a whole number`,
+		"top_frames=3.5":                `top_frames: invalid number "3.5"`,
+		"metrics::flush_interval=often": `metrics::flush_interval: invalid duration "often"`,
+	} {
+		t.Run(given, func(t *testing.T) {
+			key, value, _ := strings.Cut(given, "=")
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			require.ErrorContains(t, confmap.NewFromStringMap(map[string]any{key: value}).Unmarshal(cfg), want)
+		})
+	}
+	// A good duration still decodes.
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_wait": "45s", "max_samples": 1000}).Unmarshal(cfg))
+	assert.Equal(t, 45*time.Second, cfg.MaxWait)
+	assert.Equal(t, 1000, cfg.MaxSamples)
 }
 
 func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
@@ -38,12 +75,17 @@ func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		"max_wait too short":     {func(c *Config) { c.MaxWait = time.Millisecond }, "max_wait is 1ms: expected between 1s and 24h0m0s"},
-		"retention below wait":   {func(c *Config) { c.Retention = c.MaxWait - time.Second }, "retention is 29s: expected at least max_wait (30s)"},
-		"no pending spans":       {func(c *Config) { c.MaxPendingSpans = 0 }, "max_pending_spans is 0: expected a positive number"},
-		"no samples":             {func(c *Config) { c.MaxSamples = -1 }, "max_samples is -1: expected a positive number"},
-		"no processes":           {func(c *Config) { c.MaxProcesses = 0 }, "max_processes is 0: expected a positive number"},
-		"top frames out of 1-50": {func(c *Config) { c.TopFrames = 51 }, "top_frames is 51: expected 1 to 50"},
+		"max_wait too short":        {func(c *Config) { c.MaxWait = time.Millisecond }, "max_wait is 1ms: expected between 1s and 24h0m0s"},
+		"retention below wait":      {func(c *Config) { c.Retention = c.MaxWait - time.Second }, "retention is 29s: expected at least max_wait (30s)"},
+		"no pending spans":          {func(c *Config) { c.MaxPendingSpans = 0 }, "max_pending_spans is 0: expected a positive number"},
+		"no samples":                {func(c *Config) { c.MaxSamples = -1 }, "max_samples is -1: expected a positive number"},
+		"no processes":              {func(c *Config) { c.MaxProcesses = 0 }, "max_processes is 0: expected a positive number"},
+		"top frames out of 1-50":    {func(c *Config) { c.TopFrames = 51 }, "top_frames is 51: expected 1 to 50"},
+		"metrics flushed too often": {func(c *Config) { c.Metrics.FlushInterval = time.Millisecond }, "metrics::flush_interval is 1ms: expected between 100ms and 1h0m0s"},
+		"no routes":                 {func(c *Config) { c.Metrics.MaxRoutes = 0 }, "metrics::max_routes is 0: expected 1 to 1000000"},
+		"series past a million":     {func(c *Config) { c.Metrics.MaxSeries = 2_000_000 }, "metrics::max_series is 2000000: expected 1 to 1000000 series per metric"},
+		"no batch spans":            {func(c *Config) { c.MaxBatchSpans = 0 }, "max_batch_spans is 0: expected a positive number"},
+		"batch bytes too small":     {func(c *Config) { c.MaxBatchBytes = 1000 }, "max_batch_bytes is 1000: expected at least 65536"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig()
@@ -58,7 +100,9 @@ func TestFactory(t *testing.T) {
 	assert.Equal(t, component.MustNewType("spanprofiles"), f.Type())
 	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesToTracesStability())
 	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToTracesStability())
-	// The connector takes traces and profiles and emits traces, nothing else.
-	assert.Equal(t, component.StabilityLevelUndefined, f.TracesToMetricsStability())
+	// The connector takes traces and profiles and emits traces and metrics, nothing else.
+	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesToMetricsStability())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToMetricsStability())
+	assert.Equal(t, component.StabilityLevelUndefined, f.TracesToLogsStability())
 	assert.Equal(t, component.StabilityLevelUndefined, f.ProfilesToProfilesStability())
 }

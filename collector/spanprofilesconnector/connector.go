@@ -2,12 +2,15 @@ package spanprofilesconnector
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -17,6 +20,7 @@ import (
 // the traces it holds and the profile windows it joins them with.
 type spanProfiles struct {
 	cfg    *Config
+	bounds batchBounds
 	logger *zap.Logger
 	tel    *telemetry
 	now    func() time.Time
@@ -35,6 +39,21 @@ type spanProfiles struct {
 	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
 	unprofiled map[identity]time.Time
 
+	// Which halves were created: a metrics half takes an input only where no traces half of
+	// that input exists (metrics_halves.go).
+	tracesToTraces, profilesToTraces bool
+	// Where the metrics go (nil: no metrics pipeline takes them), what they hold, and when
+	// they were last sent.
+	metricsNext consumer.Metrics
+	metrics     *waitMetrics
+	mtel        *metricsTelemetry
+	lastFlush   time.Time
+
+	// With `storage`: where held spans are kept across a crash (persist.go), and the records of
+	// the units finished since the lock was taken, forgotten once their spans are sent on.
+	held       *heldSpans
+	heldToDrop []uint64
+
 	// Lifecycle: both halves start and shut down the one state.
 	starts int
 	closed bool
@@ -51,14 +70,22 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	if err != nil {
 		return nil, err
 	}
+	mtel, err := newMetricsTelemetry(tel.builder)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
 	return &spanProfiles{
 		cfg:        cfg,
+		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
 		logger:     set.Logger,
 		tel:        tel,
 		now:        time.Now,
-		store:      newStore(cfg, tel),
+		store:      newStore(cfg, tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
+		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
+		mtel:       mtel,
 	}, nil
 }
 
@@ -67,23 +94,77 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 type unit struct {
 	td        ptrace.Traces
 	id        identity
+	service   string
 	spans     []ptrace.Span
 	settled   []bool
 	unsettled int
 	arrived   time.Time
 	queued    bool
 	done      bool
+	// Its record in storage (0: none).
+	stored uint64
 }
 
-func (c *spanProfiles) start() {
+func (c *spanProfiles) start(ctx context.Context, host component.Host, self component.ID) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.starts++
 	if c.starts > 1 {
-		return
+		return nil
+	}
+	if c.cfg.Storage != nil {
+		held, units, err := openHeldSpans(ctx, host, *c.cfg.Storage, self)
+		if err != nil {
+			return err
+		}
+		c.held = held
+		c.replay(units)
 	}
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go c.expireLoop(c.stop, c.done)
+	return nil
+}
+
+// replay queues the spans a crashed run held, as they arrived then: each waits out what is left
+// of its max_wait for the windows that cover it.
+func (c *spanProfiles) replay(units []storedUnit) {
+	spans := 0
+	for _, stored := range units {
+		rss := stored.td.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			c.names.note(rss.At(i))
+			u := newUnit(rss.At(i), stored.arrived)
+			u.stored = stored.seq
+			c.settleOnArrival(u)
+			c.queue = append(c.queue, u)
+			u.queued = true
+			c.pending += len(u.spans)
+			spans += len(u.spans)
+		}
+	}
+	c.publish()
+	if spans > 0 {
+		c.logger.Info("spans held when the Collector last stopped are back from storage, waiting for their windows", zap.Int("spans", spans), zap.Int("batches", len(units)))
+	}
+}
+
+// takeHeldToDrop returns the records of the units finished since the lock was taken (called
+// with it held): their spans are in the batch about to be sent.
+func (c *spanProfiles) takeHeldToDrop() []uint64 {
+	seqs := c.heldToDrop
+	c.heldToDrop = nil
+	return seqs
+}
+
+// dropHeld deletes the records of spans sent on (whether the next consumer took or refused
+// them: a refusal is counted, and replaying them later would not undo it).
+func (c *spanProfiles) dropHeld(ctx context.Context, seqs []uint64) {
+	if c.held == nil || len(seqs) == 0 {
+		return
+	}
+	if err := c.held.forget(ctx, seqs); err != nil {
+		c.logger.Warn("could not delete spans sent on from storage: a restart would send them again", zap.Int("batches", len(seqs)), zap.Error(err))
+	}
 }
 
 // shutdown ends the state when the last of its halves shuts down (returns true then): spans
@@ -124,9 +205,17 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	}
 	c.queue = nil
 	c.publish()
+	md, mnext := c.metricsDue(now, true)
+	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	c.emit(ctx, out)
-	return true, c.tel.shutdown()
+	c.dropHeld(ctx, dropped)
+	c.emitMetrics(ctx, md, mnext)
+	var errs []error
+	if c.held != nil {
+		errs = append(errs, c.held.close(ctx))
+	}
+	return true, errors.Join(append(errs, c.tel.shutdown())...)
 }
 
 // checkEvery is how often spans past their wait and windows past retention are looked for:
@@ -166,12 +255,17 @@ func (c *spanProfiles) expire() {
 		}
 	}
 	c.compact()
+	md, mnext := c.metricsDue(now, false)
+	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	c.emit(context.Background(), out)
+	c.dropHeld(context.Background(), dropped)
+	c.emitMetrics(context.Background(), md, mnext)
 }
 
 func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) error {
 	out := ptrace.NewTraces()
+	var toSave []*unit
 	c.mu.Lock()
 	now := c.now()
 	rss := td.ResourceSpans()
@@ -192,14 +286,22 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 			c.queue = append(c.queue, u)
 			u.queued = true
 			c.pending += len(u.spans)
+			toSave = append(toSave, u)
 		}
 	}
 	c.publish()
-	c.mu.Unlock()
-	if out.ResourceSpans().Len() == 0 {
-		return nil
+	// Stored before the request is acknowledged, and under the lock, so that no unit is
+	// finished (and its record deleted) before its record exists.
+	if c.held != nil {
+		if err := c.held.save(ctx, toSave); err != nil {
+			c.logger.Warn("could not keep held spans in storage: a crash now would lose them", zap.Int("spans", len(toSave)), zap.Error(err))
+		}
 	}
-	return c.nextConsumer().ConsumeTraces(ctx, out)
+	dropped := c.takeHeldToDrop()
+	c.mu.Unlock()
+	err := c.send(ctx, out)
+	c.dropHeld(ctx, dropped)
+	return err
 }
 
 func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) error {
@@ -218,10 +320,12 @@ func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) 
 		}
 		c.compact()
 	}
+	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	// Spans released by these profiles belong to the traces pipeline, not to the agent's
 	// request: its context and its error are not theirs.
 	c.emit(context.Background(), out)
+	c.dropHeld(context.Background(), dropped)
 	return nil
 }
 
@@ -231,6 +335,7 @@ func newUnit(rs ptrace.ResourceSpans, now time.Time) *unit {
 	held := u.td.ResourceSpans().AppendEmpty()
 	rs.MoveTo(held)
 	u.id = identityOf(held.Resource().Attributes())
+	u.service = strAttr(held.Resource().Attributes(), MetricAttrService)
 	sss := held.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
@@ -301,7 +406,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
-		if c.settleSpan(s, p, why, final, settledBefore) {
+		if c.settleSpan(s, u.service, p, why, final, settledBefore) {
 			u.settled[i] = true
 			u.unsettled--
 		}
@@ -310,7 +415,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
@@ -344,8 +449,24 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, p *process, why string, final, 
 		return final
 	}
 	j := p.join(st)
+	switch {
+	case j.refusedAny():
+		// Enriched with the figures the refused samples do not touch (if any).
+		c.tel.span(spanSamplesRefused, 1)
+	case !j.seen:
+		// The sampler never saw the thread on or off CPU around the span (its main thread
+		// guessed, idle or not profiled): no CPU figure, and zeros would be an answer.
+		c.tel.span(spanNoThreadSamples, 1)
+		if !j.allocKnown() {
+			return true
+		}
+	default:
+		c.tel.span(spanEnriched, 1)
+	}
 	enrich(s, j, c.cfg.TopFrames, c.names.get)
-	c.tel.span(spanEnriched, 1)
+	if c.metricsNext != nil {
+		c.metrics.observe(service, s, j, c.names.get)
+	}
 	if j.ownOutside > 0 {
 		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
 	}
@@ -357,6 +478,9 @@ func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
 	u.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	if !u.done && u.queued {
 		c.pending -= len(u.spans)
+	}
+	if !u.done && u.stored != 0 {
+		c.heldToDrop = append(c.heldToDrop, u.stored)
 	}
 	u.done = true
 	u.spans, u.settled = nil, nil
@@ -379,18 +503,59 @@ func (c *spanProfiles) nextConsumer() consumer.Traces {
 	return c.next
 }
 
-// emit sends spans released outside a traces request on; a refusal is logged and counted,
-// there is no caller to hand it to.
+// emit sends spans released outside a traces request on; a refusal is logged and counted
+// (send), there is no caller to hand it to.
 func (c *spanProfiles) emit(ctx context.Context, out ptrace.Traces) {
+	_ = c.send(ctx, out)
+}
+
+// send passes spans to the next consumer in batches within max_batch_spans and max_batch_bytes.
+// Each refused batch is counted and logged; the refusals are returned together.
+func (c *spanProfiles) send(ctx context.Context, out ptrace.Traces) error {
 	if out.ResourceSpans().Len() == 0 {
-		return
+		return nil
 	}
 	next := c.nextConsumer()
 	if next == nil {
+		return nil
+	}
+	var errs []error
+	for _, batch := range c.bounds.split(out) {
+		n := batch.SpanCount()
+		if err := next.ConsumeTraces(ctx, batch); err != nil {
+			c.tel.errors.Add(context.Background(), 1)
+			c.logger.Warn("the next consumer refused a batch of spans", zap.Int("spans", n), zap.Error(err))
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metricsDue returns the metrics to send when their flush interval has passed (or now, when
+// last), and where they go; nothing when no metrics pipeline takes them.
+func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, consumer.Metrics) {
+	if c.metricsNext == nil {
+		return pmetric.Metrics{}, nil
+	}
+	if c.lastFlush.IsZero() {
+		// The first look: the interval starts now, on the connector's clock.
+		c.lastFlush = now
+	}
+	if !last && now.Sub(c.lastFlush) < c.cfg.Metrics.FlushInterval {
+		return pmetric.Metrics{}, nil
+	}
+	c.lastFlush = now
+	c.mtel.series.Store(int64(c.metrics.series()))
+	return c.metrics.emit(pcommon.NewTimestampFromTime(now)), c.metricsNext
+}
+
+// emitMetrics sends a batch of metrics on; a refusal is logged and counted.
+func (c *spanProfiles) emitMetrics(ctx context.Context, md pmetric.Metrics, next consumer.Metrics) {
+	if next == nil || md.ResourceMetrics().Len() == 0 {
 		return
 	}
-	if err := next.ConsumeTraces(ctx, out); err != nil {
-		c.tel.errors.Add(context.Background(), 1)
-		c.logger.Warn("the next consumer refused spans held for profiles", zap.Int("spans", out.SpanCount()), zap.Error(err))
+	if err := next.ConsumeMetrics(ctx, md); err != nil {
+		c.mtel.exportErrors.Add(context.Background(), 1)
+		c.logger.Warn("the next consumer refused the connector's metrics", zap.Int("points", md.DataPointCount()), zap.Error(err))
 	}
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 func enriched(h *harness, id byte) bool {
@@ -179,7 +180,7 @@ func TestDuplicateWindow(t *testing.T) {
 func TestShutdownSendsWaitingSpansOn(t *testing.T) {
 	sink := &consumertest.TracesSink{}
 	tel := componenttest.NewTelemetry()
-	set := connectortest.NewNopSettings(component.MustNewType(typeStr))
+	set := connectortest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = tel.NewTelemetrySettings()
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig()

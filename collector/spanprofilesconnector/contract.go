@@ -13,12 +13,16 @@ const (
 	AttrCPUOtherTracesMs = "thread_ctx.cpu.other_traces_ms"
 	// On CPU with no span: GC, the runtime, the event loop itself.
 	AttrCPUNoSpanMs = "thread_ctx.cpu.no_span_ms"
-	// Off CPU with this trace active: blocked inside it. Only when the agent sends off-CPU profiles.
+	// Off CPU asleep with this trace active: blocked inside it. Only when the agent sends
+	// off-CPU profiles; like the next two, time the thread was runnable is not in it.
 	AttrOffCPUTraceMs = "thread_ctx.off_cpu.trace_ms"
-	// Off CPU while another trace was active: another request blocked the thread.
+	// Off CPU asleep while another trace was active: another request blocked the thread.
 	AttrOffCPUOtherTracesMs = "thread_ctx.off_cpu.other_traces_ms"
-	// Off CPU with no span: the event loop idle, waiting for I/O or timers.
+	// Off CPU asleep with no span: the event loop idle, waiting for I/O or timers.
 	AttrOffCPUNoSpanMs = "thread_ctx.off_cpu.no_span_ms"
+	// Off CPU but runnable, whoever's span was active: the thread waited for a CPU (preempted
+	// by other threads, or throttled by its cgroup's CPU quota). Only with off-CPU profiles.
+	AttrOffCPURunnableMs = "thread_ctx.off_cpu.runnable_ms"
 	// Bytes allocated in this span's trace (int). Only when the agent sends allocation profiles.
 	AttrAllocBytes = "thread_ctx.alloc_bytes"
 	// The CPU samples behind the cpu.* figures (int): each stands for one sampling period.
@@ -30,6 +34,15 @@ const (
 	EventTopFrames = "top_frames"
 	// String array: the other traces that held the thread, "<who> <trace id> <ms>ms: <top frame>".
 	EventHeldBy = "held_by"
+	// Int and double: the other traces that held the thread but are not in held_by (fewer than
+	// 1 % of the span each, or past top_frames), and their ms: held_by's ms plus these add up
+	// to cpu.other_traces_ms + off_cpu.other_traces_ms. Only when another trace held it.
+	EventHeldByOthers   = "held_by_others"
+	EventHeldByOthersMs = "held_by_others_ms"
+	// String array: the same time by route, "<route> <ms>ms in <n> requests: <top frame>",
+	// longest first; past top_frames routes, the rest as "(<k> other routes) <ms>ms in <n>
+	// requests". Its ms add up to the same total.
+	EventHeldByRoutes = "held_by_routes"
 	// String array: where the trace allocated, "function (file:line) NN%".
 	EventTopAllocFrames = "top_alloc_frames"
 	// Int: the thread the figures are of.
@@ -48,22 +61,42 @@ const (
 	threadGuessMain = "main_thread"
 )
 
-// What `thread-ctx agent` sends (OTLP/Profiles; the agent's encoder is the other side).
+// What a profiler sends (OTLP/Profiles): `thread-ctx agent` (its encoder, encode.rs, is the
+// other side) and the OpenTelemetry eBPF profiler (its reporter's pdata generator).
 const (
 	// Sample attribute: the thread the sample was taken on (int, the host's thread id).
 	attrThreadID = "thread.id"
-	// Sample attribute the record may carry (the context manager's `attributes` option).
+	// Sample attribute the record may carry (the context manager's `attributes` option): the
+	// agent sends a record attribute under its own key, the eBPF profiler under
+	// labelPrefix + key (`process.context.label.http.route`).
 	attrHTTPRoute = "http.route"
-	// Location attribute: `v8js` for JS frames.
+	labelPrefix   = "process.context.label."
+	// Off-CPU sample attribute: the thread's state when it was switched out, `blocked` (asleep)
+	// or `preempted` (still runnable).
+	attrOffCPUState = "thread.off_cpu.state"
+	offCPUPreempted = "preempted"
+	// Location attribute: `v8js` for JS frames (both profilers).
 	attrFrameType = "profile.frame.type"
 	frameTypeJS   = "v8js"
 
-	// Sample types: CPU samples (a count; the profile's period gives the time), off-CPU
-	// intervals (ns; the timestamp is when the thread was switched out), allocations (the
-	// bytes each sample stands for; `alloc_objects` is the sibling profile of the same samples).
+	// Sample types (type/unit) the join reads; a profile of any other type is not read:
+	//   samples/count: CPU samples, a count per timestamp (or no values: one per timestamp);
+	//     the period (period type cpu/nanoseconds) gives the time each stands for;
+	//   off_cpu/nanoseconds: off-CPU intervals, read only from `thread-ctx agent` (scope
+	//     agentScope), which records every switch and times each at its switch-out; the eBPF
+	//     profiler samples switches (-off-cpu-threshold) and times them at the switch back in;
+	//   alloc_space/bytes: the bytes each allocation sample stands for (`alloc_objects` is the
+	//     sibling profile of the same samples).
 	sampleTypeCPU   = "samples"
+	sampleUnitCPU   = "count"
+	periodTypeCPU   = "cpu"
+	periodUnitCPU   = "nanoseconds"
 	sampleTypeOff   = "off_cpu"
+	sampleUnitOff   = "nanoseconds"
 	sampleTypeAlloc = "alloc_space"
+	sampleUnitAlloc = "bytes"
+	// The instrumentation scope of `thread-ctx agent`'s profiles.
+	agentScope = "thread-ctx"
 )
 
 // Resource attributes that tell a process: the same on its spans and on its profiles.

@@ -3,4 +3,9 @@
 // sends from the same node, and emits each span with what its thread did while it was open (its
 // own CPU, other requests' CPU, CPU with no span, time off CPU, allocated bytes, top frames and
 // the traces that held the thread). See README.md for the configuration and the fields.
+//
+// internal/metadata, documentation.md and generated_*_test.go are generated from metadata.yaml by
+// mdatagen v0.161.0 (scripts/mdatagen.sh says how it is built here).
+//
+//go:generate bash ../../scripts/mdatagen.sh metadata.yaml
 package spanprofilesconnector // import "otel-thread-ctx/collector/spanprofilesconnector"

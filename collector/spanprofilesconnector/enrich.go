@@ -5,35 +5,53 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// enrich writes the contract's attributes and event onto a span.
+// enrich writes the contract's attributes and event onto a span: each figure the samples
+// support (joined.cpuKnown and its siblings), and none that they do not.
 func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) string) {
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	a := span.Attributes()
-	a.PutDouble(AttrCPUSpanMs, ms(j.cpuSpan))
-	a.PutDouble(AttrCPUTraceMs, ms(j.cpuTrace))
-	a.PutDouble(AttrCPUOtherTracesMs, ms(j.cpuOther))
-	a.PutDouble(AttrCPUNoSpanMs, ms(j.cpuNone))
-	if j.hasOff {
+	if j.cpuKnown() {
+		a.PutDouble(AttrCPUSpanMs, ms(j.cpuSpan))
+		a.PutDouble(AttrCPUTraceMs, ms(j.cpuTrace))
+		a.PutDouble(AttrCPUOtherTracesMs, ms(j.cpuOther))
+		a.PutDouble(AttrCPUNoSpanMs, ms(j.cpuNone))
+		a.PutInt(AttrSamples, j.samples)
+	}
+	if j.offKnown() {
 		a.PutDouble(AttrOffCPUTraceMs, ms(j.offTrace))
 		a.PutDouble(AttrOffCPUOtherTracesMs, ms(j.offOther))
 		a.PutDouble(AttrOffCPUNoSpanMs, ms(j.offNone))
+		a.PutDouble(AttrOffCPURunnableMs, ms(j.runnable))
 	}
-	if j.hasAlloc {
+	if j.allocKnown() {
 		a.PutInt(AttrAllocBytes, j.allocBytes)
 	}
-	a.PutInt(AttrSamples, j.samples)
 
 	ev := span.Events().AppendEmpty()
 	ev.SetName(EventProfile)
 	ev.SetTimestamp(span.EndTimestamp())
 	ea := ev.Attributes()
-	putStrings(ea, EventTopFrames, percentages(j.frames, topN))
-	// A trace that held the thread for under 1 % of the span explains none of it.
-	putStrings(ea, EventHeldBy, j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, 1), nameOf))
-	putStrings(ea, EventTopAllocFrames, percentages(j.allocFrames, topN))
+	if j.cpuKnown() {
+		putStrings(ea, EventTopFrames, percentages(j.frames, topN))
+	}
+	if j.cpuKnown() || j.offKnown() {
+		// A trace that held the thread for under 1 % of the span explains none of it: it is
+		// not listed, only counted in the remainder.
+		held := j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, 1), nameOf)
+		putStrings(ea, EventHeldBy, held.listed)
+		if len(j.others) > 0 {
+			ea.PutInt(EventHeldByOthers, int64(held.others))
+			ea.PutDouble(EventHeldByOthersMs, ms(held.othersNs))
+		}
+		putStrings(ea, EventHeldByRoutes, held.routes)
+	}
+	if j.allocKnown() {
+		putStrings(ea, EventTopAllocFrames, percentages(j.allocFrames, topN))
+	}
+	putThrottling(ea, j)
 	ea.PutInt(EventThreadID, j.tid)
 	ea.PutStr(EventThreadSource, j.threadSource)
-	if j.periodNs > 0 {
+	if j.cpuKnown() && j.periodNs > 0 {
 		ea.PutDouble(EventCPUPeriodMs, ms(j.periodNs))
 	}
 }
@@ -51,8 +69,13 @@ func putStrings(m pcommon.Map, k string, vs []string) {
 }
 
 // isEnriched says whether a span carries the contract already (a Collector before this one
-// enriched it).
+// enriched it): its event.
 func isEnriched(span ptrace.Span) bool {
-	_, ok := span.Attributes().Get(AttrSamples)
-	return ok
+	events := span.Events()
+	for i := 0; i < events.Len(); i++ {
+		if events.At(i).Name() == EventProfile {
+			return true
+		}
+	}
+	return false
 }

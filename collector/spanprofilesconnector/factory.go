@@ -10,23 +10,23 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
-// typeStr is the connector's type in a Collector configuration.
-const typeStr = "spanprofiles"
-
-// Stability: profiles are still a development signal of OTLP, and the join's contract is new.
-const stability = component.StabilityLevelDevelopment
-
 // NewFactory returns the factory of the `spanprofiles` connector: traces -> traces (the spans
-// to enrich) and profiles -> traces (the profiles they are enriched from), one state per
-// component id shared by the two.
+// to enrich) and profiles -> traces (the profiles they are enriched from), and the same two
+// inputs -> metrics (who made whom wait), one state per component id shared by them all.
 func NewFactory() xconnector.Factory {
+	// The type and stability are metadata.yaml's (profiles are still a development signal of
+	// OTLP, and the join's contract is new).
 	return xconnector.NewFactory(
-		component.MustNewType(typeStr),
+		metadata.Type,
 		func() component.Config { return createDefaultConfig() },
-		xconnector.WithTracesToTraces(createTracesToTraces, stability),
-		xconnector.WithProfilesToTraces(createProfilesToTraces, stability),
+		xconnector.WithTracesToTraces(createTracesToTraces, metadata.TracesToTracesStability),
+		xconnector.WithProfilesToTraces(createProfilesToTraces, metadata.ProfilesToTracesStability),
+		xconnector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
+		xconnector.WithProfilesToMetrics(createProfilesToMetrics, metadata.ProfilesToMetricsStability),
 	)
 }
 
@@ -68,6 +68,7 @@ func createTracesToTraces(_ context.Context, set connector.Settings, cfg compone
 	}
 	c.mu.Lock()
 	c.next = next
+	c.tracesToTraces = true
 	c.mu.Unlock()
 	return &tracesHalf{half{c, set.ID}}, nil
 }
@@ -81,6 +82,7 @@ func createProfilesToTraces(_ context.Context, set connector.Settings, cfg compo
 	if c.next == nil {
 		c.next = next
 	}
+	c.profilesToTraces = true
 	c.mu.Unlock()
 	return &profilesHalf{half{c, set.ID}}, nil
 }
@@ -91,9 +93,8 @@ type half struct {
 	id component.ID
 }
 
-func (h half) Start(context.Context, component.Host) error {
-	h.c.start()
-	return nil
+func (h half) Start(ctx context.Context, host component.Host) error {
+	return h.c.start(ctx, host, h.id)
 }
 
 func (h half) Shutdown(ctx context.Context) error {

@@ -17,6 +17,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 // Times in tests: ms after t0 (a wall-clock instant like the agent's, not on a whole
@@ -37,6 +42,8 @@ type harness struct {
 	profiles xconnector.Profiles
 	tel      *componenttest.Telemetry
 	clock    atomic.Int64
+	// What the connector logged (Info and above).
+	logs *observer.ObservedLogs
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -48,9 +55,12 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	require.NoError(t, cfg.Validate())
 	h := &harness{t: t, sink: &consumertest.TracesSink{}, tel: componenttest.NewTelemetry()}
 	h.clock.Store(ms(0) + int64(time.Hour)) // arrival times are the Collector's: any instant works
-	set := connectortest.NewNopSettings(component.MustNewType(typeStr))
-	set.ID = component.MustNewIDWithName(typeStr, t.Name())
+	set := connectortest.NewNopSettings(metadata.Type)
+	set.ID = component.MustNewIDWithName(metadata.Type.String(), t.Name())
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	var core zapcore.Core
+	core, h.logs = observer.New(zapcore.InfoLevel)
+	set.TelemetrySettings.Logger = zap.New(core)
 	f := NewFactory()
 	var err error
 	h.traces, err = f.CreateTracesToTraces(context.Background(), set, cfg, h.sink)
@@ -433,3 +443,6 @@ type (
 	ptraceSpan      = ptrace.Span
 	metricdataGauge = metricdata.Gauge[int64]
 )
+
+// typeStr is the connector's type in a configuration (metadata.yaml's).
+var typeStr = metadata.Type.String()

@@ -10,8 +10,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 )
 
-// Samples that lie about their time, or weigh what no sample can, are refused and counted;
-// the span is joined with the honest ones only.
+// Samples that lie about their time, or weigh what no sample can, are refused and counted; a
+// span on their thread gets no figure they could have changed (a refused sample might have
+// been inside it), a span on another thread is joined as if they had not come.
 func TestLyingTimestampsAndHugeValues(t *testing.T) {
 	h := newHarness(t, nil)
 	r := newRequest()
@@ -19,6 +20,7 @@ func TestLyingTimestampsAndHugeValues(t *testing.T) {
 	st := r.stack(js("f", "/a.js", 1))
 	at := on{tid: mainTID, stack: st}
 	w.cpuAt(at, 120)                                                             // honest
+	w.cpuAt(on{tid: mainTID + 1, trace: 2, span: 2, stack: st}, 120)             // honest, another thread
 	w.sample(w.cpu, at, []int64{1}, []int64{ms(1000) + int64(time.Hour)})        // an hour after its window
 	w.sample(w.cpu, at, []int64{1}, []int64{1})                                  // 1970
 	w.sample(w.cpu, at, []int64{1 << 40}, []int64{ms(130)})                      // a trillion samples in one
@@ -28,13 +30,23 @@ func TestLyingTimestampsAndHugeValues(t *testing.T) {
 	w.sample(w.alloc, at, []int64{1 << 50}, []int64{ms(130)})                    // a petabyte
 	w.sample(w.cpu, on{tid: mainTID, stack: 9999}, []int64{1}, []int64{ms(130)}) // no such stack
 	h.sendProfiles(r)
-	assert.Equal(t, int64(1), h.samples(sampleKept))
+	assert.Equal(t, int64(2), h.samples(sampleKept))
 	assert.Equal(t, int64(8), h.samples(sampleInvalid))
-	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
-	s := h.received()[spanID(1)]
-	assert.InDelta(t, 10.0, attrDouble(t, s, AttrCPUNoSpanMs), 1e-9)
-	assert.Zero(t, attrDouble(t, s, AttrOffCPUNoSpanMs))
-	assert.Zero(t, attrInt(t, s, AttrAllocBytes))
+	h.sendTraces(traces(service(mainTID),
+		spanSpec{trace: 1, span: 1, start: 100, end: 160},
+		spanSpec{trace: 2, span: 2, start: 100, end: 160},
+	))
+	got := h.received()
+	for _, k := range []string{AttrCPUNoSpanMs, AttrSamples, AttrOffCPUNoSpanMs, AttrAllocBytes} {
+		_, ok := got[spanID(1)].Attributes().Get(k)
+		assert.False(t, ok, k)
+	}
+	other := got[spanID(2)]
+	assert.InDelta(t, 10.0, attrDouble(t, other, AttrCPUSpanMs), 1e-9)
+	assert.Zero(t, attrDouble(t, other, AttrOffCPUNoSpanMs))
+	assert.Zero(t, attrInt(t, other, AttrAllocBytes))
+	assert.Equal(t, int64(1), h.spans(spanSamplesRefused))
+	assert.Equal(t, int64(1), h.spans(spanEnriched))
 }
 
 // Indices outside their tables, anywhere in a sample's chain, refuse the sample, never panic.

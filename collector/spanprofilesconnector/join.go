@@ -17,11 +17,21 @@ type joined struct {
 	// ns
 	cpuSpan, cpuTrace, cpuOther, cpuNone int64
 	offTrace, offOther, offNone          int64
-	allocBytes                           int64
-	samples                              int64
-	// Whether the windows measured off-CPU time and allocations, and the CPU period.
-	hasOff, hasAlloc bool
-	periodNs         int64
+	// Off CPU but runnable: the thread waited for a CPU, whoever's span was active.
+	runnable int64
+	// Its process's cgroup CPU throttling over the windows that overlap the span.
+	throttling cgroupThrottling
+	allocBytes int64
+	samples    int64
+	// Whether the windows measured CPU, off-CPU time and allocations, and the CPU period.
+	hasCPU, hasOff, hasAlloc bool
+	periodNs                 int64
+	// Whether the thread had a CPU or off-CPU sample in the windows (any, of any trace): the
+	// sampler saw it, so a part without samples is a measured zero. seenAlloc: an allocation
+	// sample.
+	seen, seenAlloc bool
+	// The kinds of samples the windows refused on the thread: figures they touch are unknown.
+	refused kindSet
 	// The trace's own frames (CPU) and allocation frames, weighted.
 	frames, allocFrames map[string]int64
 	// The other traces on the thread, by trace.
@@ -32,9 +42,16 @@ type joined struct {
 
 // holder is another trace that held the thread during the span.
 type holder struct {
-	ns     int64
-	route  string
-	frames map[string]int64
+	ns    int64
+	route string
+	// What it held the thread in: its top frame, and whether it ran there or blocked there.
+	frames map[holdFrame]int64
+}
+
+// holdFrame is where a holder held the thread: a frame, on CPU or blocked in it.
+type holdFrame struct {
+	frame   string
+	blocked bool
 }
 
 // spanTimes is the span being joined.
@@ -70,17 +87,23 @@ func (p *process) join(st spanTimes) *joined {
 		if !w.mayHold(st.start, st.end) {
 			continue
 		}
+		j.hasCPU = j.hasCPU || w.hasCPU
 		j.hasOff = j.hasOff || w.hasOff
 		j.hasAlloc = j.hasAlloc || w.hasAlloc
 		if w.hasCPU {
 			j.periodNs = w.periodNs
 		}
+		j.refused |= w.refusedOn(j.tid)
+		j.addThrottling(w, st)
 		tp := w.threads[j.tid]
 		if tp == nil {
 			continue
 		}
+		j.seen = j.seen || len(tp.cpu) > 0 || len(tp.off) > 0 || len(tp.runnable) > 0
+		j.seenAlloc = j.seenAlloc || len(tp.alloc) > 0
 		j.addCPU(w, tp, st)
 		j.addOff(w, tp, st)
+		j.addRunnable(tp, st)
 		j.addAlloc(w, tp, st)
 	}
 	return j
@@ -123,7 +146,7 @@ func (j *joined) addCPU(w *window, tp *threadPoints, st spanTimes) {
 			j.cpuNone += pt.w
 		default:
 			j.cpuOther += pt.w
-			j.hold(w, l, pt, pt.w)
+			j.hold(w, l, pt, pt.w, false)
 		}
 	}
 	j.countOwnOutside(w, tp.cpu, st)
@@ -177,7 +200,21 @@ func (j *joined) addOff(w *window, tp *threadPoints, st spanTimes) {
 			j.offNone += overlap
 		default:
 			j.offOther += overlap
-			j.hold(w, l, pt, overlap)
+			j.hold(w, l, pt, overlap, true)
+		}
+	}
+}
+
+// addRunnable adds the time the thread was runnable but not running: it waited for a CPU, not
+// for a request, so no trace is said to have held it (the trace active then was preempted
+// too).
+func (j *joined) addRunnable(tp *threadPoints, st spanTimes) {
+	for _, pt := range from(tp.runnable, st.start-tp.maxOff) {
+		if pt.t >= st.end {
+			break
+		}
+		if overlap := min(pt.end(), st.end) - max(pt.t, st.start); overlap > 0 {
+			j.runnable += overlap
 		}
 	}
 }
@@ -194,17 +231,29 @@ func (j *joined) addAlloc(w *window, tp *threadPoints, st spanTimes) {
 	}
 }
 
-func (j *joined) hold(w *window, l linkInfo, pt point, ns int64) {
+func (j *joined) hold(w *window, l linkInfo, pt point, ns int64, blocked bool) {
 	h := j.others[l.trace]
 	if h == nil {
-		h = &holder{frames: map[string]int64{}}
+		h = &holder{frames: map[holdFrame]int64{}}
 		j.others[l.trace] = h
 	}
 	h.ns += ns
 	if h.route == "" {
 		h.route = l.route
 	}
-	h.frames[w.frames[pt.frame]] += ns
+	h.frames[holdFrame{w.frames[pt.frame], blocked}] += ns
+}
+
+// topFrame is the frame a holder held the thread in longest, on CPU and blocked together.
+func (h *holder) topFrame() string {
+	byFrame := make(map[string]int64, len(h.frames))
+	for f, ns := range h.frames {
+		byFrame[f.frame] += ns
+	}
+	if f := top(byFrame, 1); len(f) == 1 {
+		return f[0].name
+	}
+	return noStack
 }
 
 // threadOf picks the thread a span ran on: the one its own samples ran on, else the one its
@@ -239,6 +288,22 @@ func (p *process) threadOf(st spanTimes) (int64, string) {
 		return best, threadFromTrace
 	}
 	return p.key.hostPID, threadGuessMain
+}
+
+// Which figures the samples support. CPU and off-CPU parts: the windows measured them, the
+// thread was seen in them, and none of its samples of that kind was refused (a refused sample
+// could have been in the span). Allocations: the windows measured them (the process samples
+// its allocations), none refused; V8 samples one allocation per 512 KiB on average, so no
+// sample in a span is a measured "under about 512 KiB".
+func (j *joined) cpuKnown() bool { return j.hasCPU && j.seen && !j.refused.has(kindCPU) }
+func (j *joined) offKnown() bool { return j.hasOff && j.seen && !j.refused.has(kindOff) }
+func (j *joined) allocKnown() bool {
+	return j.hasAlloc && (j.seen || j.seenAlloc) && !j.refused.has(kindAlloc)
+}
+
+// refusedAny says whether a kind the windows measured had samples refused on the thread.
+func (j *joined) refusedAny() bool {
+	return (j.hasCPU && j.refused.has(kindCPU)) || (j.hasOff && j.refused.has(kindOff)) || (j.hasAlloc && j.refused.has(kindAlloc))
 }
 
 // weighted is a frame (or trace) and its weight.
@@ -284,12 +349,57 @@ func percentages(m map[string]int64, n int) []string {
 	return out
 }
 
-// heldBy renders the n traces that held the thread longest, each at least minNs, as
-// "<route or span name> <trace id> <ms>ms: <top frame>".
-func (j *joined) heldBy(n int, minNs int64, nameOf func(pcommon.TraceID) string) []string {
+// heldBy is who held the thread during a span: the traces that held it longest, each with
+// its route, and every other trace as a remainder, so that listed and remainder add up to the
+// time other requests held the thread (cpu.other_traces_ms + off_cpu.other_traces_ms); and the
+// same time rolled up by route.
+type heldBy struct {
+	// "<route or span name> <trace id> <ms>ms: <top frame>", longest first.
+	listed []string
+	// The traces not listed, and their time.
+	others   int
+	othersNs int64
+	// "<route> <ms>ms in <n> requests: <top frame>", longest first; past n routes, the rest
+	// as one "(<k> other routes) ..." entry.
+	routes []string
+}
+
+// holderName is the route (or span name) a holder is listed under.
+func holderName(h *holder, id pcommon.TraceID, nameOf func(pcommon.TraceID) string) string {
+	if h.route != "" {
+		return h.route
+	}
+	if who := nameOf(id); who != "" {
+		return who
+	}
+	return "(unknown)"
+}
+
+// heldBy lists the n traces that held the thread longest, each at least minNs, and rolls all
+// of them up by route (n routes at most, the rest as one entry).
+func (j *joined) heldBy(n int, minNs int64, nameOf func(pcommon.TraceID) string) heldBy {
 	byTrace := make(map[string]int64, len(j.others))
 	ids := make(map[string]pcommon.TraceID, len(j.others))
+	type routeSum struct {
+		ns     int64
+		n      int
+		frames map[string]int64
+	}
+	routes := map[string]*routeSum{}
+	var total int64
 	for id, h := range j.others {
+		total += h.ns
+		name := holderName(h, id, nameOf)
+		r := routes[name]
+		if r == nil {
+			r = &routeSum{frames: map[string]int64{}}
+			routes[name] = r
+		}
+		r.ns += h.ns
+		r.n++
+		for f, ns := range h.frames {
+			r.frames[f.frame] += ns
+		}
 		if h.ns < minNs {
 			continue
 		}
@@ -297,22 +407,38 @@ func (j *joined) heldBy(n int, minNs int64, nameOf func(pcommon.TraceID) string)
 		byTrace[k] = h.ns
 		ids[k] = id
 	}
-	var out []string
+	var out heldBy
+	var listedNs int64
 	for _, t := range top(byTrace, n) {
 		id := ids[t.name]
 		h := j.others[id]
-		who := h.route
-		if who == "" {
-			who = nameOf(id)
+		listedNs += h.ns
+		out.listed = append(out.listed, fmt.Sprintf("%s %s %.1fms: %s", holderName(h, id, nameOf), t.name, float64(h.ns)/1e6, h.topFrame()))
+	}
+	out.others = len(j.others) - len(out.listed)
+	out.othersNs = total - listedNs
+	byRoute := make(map[string]int64, len(routes))
+	for name, r := range routes {
+		byRoute[name] = r.ns
+	}
+	ranked := top(byRoute, len(byRoute))
+	for i, t := range ranked {
+		if i == n && len(ranked) > n+1 {
+			var ns int64
+			var reqs int
+			for _, rest := range ranked[n:] {
+				ns += rest.w
+				reqs += routes[rest.name].n
+			}
+			out.routes = append(out.routes, fmt.Sprintf("(%d other routes) %.1fms in %d requests", len(ranked)-n, float64(ns)/1e6, reqs))
+			break
 		}
-		if who == "" {
-			who = "(unknown)"
-		}
+		r := routes[t.name]
 		frame := noStack
-		if f := top(h.frames, 1); len(f) == 1 {
+		if f := top(r.frames, 1); len(f) == 1 {
 			frame = f[0].name
 		}
-		out = append(out, fmt.Sprintf("%s %s %.1fms: %s", who, t.name, float64(h.ns)/1e6, frame))
+		out.routes = append(out.routes, fmt.Sprintf("%s %.1fms in %d requests: %s", t.name, float64(r.ns)/1e6, r.n, frame))
 	}
 	return out
 }

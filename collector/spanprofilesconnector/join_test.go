@@ -93,16 +93,27 @@ func TestClockEdges(t *testing.T) {
 	assert.InDelta(t, 100.0, attrDouble(t, s, AttrOffCPUOtherTracesMs), 1e-6)
 }
 
-// A span covered by its process's windows but without a sample on its thread is enriched with
-// zeros: the thread was not seen at all, which is itself the answer (and thread_ctx.samples
-// says how much that is worth); the main thread is a guess and says so.
+// A span covered by its process's windows whose thread the sampler saw (a sample before it) but
+// that has no sample inside it is enriched with zeros: measured, and thread_ctx.samples says
+// how much that is worth; the main thread is a guess and says so. A span whose thread had no
+// sample at all in the windows gets no figure: zeros would be an answer nothing supports.
 func TestSpanWithoutSamples(t *testing.T) {
 	h := newHarness(t, nil)
 	r := newRequest()
-	r.window(agentProcess(mainTID), 0, 1000).cpuAt(on{tid: mainTID + 7, stack: r.stack(native("gc"))}, 500)
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	w.cpuAt(on{tid: mainTID + 7, stack: r.stack(native("gc"))}, 500)
 	h.sendProfiles(r)
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 102}))
 	s := h.received()[spanID(1)]
+	assert.Zero(t, s.Attributes().Len(), "no figure: its thread was never sampled")
+	assert.Zero(t, s.Events().Len())
+	assert.Equal(t, int64(1), h.spans(spanNoThreadSamples))
+
+	r = newRequest()
+	r.window(agentProcess(mainTID), 1000, 2000).cpuAt(on{tid: mainTID, stack: r.stack(native("uv_run"))}, 1500)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 2, span: 2, start: 1100, end: 1102}))
+	s = h.received()[spanID(2)]
 	assert.Equal(t, int64(0), attrInt(t, s, AttrSamples))
 	for _, k := range []string{AttrCPUSpanMs, AttrCPUTraceMs, AttrCPUOtherTracesMs, AttrCPUNoSpanMs, AttrOffCPUTraceMs, AttrOffCPUOtherTracesMs, AttrOffCPUNoSpanMs} {
 		assert.Zero(t, attrDouble(t, s, k), k)
@@ -113,6 +124,7 @@ func TestSpanWithoutSamples(t *testing.T) {
 	assert.Equal(t, threadGuessMain, src.Str())
 	assert.Nil(t, eventStrings(ev, EventTopFrames))
 	assert.Nil(t, eventStrings(ev, EventHeldBy))
+	assert.Equal(t, int64(1), h.spans(spanEnriched))
 }
 
 // Worker threads: a span is joined with the thread its own samples ran on; a span without
@@ -195,6 +207,7 @@ func TestAllocations(t *testing.T) {
 	w.allocAt(on{tid: mainTID, trace: 1, span: 1, stack: buf}, 110, 3<<20)
 	w.allocAt(on{tid: mainTID, trace: 1, span: 8, stack: other}, 120, 1<<20) // a child span of the trace
 	w.allocAt(on{tid: mainTID, trace: 2, span: 2, stack: buf}, 130, 5<<20)   // another request's
+	w.cpuAt(on{tid: mainTID, trace: 1, span: 1, stack: buf}, 111)
 	h.sendProfiles(r)
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
 	s := h.received()[spanID(1)]

@@ -175,7 +175,7 @@ func truncate(s string) string {
 	return s[:cut] + "…"
 }
 
-// sampleKind is which of the agent's profiles a Profile is.
+// sampleKind is which of the profiles the join reads a Profile is.
 type sampleKind int
 
 const (
@@ -183,24 +183,45 @@ const (
 	kindCPU
 	kindOff
 	kindAlloc
+	// A profile of a type the join reads, in a form it cannot use: another unit, or off-CPU
+	// intervals of a profiler other than the agent. Its samples are counted as unsupported.
+	kindUnsupported
 )
 
-func (d *dictionary) kindOf(p pprofile.Profile) sampleKind {
+// kindOf says which profile p is, by its sample type and unit (and, for CPU samples, its
+// period type); scope is the instrumentation scope that sent it.
+func (d *dictionary) kindOf(scope string, p pprofile.Profile) sampleKind {
 	typ, _ := d.str(p.SampleType().TypeStrindex())
+	unit, _ := d.str(p.SampleType().UnitStrindex())
 	switch typ {
 	case sampleTypeCPU:
-		return kindCPU
+		periodType, _ := d.str(p.PeriodType().TypeStrindex())
+		periodUnit, _ := d.str(p.PeriodType().UnitStrindex())
+		if unit == sampleUnitCPU && periodType == periodTypeCPU && periodUnit == periodUnitCPU {
+			return kindCPU
+		}
+		// `samples` of another period (wall time, events) are not CPU time; without a period
+		// type they may be, but what each stands for is unknown.
+		if periodType != periodTypeCPU && periodType != "" {
+			return kindOther
+		}
 	case sampleTypeOff:
-		return kindOff
+		if unit == sampleUnitOff && scope == agentScope {
+			return kindOff
+		}
 	case sampleTypeAlloc:
-		return kindAlloc
+		if unit == sampleUnitAlloc {
+			return kindAlloc
+		}
+	default:
+		return kindOther
 	}
-	return kindOther
+	return kindUnsupported
 }
 
 // sampleCounts is what became of a window's samples.
 type sampleCounts struct {
-	kept, invalid, untimed, noThread, overBound int
+	kept, invalid, untimed, noThread, overBound, unsupported int
 }
 
 // windowBuilder turns one process's profiles of one agent window into a window.
@@ -238,13 +259,15 @@ func windowOf(dict *dictionary, rp pprofile.ResourceProfiles, received time.Time
 	return b.w, b.counts
 }
 
-// forEachProfile calls f with every profile of rp that the join uses.
+// forEachProfile calls f with every profile of rp that the join reads (or counts as
+// unsupported).
 func forEachProfile(dict *dictionary, rp pprofile.ResourceProfiles, f func(pprofile.Profile, sampleKind)) {
 	sps := rp.ScopeProfiles()
 	for i := 0; i < sps.Len(); i++ {
+		scope := sps.At(i).Scope().Name()
 		ps := sps.At(i).Profiles()
 		for j := 0; j < ps.Len(); j++ {
-			if k := dict.kindOf(ps.At(j)); k != kindOther {
+			if k := dict.kindOf(scope, ps.At(j)); k != kindOther {
 				f(ps.At(j), k)
 			}
 		}
@@ -254,9 +277,16 @@ func forEachProfile(dict *dictionary, rp pprofile.ResourceProfiles, f func(pprof
 func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 	samples := p.Samples()
 	period := p.Period()
+	if kind == kindUnsupported {
+		for i := 0; i < samples.Len(); i++ {
+			b.counts.unsupported += max(samples.At(i).TimestampsUnixNano().Len(), 1)
+		}
+		return
+	}
 	if kind == kindCPU {
 		if period < minPeriodNs || period > maxPeriodNs {
 			b.counts.invalid += samples.Len()
+			b.w.refuse(0, kind)
 			return
 		}
 		b.w.hasCPU = true
@@ -264,6 +294,9 @@ func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 	}
 	b.w.hasOff = b.w.hasOff || kind == kindOff
 	b.w.hasAlloc = b.w.hasAlloc || kind == kindAlloc
+	if t, ok := b.dict.readThrottling(p); ok {
+		b.w.throttling = t
+	}
 	for i := 0; i < samples.Len(); i++ {
 		b.addSample(samples.At(i), kind, period)
 	}
@@ -272,25 +305,33 @@ func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int64) {
 	values, times := s.Values(), s.TimestampsUnixNano()
 	n := values.Len()
-	tid, route, ok := b.threadAndRoute(s)
+	// The events a refused sample stands for: one per value, or per timestamp without values.
+	events := max(n, times.Len(), 1)
+	tid, route, runnable, ok := b.threadAndRoute(s)
 	if !ok {
-		b.counts.invalid += max(n, 1)
+		b.counts.invalid += events
+		b.w.refuse(0, kind)
 		return
 	}
 	if tid <= 0 {
-		b.counts.noThread += max(n, 1)
+		b.counts.noThread += events
+		b.w.refuse(0, kind)
 		return
 	}
-	// One value per timestamp; or a CPU sample counting its timestamps.
+	// One value per timestamp; or a CPU sample counting its timestamps, as one value equal to
+	// their number or as no value at all (OTLP makes values optional: one event per
+	// timestamp, which is how the eBPF profiler sends CPU samples).
 	each := times.Len() == n && n > 0
-	counted := kind == kindCPU && n == 1 && int64(times.Len()) == values.At(0) && times.Len() > 0
+	counted := kind == kindCPU && times.Len() > 0 && (n == 0 || (n == 1 && int64(times.Len()) == values.At(0)))
 	if !each && !counted {
-		b.counts.untimed += max(n, 1)
+		b.counts.untimed += events
+		b.w.refuse(tid, kind)
 		return
 	}
 	link, frame, ok := b.linkAndFrame(s, route)
 	if !ok {
-		b.counts.invalid += times.Len()
+		b.counts.invalid += events
+		b.w.refuse(tid, kind)
 		return
 	}
 	tp := b.w.thread(tid)
@@ -311,10 +352,12 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 		p, valid := b.point(kind, t, v, period)
 		if !valid {
 			b.counts.invalid++
+			b.w.refuse(tid, kind)
 			continue
 		}
 		if b.room == 0 {
 			b.counts.overBound++
+			b.w.refuse(tid, kind)
 			continue
 		}
 		p.link, p.frame = link, frame
@@ -322,7 +365,11 @@ func (b *windowBuilder) addSample(s pprofile.Sample, kind sampleKind, period int
 		case kindCPU:
 			tp.cpu = append(tp.cpu, p)
 		case kindOff:
-			tp.off = append(tp.off, p)
+			if runnable {
+				tp.runnable = append(tp.runnable, p)
+			} else {
+				tp.off = append(tp.off, p)
+			}
 			tp.maxOff = max(tp.maxOff, p.w)
 		case kindAlloc:
 			tp.alloc = append(tp.alloc, p)
@@ -359,23 +406,28 @@ func (b *windowBuilder) point(kind sampleKind, t, v, period int64) (point, bool)
 	}
 }
 
-func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route string, ok bool) {
+// threadAndRoute reads a sample's thread, route and, for an off-CPU interval, whether the
+// thread was runnable (preempted: it waited for a CPU) rather than asleep. A profiler that does
+// not say (the OpenTelemetry eBPF profiler's off-CPU samples) is read as asleep.
+func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route string, runnable, ok bool) {
 	attrs := s.AttributeIndices()
 	for i := 0; i < attrs.Len(); i++ {
 		k, v, ok := b.dict.attribute(attrs.At(i))
 		if !ok {
-			return 0, "", false
+			return 0, "", false, false
 		}
 		switch k {
 		case attrThreadID:
 			if v.Type() == pcommon.ValueTypeInt {
 				tid = v.Int()
 			}
-		case attrHTTPRoute:
+		case attrHTTPRoute, labelPrefix + attrHTTPRoute:
 			route = truncate(v.AsString())
+		case attrOffCPUState:
+			runnable = v.Type() == pcommon.ValueTypeStr && v.Str() == offCPUPreempted
 		}
 	}
-	return tid, route, true
+	return tid, route, runnable, true
 }
 
 func (b *windowBuilder) linkAndFrame(s pprofile.Sample, route string) (link, frame int32, ok bool) {

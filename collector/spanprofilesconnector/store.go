@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.uber.org/zap"
 )
 
 // identity is what a resource says of the process it comes from.
@@ -73,9 +74,10 @@ type process struct {
 // store holds the profile windows of a node's processes, bounded by max_processes, max_samples
 // and retention.
 type store struct {
-	cfg   *Config
-	tel   *telemetry
-	procs map[processKey]*process
+	cfg      *Config
+	tel      *telemetry
+	refusals *refusalLog
+	procs    map[processKey]*process
 	// Lookups by what spans carry.
 	byInstance map[string][]*process
 	byPID      map[int64][]*process
@@ -89,8 +91,8 @@ type heldWindow struct {
 	w *window
 }
 
-func newStore(cfg *Config, tel *telemetry) *store {
-	return &store{cfg: cfg, tel: tel, procs: map[processKey]*process{}, byInstance: map[string][]*process{}, byPID: map[int64][]*process{}}
+func newStore(cfg *Config, tel *telemetry, logger *zap.Logger) *store {
+	return &store{cfg: cfg, tel: tel, refusals: newRefusalLog(logger), procs: map[processKey]*process{}, byInstance: map[string][]*process{}, byPID: map[int64][]*process{}}
 }
 
 // ingest adds a request's profiles; returns the processes that got a window.
@@ -122,13 +124,19 @@ func (s *store) add(dict *dictionary, rp pprofile.ResourceProfiles, now time.Tim
 	if w == nil {
 		s.tel.window(windowInvalid)
 		s.tel.sample(sampleInvalid, counts.invalid)
+		s.refusals.note(rp, map[string]int{refusedNoTime: max(counts.invalid, 1)})
 		return nil
 	}
 	s.countSamples(counts)
+	s.refusals.note(rp, map[string]int{
+		sampleInvalid: counts.invalid, sampleUntimed: counts.untimed, sampleNoThread: counts.noThread,
+		sampleUnsupported: counts.unsupported, sampleOverBound: counts.overBound,
+	})
 	if key.hostPID <= 0 {
 		// Without a pid there is no main thread, and no span's resource can name the process.
 		s.tel.window(windowInvalid)
 		s.tel.sample(sampleInvalid, w.points)
+		s.refusals.note(rp, map[string]int{refusedNoPID: max(w.points, 1)})
 		return nil
 	}
 	if p := s.procs[key]; p != nil && slices.ContainsFunc(p.windows, func(o *window) bool { return o.start == w.start && o.end == w.end }) {
@@ -159,6 +167,7 @@ func (s *store) countSamples(c sampleCounts) {
 	s.tel.sample(sampleUntimed, c.untimed)
 	s.tel.sample(sampleNoThread, c.noThread)
 	s.tel.sample(sampleOverBound, c.overBound)
+	s.tel.sample(sampleUnsupported, c.unsupported)
 }
 
 // process returns the process of key, made when new, its identity updated (a process

@@ -23,9 +23,11 @@ type point struct {
 
 func (p point) end() int64 { return p.t + p.w }
 
-// threadPoints is what one thread did in one window, each kind sorted by time.
+// threadPoints is what one thread did in one window, each kind sorted by time. Off-CPU
+// intervals are apart by the thread's state: asleep (off: blocked, or the loop idle) or
+// runnable (waiting for a CPU: preempted, or throttled by its cgroup's quota).
 type threadPoints struct {
-	cpu, off, alloc []point
+	cpu, off, runnable, alloc []point
 	// The longest off-CPU interval: how far before a span's start an interval that overlaps
 	// it can begin.
 	maxOff int64
@@ -96,6 +98,44 @@ type window struct {
 	// windows measured them.
 	hasCPU, hasOff, hasAlloc bool
 	periodNs                 int64
+	// The process's cgroup CPU throttling over the window, where the agent read it.
+	throttling cgroupThrottling
+	// The kinds of samples refused, by thread (refusedAll: of a thread not known): the figures
+	// they would have changed are left out of the spans the window covers.
+	refused    map[int64]kindSet
+	refusedAll kindSet
+}
+
+// kindSet is a set of sample kinds.
+type kindSet uint8
+
+func kindBit(k sampleKind) kindSet { return 1 << k }
+
+func (s kindSet) has(k sampleKind) bool { return s&kindBit(k) != 0 }
+
+// refuse notes that a sample of kind on thread tid (0: not known) was refused.
+func (w *window) refuse(tid int64, kind sampleKind) {
+	if tid <= 0 {
+		w.refusedAll |= kindBit(kind)
+		return
+	}
+	if w.refused == nil {
+		w.refused = map[int64]kindSet{}
+	}
+	if _, ok := w.refused[tid]; !ok && len(w.refused) >= maxRefusedThreads {
+		w.refusedAll |= kindBit(kind)
+		return
+	}
+	w.refused[tid] |= kindBit(kind)
+}
+
+// maxRefusedThreads bounds the threads a window remembers refusals of (a request may name any
+// number of threads); past it a refusal counts for every thread of the window.
+const maxRefusedThreads = 1024
+
+// refusedOn is the kinds of samples of thread tid the window refused.
+func (w *window) refusedOn(tid int64) kindSet {
+	return w.refusedAll | w.refused[tid]
 }
 
 func newWindow(start, end int64, received time.Time) *window {
@@ -136,6 +176,7 @@ func (w *window) seal() {
 	for _, tp := range w.threads {
 		slices.SortFunc(tp.cpu, byTime)
 		slices.SortFunc(tp.off, byTime)
+		slices.SortFunc(tp.runnable, byTime)
 		slices.SortFunc(tp.alloc, byTime)
 		w.maxOff = max(w.maxOff, tp.maxOff)
 	}

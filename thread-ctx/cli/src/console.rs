@@ -4,10 +4,8 @@
 //! `eprintln!` would panic (and the release build abort). A note is said once however many
 //! stages find it.
 
-use std::collections::HashSet;
 use std::fmt::Arguments;
 use std::io::{ErrorKind, Write};
-use std::sync::Mutex;
 
 /// One line on stderr, formatted as `format!` would; a closed stderr is ignored.
 macro_rules! say {
@@ -16,6 +14,21 @@ macro_rules! say {
     };
 }
 pub(crate) use say;
+
+/// One line on stderr after the time it is said (RFC 3339, UTC, milliseconds): what a
+/// long-running command (the agent) says is read later, in a journal or a pod's log, beside
+/// other programs' lines.
+macro_rules! say_stamped {
+    ($($arg:tt)*) => {
+        $crate::console::stderr_line(format_args!("{} {}", $crate::console::now_rfc3339(), format_args!($($arg)*)))
+    };
+}
+pub(crate) use say_stamped;
+
+/// Now, as `2026-12-07T10:57:43.123Z`.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
 
 /// The line on stderr, whole (one write of a locked stderr); any failure is ignored: the
 /// user cannot be told on a stream that is gone.
@@ -27,7 +40,10 @@ pub fn stderr_line(line: Arguments) {
 /// `note` on stderr after `prefix` (`thread-ctx: warning: `), unless it was said before: a note
 /// several stages give (the start of a recording warns, its profile notes the same) reaches the
 /// user once.
+#[cfg(feature = "ebpf")]
 pub fn say_once(prefix: &str, note: &str) {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
     static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.get_or_insert_with(HashSet::new).insert(note.to_string()) {

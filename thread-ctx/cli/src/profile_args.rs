@@ -6,13 +6,15 @@
 
 use crate::console::say;
 use crate::exit_codes::usage;
+#[cfg(feature = "ebpf")]
 use crate::sampling_args::SamplingArgs;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use thread_ctx_model::{Entry, Filter, Profile};
 use thread_ctx_output::kind::Kind;
 use thread_ctx_output::{flame, pprof};
-use thread_ctx_profile::{Filter, Profile};
 
+#[cfg(feature = "ebpf")]
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ProfileArgs {
     #[command(flatten)]
@@ -50,14 +52,15 @@ pub struct FilterArgs {
     /// --alloc) [default: cpu+off-cpu when off-CPU time was recorded, else cpu].
     #[arg(long, value_enum, value_name = "KIND")]
     pub kind: Option<KindArg>,
-    /// Flame graph and folded stacks: only this trace's samples.
+    /// Flame graph and folded stacks: only this trace's samples (report --traces: its spans).
     #[arg(long, value_name = "TRACE_ID")]
     pub trace: Option<String>,
-    /// Flame graph and folded stacks: only this span's samples.
+    /// Flame graph and folded stacks: only this span's samples (report --traces: that span).
     #[arg(long, value_name = "SPAN_ID")]
     pub span: Option<String>,
     /// Flame graph and folded stacks: only samples whose record carries this attribute
-    /// (repeatable; all must match), e.g. http.route=/users/:id.
+    /// (repeatable; all must match), e.g. http.route=/users/:id (report --traces: spans whose
+    /// attributes, or their resource's, carry it).
     #[arg(long, value_name = "KEY=VALUE")]
     pub attr: Vec<String>,
 }
@@ -123,6 +126,7 @@ impl FilterArgs {
 }
 
 /// What the run must do for the profile outputs.
+#[cfg(feature = "ebpf")]
 #[derive(Debug, Clone)]
 pub struct ProfilePlan {
     pub filter: Filter,
@@ -130,6 +134,7 @@ pub struct ProfilePlan {
     pub symbolize: bool,
 }
 
+#[cfg(feature = "ebpf")]
 impl ProfileArgs {
     /// Validates the flags; errors name the flag at fault.
     pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
@@ -185,7 +190,7 @@ impl ProfileFiles {
             }
         };
         if let Some(p) = &self.pprof {
-            let sum = |keep: &dyn Fn(&thread_ctx_profile::Entry) -> bool| profile.entries.iter().filter(|e| keep(e)).map(|e| e.count).sum::<u64>();
+            let sum = |keep: &dyn Fn(&Entry) -> bool| profile.entries.iter().filter(|e| keep(e)).map(|e| e.count).sum::<u64>();
             let off = if profile.off_cpu_traced { format!(", {} off-CPU intervals", sum(&|e| e.kind.is_off_cpu())) } else { String::new() };
             let alloc = if profile.alloc_traced { format!(", {} allocation samples", sum(&|e| e.kind.is_alloc())) } else { String::new() };
             let what = format!("{} CPU samples{off}{alloc}", sum(&|e| e.kind.is_cpu()));
@@ -227,7 +232,7 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ebpf"))]
 mod tests {
     use super::*;
 

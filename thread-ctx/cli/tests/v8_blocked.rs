@@ -9,7 +9,7 @@
 //! Per route, at least 90 % of the main thread's off-CPU time in that phase must
 //! name the route's function at the line of its blocking call.
 
-mod common;
+use thread_ctx_test_support::process as common;
 
 use common::*;
 use serde_json::Value;

@@ -2,18 +2,16 @@
 //! bytecode position, the type ids of the objects the readers follow, and the
 //! offsets of their fields.
 //!
-//! Each supported V8 has its layout written out in [`crate::supported`], because
+//! Each supported V8 has its layout written out in the `supported` module, because
 //! the binary's `v8dbg_*` postmortem symbols do not publish every field the
 //! readers need (Node 24 publishes no JSFunction code field, Node 20 no Code
 //! flags, none the ScopeInfo flag bits). A binary's layout is its version's,
-//! *checked* against every symbol it does publish ([`Layout::checked`]): one
+//! *checked* against every symbol it does publish (`Layout::checked`): one
 //! disagreement and the binary is refused, never guessed at, and its processes'
 //! JS frames fall back to the perf map and jitdump. The symbols a layout is
 //! checked against, with their values in the official binaries, are in
 //! `tests/official_binaries.rs`.
 
-use crate::error::LayoutError;
-use crate::symbols::PostmortemSymbols;
 use crate::version::V8Version;
 
 /// Type ids (`Map::instance_type`) of the objects the readers follow.
@@ -195,7 +193,7 @@ impl FrameTypes {
 }
 
 /// The isolate of a thread, and its last exit from JS. A thread that runs JS keeps its
-/// `Isolate*` in V8's thread-local `g_current_isolate_` ([`crate::supported::CURRENT_ISOLATE_SYMBOL`]); the isolate's thread-local top keeps
+/// `Isolate*` in V8's thread-local `g_current_isolate_`; the isolate's thread-local top keeps
 /// `c_entry_fp_`, the frame pointer of the innermost exit frame while the thread runs C++
 /// called from JS, and 0 while it runs JS (the entry into JS clears it). V8's own sampler
 /// starts its walk of a thread outside JS there. No `v8dbg_*` symbol publishes the offset:
@@ -222,34 +220,6 @@ pub struct NodejsFacts {
 }
 
 impl Layout {
-    /// This reader's layout for `version` (by major.minor, from [`crate::supported::SUPPORTED`]), unchecked.
-    pub fn defaults(version: V8Version) -> Option<Layout> {
-        crate::supported::find(version).map(|s| Layout { version, ..s.layout.clone() })
-    }
-
-    /// The defaults for the binary's V8, checked against every `v8dbg_*` symbol it publishes.
-    pub fn checked(symbols: &PostmortemSymbols) -> Result<Layout, LayoutError> {
-        let path = symbols.path.clone();
-        if symbols.values.is_empty() {
-            return Err(LayoutError::NoSymbols { path });
-        }
-        let Some(version) = symbols.version else { return Err(LayoutError::NoVersion { path }) };
-        let Some(layout) = Layout::defaults(version) else { return Err(LayoutError::UnknownVersion { path, version }) };
-        for check in layout.checks() {
-            match check.aliases.iter().find_map(|name| symbols.values.get(*name).map(|v| (*name, *v))) {
-                Some((symbol, published)) if published != check.expected => {
-                    return Err(LayoutError::Mismatch { path, version, symbol: symbol.to_string(), published, expected: check.expected });
-                }
-                Some(_) => {}
-                None if check.required => {
-                    return Err(LayoutError::Missing { path, version, symbol: check.aliases[0].to_string() });
-                }
-                None => {}
-            }
-        }
-        Ok(layout)
-    }
-
     /// Every symbol a binary of this V8 may publish about a field the readers
     /// use, with the value this layout holds. `required`: every official build
     /// of this V8 carries it (its absence means another kind of build).
@@ -399,20 +369,4 @@ pub struct Check {
     pub aliases: &'static [&'static str],
     pub expected: i64,
     pub required: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_supported_v8_has_a_layout_and_no_other() {
-        for s in crate::supported::SUPPORTED {
-            let l = Layout::defaults(s.layout.version).unwrap();
-            assert!(l.checks().iter().all(|c| !c.aliases.is_empty() && c.aliases[0] != "v8dbg_type_unknown_array"), "{}", s.layout.version);
-        }
-        for (major, minor) in [(9, 4), (12, 9), (14, 1), (15, 0)] {
-            assert!(Layout::defaults(V8Version::new(major, minor, 0, 0)).is_none());
-        }
-    }
 }

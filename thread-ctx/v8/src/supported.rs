@@ -12,7 +12,9 @@
 //! before, and its row in the tests that run one process per version (see
 //! CONTRIBUTING.md, "A new Node version").
 
+use crate::error::LayoutError;
 use crate::layout::{CodeLayout, DeoptLayout, FrameTypes, Instructions, IsolateLayout, Layout, NodejsFacts, ScopeInfoLayout, StringLayout, Types};
+use crate::symbols::PostmortemSymbols;
 use crate::version::V8Version;
 
 /// One supported V8 and the Node major that ships it.
@@ -55,9 +57,35 @@ pub fn describe() -> String {
     format!("V8 {}", each.join(", "))
 }
 
-/// The thread-local variable holding a thread's `Isolate*` (V8 11+: a C++ `thread_local`; V8 10
-/// kept the isolate behind a pthread key, which this reader does not follow).
-pub const CURRENT_ISOLATE_SYMBOL: &str = "_ZN2v88internal18g_current_isolate_E";
+impl Layout {
+    /// This reader's layout for `version` (by major.minor, from [`SUPPORTED`]), unchecked.
+    pub fn defaults(version: V8Version) -> Option<Layout> {
+        find(version).map(|s| Layout { version, ..s.layout.clone() })
+    }
+
+    /// The defaults for the binary's V8, checked against every `v8dbg_*` symbol it publishes.
+    pub fn checked(symbols: &PostmortemSymbols) -> Result<Layout, LayoutError> {
+        let path = symbols.path.clone();
+        if symbols.values.is_empty() {
+            return Err(LayoutError::NoSymbols { path });
+        }
+        let Some(version) = symbols.version else { return Err(LayoutError::NoVersion { path }) };
+        let Some(layout) = Layout::defaults(version) else { return Err(LayoutError::UnknownVersion { path, version, known: describe() }) };
+        for check in layout.checks() {
+            match check.aliases.iter().find_map(|name| symbols.values.get(*name).map(|v| (*name, *v))) {
+                Some((symbol, published)) if published != check.expected => {
+                    return Err(LayoutError::Mismatch { path, version, symbol: symbol.to_string(), published, expected: check.expected });
+                }
+                Some(_) => {}
+                None if check.required => {
+                    return Err(LayoutError::Missing { path, version, symbol: check.aliases[0].to_string() });
+                }
+                None => {}
+            }
+        }
+        Ok(layout)
+    }
+}
 
 /// The base: V8 10.2, Node 18.
 const V8_10_2: Layout = Layout {
@@ -296,6 +324,17 @@ mod tests {
         }
         assert!(find(V8Version::new(14, 1, 0, 0)).is_none(), "Node 25's V8 is not in the list");
         assert_eq!(describe(), "V8 10.2 (Node 18), 11.3 (Node 20), 12.4 (Node 22), 13.6 (Node 24), 14.6 (Node 26)");
+    }
+
+    #[test]
+    fn every_supported_v8_has_a_layout_and_no_other() {
+        for s in SUPPORTED {
+            let l = Layout::defaults(s.layout.version).unwrap();
+            assert!(l.checks().iter().all(|c| !c.aliases.is_empty() && c.aliases[0] != "v8dbg_type_unknown_array"), "{}", s.layout.version);
+        }
+        for (major, minor) in [(9, 4), (12, 9), (14, 1), (15, 0)] {
+            assert!(Layout::defaults(V8Version::new(major, minor, 0, 0)).is_none());
+        }
     }
 
     #[test]

@@ -25,7 +25,9 @@ const BYTECODE_SIZES: &str = "_ZN2v88internal11interpreter9Bytecodes14kBytecodeS
 /// follow it to the end of the embedded builtins (V8 lists them last).
 const FIRST_BYTECODE_HANDLER: &str = "Builtins_WideHandler";
 const BUILTIN_PREFIX: &str = "Builtins_";
-use crate::supported::CURRENT_ISOLATE_SYMBOL;
+/// The thread-local variable holding a thread's `Isolate*` (V8 11+: a C++ `thread_local`; V8 10
+/// kept the isolate behind a pthread key, which this reader does not follow).
+pub const CURRENT_ISOLATE_SYMBOL: &str = "_ZN2v88internal18g_current_isolate_E";
 /// More `v8dbg_*` symbols than any V8 publishes (~530): the rest is not read.
 const MAX_V8DBG_SYMBOLS: usize = 4096;
 /// Symbols looked at, both tables together: node has ~190,000; a file claiming

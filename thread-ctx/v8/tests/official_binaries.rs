@@ -41,7 +41,12 @@ fn a_binary_that_disagrees_or_says_nothing_is_refused() {
     assert!(matches!(Layout::checked(&missing), Err(LayoutError::Missing { .. })));
     let mut newer = good.clone();
     newer.version = Some(V8Version::new(15, 1, 0, 0));
-    assert!(matches!(Layout::checked(&newer), Err(LayoutError::UnknownVersion { .. })));
+    let e = Layout::checked(&newer).unwrap_err();
+    assert!(matches!(e, LayoutError::UnknownVersion { .. }));
+    assert!(
+        e.to_string().contains("V8 15.1.0.0 has no known layout (this reader knows V8 10.2 (Node 18), 11.3 (Node 20)"),
+        "the message names the list: {e}"
+    );
     let none = PostmortemSymbols { path: "/usr/bin/node-stripped".into(), ..Default::default() };
     let e = Layout::checked(&none).unwrap_err();
     assert!(e.to_string().contains("no v8dbg symbols"), "{e}");

@@ -1,0 +1,142 @@
+package spanprofilesconnector
+
+import (
+	"cmp"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// metricsScope names the scope of the metrics the connector emits.
+const metricsScope = "otel-thread-ctx/collector/spanprofilesconnector"
+
+// serviceMetrics is one service's metrics in a batch being built.
+type serviceMetrics struct {
+	inflicted, delayed, spanTime pmetric.NumberDataPointSlice
+	share                        pmetric.HistogramDataPointSlice
+}
+
+// emit returns every series as cumulative points at now (one resource per service, its
+// service.name also on the resource, where Prometheus makes it the `job`), each exemplar once.
+func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	bySvc := map[string]*serviceMetrics{}
+	of := func(svc string) *serviceMetrics {
+		if sm := bySvc[svc]; sm != nil {
+			return sm
+		}
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr(MetricAttrService, svc)
+		ms := rm.ScopeMetrics().AppendEmpty()
+		ms.Scope().SetName(metricsScope)
+		sum := func(name, desc, unit string) pmetric.NumberDataPointSlice {
+			mt := ms.Metrics().AppendEmpty()
+			mt.SetName(name)
+			mt.SetDescription(desc)
+			mt.SetUnit(unit)
+			s := mt.SetEmptySum()
+			s.SetIsMonotonic(true)
+			s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			return s.DataPoints()
+		}
+		sm := &serviceMetrics{
+			inflicted: sum(MetricWaitInflicted, "How long requests of a route made other requests wait on the same thread, by the route's top frame and whether it ran or blocked.", "ms"),
+			delayed:   sum(MetricWaitDelayed, "The requests a route's requests made wait on the same thread.", "{request}"),
+			spanTime:  sum(MetricSpanTime, "Requests' time by cause: what their thread did while they were open.", "ms"),
+		}
+		mt := ms.Metrics().AppendEmpty()
+		mt.SetName(MetricSpanHeldShare)
+		mt.SetDescription("The share of each request's time that other requests held its thread.")
+		mt.SetUnit("1")
+		h := mt.SetEmptyHistogram()
+		h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		sm.share = h.DataPoints()
+		bySvc[svc] = sm
+		return sm
+	}
+	point := func(dps pmetric.NumberDataPointSlice, attrs ...string) pmetric.NumberDataPoint {
+		dp := dps.AppendEmpty()
+		dp.SetStartTimestamp(m.start)
+		dp.SetTimestamp(now)
+		a := dp.Attributes()
+		for i := 0; i+1 < len(attrs); i += 2 {
+			a.PutStr(attrs[i], attrs[i+1])
+		}
+		return dp
+	}
+	for _, k := range sortedKeys(m.inflicted, cmpWaitKey) {
+		ws := m.inflicted[k]
+		sm := of(k.service)
+		attrs := []string{MetricAttrService, k.service, MetricAttrRoute, k.route, MetricAttrFunction, k.function, MetricAttrKind, k.kind, MetricAttrDelayedRoute, k.delayedRoute}
+		dp := point(sm.inflicted, attrs...)
+		dp.SetDoubleValue(ws.ms)
+		putExemplar(dp.Exemplars(), ws.ex, now, true)
+		dd := point(sm.delayed, attrs...)
+		dd.SetIntValue(ws.delayed)
+		putExemplar(dd.Exemplars(), ws.ex, now, false)
+		ws.ex = exemplar{}
+	}
+	for _, k := range sortedKeys(m.spanTime, func(a, b causeKey) int {
+		return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.route, b.route), cmp.Compare(a.cause, b.cause))
+	}) {
+		dp := point(of(k.service).spanTime, MetricAttrService, k.service, MetricAttrRoute, k.route, MetricAttrCause, k.cause)
+		dp.SetDoubleValue(m.spanTime[k])
+	}
+	for _, k := range sortedKeys(m.share, func(a, b routeKey) int {
+		return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.route, b.route))
+	}) {
+		ss := m.share[k]
+		dp := of(k.service).share.AppendEmpty()
+		dp.SetStartTimestamp(m.start)
+		dp.SetTimestamp(now)
+		dp.Attributes().PutStr(MetricAttrService, k.service)
+		dp.Attributes().PutStr(MetricAttrRoute, k.route)
+		dp.SetCount(ss.count)
+		dp.SetSum(ss.sum)
+		dp.SetMin(0)
+		dp.ExplicitBounds().FromRaw(heldShareBounds)
+		dp.BucketCounts().FromRaw(ss.counts)
+		if !ss.ex.trace.IsEmpty() {
+			e := dp.Exemplars().AppendEmpty()
+			e.SetTimestamp(ss.ex.at)
+			e.SetDoubleValue(ss.ex.value)
+			e.SetTraceID(ss.ex.trace)
+			e.SetSpanID(ss.ex.span)
+			ss.ex = exemplar{}
+		}
+	}
+	return md
+}
+
+// putExemplar adds ex (the last request a series delayed) to a point: its ms of wait, or a
+// count of one request.
+func putExemplar(es pmetric.ExemplarSlice, ex exemplar, now pcommon.Timestamp, ms bool) {
+	if ex.trace.IsEmpty() {
+		return
+	}
+	e := es.AppendEmpty()
+	e.SetTimestamp(min(ex.at, now))
+	if ms {
+		e.SetDoubleValue(ex.value)
+	} else {
+		e.SetIntValue(1)
+	}
+	e.SetTraceID(ex.trace)
+	e.SetSpanID(ex.span)
+}
+
+func cmpWaitKey(a, b waitKey) int {
+	return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.route, b.route), cmp.Compare(a.function, b.function),
+		cmp.Compare(a.kind, b.kind), cmp.Compare(a.delayedRoute, b.delayedRoute))
+}
+
+// sortedKeys returns m's keys in order: a batch lists its series the same way each time.
+func sortedKeys[K comparable, V any](m map[K]V, c func(a, b K) int) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, c)
+	return keys
+}

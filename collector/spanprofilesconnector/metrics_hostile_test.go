@@ -1,0 +1,92 @@
+package spanprofilesconnector
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// A million requests, each of a route of its own and held by a holder of a route and function
+// of its own (a service that puts ids in its routes, or a target that names every function
+// anew): the series and the memory stay bounded, and every value past a bound is folded and
+// counted, none dropped.
+func TestAMillionDistinctRoutesAndFrames(t *testing.T) {
+	const n = 1_000_000
+	cfg := defaultMetricsConfig()
+	folds := map[string]int64{}
+	m := newWaitMetrics(cfg, 1, func(a string) { folds[a]++ })
+	names := func(pcommon.TraceID) string { return "" }
+	span := ptrace.NewSpan()
+	span.SetKind(ptrace.SpanKindServer)
+	span.SetStartTimestamp(1)
+	span.SetEndTimestamp(1 + 100e6)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var total float64
+	for i := 0; i < n; i++ {
+		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/users/%d", i))
+		j := &joined{others: map[pcommon.TraceID]*holder{
+			{byte(i), byte(i >> 8), byte(i >> 16), 1}: {ns: 2e6, route: fmt.Sprintf("/search/%d", i), frames: map[holdFrame]int64{
+				{frame: fmt.Sprintf("f%d (a.js:%d)", i, i)}:                1e6,
+				{frame: fmt.Sprintf("g%d (a.js:%d)", i, i), blocked: true}: 1e6,
+			}},
+		}, cpuOther: 1e6, offOther: 1e6, hasCPU: true, hasOff: true, seen: true}
+		m.observe(fmt.Sprintf("svc-%d", i%1000), span, j, names)
+		total += 2
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("series %d, heap grown %.1f MiB, folds %v", m.series(), float64(grown)/(1<<20), folds)
+
+	assert.LessOrEqual(t, len(m.inflicted), cfg.MaxSeries+2, "the fold series of each kind on top of max_series")
+	assert.LessOrEqual(t, len(m.spanTime), cfg.MaxSeries+len(causesMeasured))
+	assert.LessOrEqual(t, len(m.share), cfg.MaxSeries+1)
+	// Services past 64, routes past 128 a service, functions past 10 a route are folded.
+	assert.Positive(t, folds[MetricAttrService])
+	assert.Positive(t, folds[MetricAttrRoute])
+	assert.Positive(t, folds[MetricAttrFunction])
+	// The bounds' own memory: 64 services x 128 routes x 10 functions of names, and the series.
+	assert.Less(t, grown, int64(64<<20), "heap grew %d bytes", grown)
+	var inflicted float64
+	for _, s := range m.inflicted {
+		inflicted += s.ms
+	}
+	assert.InDelta(t, total, inflicted, 1e-6*total, "every ms is in some series")
+	require.Equal(t, m.series(), m.emit(2).DataPointCount(), "every series is sent")
+}
+
+// Past max_series, a new series of a metric goes to the one whose attributes are all `other`
+// (but kind and cause), counted as a fold of `series`.
+func TestSeriesPastTheirBound(t *testing.T) {
+	cfg := defaultMetricsConfig()
+	cfg.MaxSeries = 2
+	folds := map[string]int64{}
+	m := newWaitMetrics(cfg, 1, func(a string) { folds[a]++ })
+	for i := 0; i < 4; i++ {
+		span := ptrace.NewSpan()
+		span.SetKind(ptrace.SpanKindServer)
+		span.SetStartTimestamp(1)
+		span.SetEndTimestamp(1 + 100e6)
+		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/r%d", i))
+		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, route: "/hog", frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6, hasCPU: true, seen: true}
+		m.observe("shop", span, j, func(pcommon.TraceID) string { return "" })
+	}
+	require.Len(t, m.inflicted, 3)
+	assert.InDelta(t, 10.0, m.inflicted[waitKey{otherValue, otherValue, otherValue, kindCPUHeld, otherValue}].ms, 1e-9)
+	assert.Equal(t, int64(2), m.inflicted[waitKey{otherValue, otherValue, otherValue, kindCPUHeld, otherValue}].delayed)
+	require.Len(t, m.share, 3)
+	assert.Equal(t, uint64(2), m.share[routeKey{otherValue, otherValue}].count)
+	// inflicted: /r2, /r3; span.time: /r0's second cause on; held_share: /r2, /r3.
+	assert.Equal(t, int64(2+10+2), folds["series"])
+}
+
+// causesMeasured is every cause with off-CPU profiles.
+var causesMeasured = []string{causeOwnCPU, causeOtherRequestsCPU, causeNoSpanCPU, causeBlocked, causeOtherRequestsBlocked, causeIdle, causeCPUStarved}

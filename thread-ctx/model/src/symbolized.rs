@@ -1,0 +1,202 @@
+//! A process's profile as the outputs take it: its samples aggregated into
+//! entries (one per kind x stack x thread x span x attributes) whose stacks
+//! are symbolized frames, plus what the outputs need around them (mappings,
+//! build ids, thread names, notes, clocks).
+
+use crate::frame::Frame;
+use crate::sample::{Measure, SampleKind};
+use foldhash::HashMap;
+use thread_ctx_discovery::maps::Mapping;
+
+/// The mapping kernel frames are in, as pprof and OTLP profiles name it, and where it starts.
+pub const KERNEL_MAPPING: &str = "[kernel.kallsyms]";
+pub const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// When one sample of an entry was taken and what it weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// CLOCK_MONOTONIC ns (see [`Profile::unix_ns`]).
+    pub time_ns: u64,
+    pub weight: u64,
+}
+
+/// One frame of an entry's stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StackFrame {
+    /// The address as sampled (pprof keeps it in the location).
+    pub addr: u64,
+    /// Index into [`Profile::frames`].
+    pub frame: usize,
+    pub kernel: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: SampleKind,
+    /// Leaf first: kernel frames (if any), then user frames.
+    pub stack: Vec<StackFrame>,
+    pub tid: u32,
+    pub trace_id: Option<[u8; 16]>,
+    pub span_id: Option<[u8; 8]>,
+    /// Sorted by key.
+    pub attrs: Vec<(String, String)>,
+    pub count: u64,
+    /// The sum of the samples' weights, in the unit of the kind's measure.
+    pub weight: u64,
+    /// Each sample's time and weight, oldest first, while the profile keeps them.
+    pub times: Vec<Observation>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    pub pid: i32,
+    /// Distinct frames, referenced by index.
+    pub frames: Vec<Frame>,
+    pub entries: Vec<Entry>,
+    /// Thread names (comm) by tid.
+    pub thread_names: HashMap<u32, String>,
+    /// The target's mappings at symbolization time.
+    pub mappings: Vec<Mapping>,
+    /// Things the user should know (e.g. the perf map is missing).
+    pub notes: Vec<String>,
+    /// Notes that hold for the process's life, in the first profile they apply to only
+    /// (an agent shows them once per process; `notes` repeats them in every profile).
+    pub process_notes: Vec<String>,
+    /// Samples not kept because the profile already held its maximum of distinct entries.
+    pub dropped_samples: u64,
+    /// Off-CPU time was traced (an off-CPU profile exists even when empty).
+    pub off_cpu_traced: bool,
+    /// Allocations were traced (allocation profiles exist even when empty).
+    pub alloc_traced: bool,
+    /// Nanoseconds one CPU sample stands for (the sampling period).
+    pub cpu_period_ns: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC when the profile was finished:
+    /// turns sample times into wall-clock times.
+    pub monotonic_to_unix_ns: i64,
+    /// Every entry's `times` holds all its samples (no cap was reached).
+    pub times_complete: bool,
+    /// The process runs V8: unnamed code outside any file is V8's JIT code.
+    pub runs_v8: bool,
+    /// Build ids (lower-case hex) of the mapped objects, by (device, inode).
+    pub build_ids: HashMap<(String, u64), String>,
+    frame_ids: HashMap<Frame, usize>,
+    entry_ids: HashMap<EntryKey, usize>,
+}
+
+type EntryKey = (SampleKind, Vec<(u64, bool)>, u32, Option<[u8; 16]>, Option<[u8; 8]>, Vec<(String, String)>);
+
+/// The entry the output tests build on: `count` CPU samples of `stack` on thread 1, in the span
+/// whose trace id bytes are all `ids.0` and span id bytes all `ids.1`, with these attributes;
+/// each test sets what else it needs with `..Entry::test(..)`.
+#[cfg(any(test, feature = "test-support"))]
+impl Entry {
+    #[doc(hidden)]
+    pub fn test(stack: Vec<StackFrame>, ids: Option<(u8, u8)>, attrs: &[(&str, &str)], count: u64) -> Entry {
+        Entry {
+            kind: SampleKind::Cpu,
+            stack,
+            tid: 1,
+            trace_id: ids.map(|(t, _)| [t; 16]),
+            span_id: ids.map(|(_, s)| [s; 8]),
+            attrs: attrs.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
+            count,
+            weight: 0,
+            times: vec![],
+        }
+    }
+}
+
+/// The mapping the output tests put native frames in: `/usr/bin/node`, executable, at
+/// 0x1000..0x2000 (device 08:01, inode 7).
+#[cfg(any(test, feature = "test-support"))]
+impl Profile {
+    #[doc(hidden)]
+    pub fn test_node_mapping() -> Mapping {
+        Mapping { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }
+    }
+}
+
+impl Profile {
+    pub fn new(pid: i32) -> Profile {
+        Profile { pid, times_complete: true, ..Default::default() }
+    }
+
+    /// The measures this profile has samples of, or was asked to trace.
+    pub fn measures(&self) -> Vec<Measure> {
+        Measure::ALL
+            .into_iter()
+            .filter(|m| match m {
+                Measure::Cpu => true,
+                Measure::OffCpu => self.off_cpu_traced,
+                Measure::Alloc => self.alloc_traced,
+            })
+            .collect()
+    }
+
+    /// Wall-clock ns since the Unix epoch of a CLOCK_MONOTONIC time.
+    pub fn unix_ns(&self, monotonic_ns: u64) -> u64 {
+        (monotonic_ns as i64).saturating_add(self.monotonic_to_unix_ns).max(0) as u64
+    }
+
+    /// Index of `f` in [`Profile::frames`], adding it when new.
+    pub fn intern(&mut self, f: Frame) -> usize {
+        if let Some(&i) = self.frame_ids.get(&f) {
+            return i;
+        }
+        self.frames.push(f.clone());
+        self.frame_ids.insert(f, self.frames.len() - 1);
+        self.frames.len() - 1
+    }
+
+    /// Adds an entry, merging it with an equal one (same kind, stack, thread, span, attributes).
+    pub fn push_entry(&mut self, e: Entry) {
+        let addrs = e.stack.iter().map(|f| (f.addr, f.kernel)).collect();
+        let key: EntryKey = (e.kind, addrs, e.tid, e.trace_id, e.span_id, e.attrs.clone());
+        match self.entry_ids.get(&key) {
+            Some(&i) => {
+                let mine = &mut self.entries[i];
+                mine.count += e.count;
+                mine.weight += e.weight;
+                mine.times.extend(e.times);
+            }
+            None => {
+                self.entry_ids.insert(key, self.entries.len());
+                self.entries.push(e);
+            }
+        }
+    }
+
+    /// Adds an entry known to be distinct from every other (the builder's entries are).
+    pub fn push_distinct(&mut self, e: Entry) {
+        self.entries.push(e);
+    }
+
+    /// Build id of a mapping, when its object has one.
+    pub fn build_id(&self, m: &Mapping) -> Option<&str> {
+        self.build_ids.get(&(m.dev.clone(), m.inode)).map(String::as_str)
+    }
+
+    pub fn frame(&self, f: &StackFrame) -> &Frame {
+        &self.frames[f.frame]
+    }
+
+    pub fn total_count(&self) -> u64 {
+        self.entries.iter().map(|e| e.count).sum()
+    }
+
+    pub fn thread_name(&self, tid: u32) -> Option<&str> {
+        self.thread_names.get(&tid).map(String::as_str)
+    }
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC, now.
+pub fn monotonic_to_unix_ns() -> i64 {
+    let now = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid out pointer.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    };
+    let mono = now(libc::CLOCK_MONOTONIC);
+    now(libc::CLOCK_REALTIME) - mono
+}
