@@ -10,8 +10,10 @@
 //! name the route's function at the line of its blocking call.
 
 use thread_ctx_test_support::process as common;
+mod profile_common;
 
 use common::*;
+use profile_common::{record_frames, Phases};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,31 +74,20 @@ fn run(major: &'static str) {
     let mut cmd = std::process::Command::new(&node);
     cmd.arg(test_file("fixtures/v8_blocked.js")).arg(&root).arg(routes.join(",")).arg("600").arg(&addon).arg(dir.path());
     let w = start_writer(cmd, false);
-    let mut phases: Vec<(u64, String)> = Vec::new();
+    let mut phases = Phases::new(EDGE_NS);
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let start = Instant::now();
     let enough = |t: &BTreeMap<String, Tally>| routes.iter().all(|r| t.get(*r).is_some_and(|x| x.intervals >= WANTED_INTERVALS && x.ns >= WANTED_NS));
     let mut recordings = 0;
     while !enough(&tallies) && start.elapsed() < CAP {
         recordings += 1;
-        let r = thread_ctx(&["record", &w.pid.to_string(), "--off-cpu", "--duration", "3s", "--format", "jsonl", "--frames"]);
-        assert_eq!(r.code, 0, "Node {major}: record failed: {}", r.stderr);
-        assert!(!r.stderr.contains("falling back to the perf map"), "Node {major}: {}", r.stderr);
-        while let Ok(line) = w.lines.try_recv() {
-            let (name, at) = line.strip_prefix("phase ").and_then(|x| x.rsplit_once(" @")).expect("a phase line");
-            phases.push((at.parse().unwrap(), name.to_string()));
-        }
-        for sample in r.stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        for sample in record_frames(&w, &format!("Node {major}"), &["--off-cpu"], &mut phases) {
             if sample["kind"] != "off_cpu" || sample["tid"].as_i64() != Some(w.pid as i64) {
                 continue; // the FIFO's writer is a worker thread
             }
-            let t = sample["time_ns"].as_u64().unwrap_or(0);
-            let Some(i) = phases.iter().rposition(|(s, _)| *s <= t) else { continue };
-            if t - phases[i].0 < EDGE_NS || i + 1 == phases.len() {
-                continue; // at a phase's edge, or in the last phase seen (it may have ended since)
-            }
-            let route = &phases[i].1;
-            let function = ROUTES.iter().find(|(r, _)| r == route).unwrap().1;
+            // The time an interval was switched out at.
+            let Some(route) = phases.at(sample["time_ns"].as_u64().unwrap_or(0)) else { continue };
+            let function = ROUTES.iter().find(|(r, _)| *r == route).unwrap().1;
             let ns = sample["duration_ns"].as_u64().unwrap_or(0);
             let frames = sample["frames"].as_array().cloned().unwrap_or_default();
             let js: Vec<&Value> = frames.iter().filter(|f| f["kind"] == "js").collect();
@@ -105,7 +96,7 @@ fn run(major: &'static str) {
                     && f["file"].as_str().is_some_and(|p| p.ends_with("/blocked.js"))
                     && f["line"].as_u64() == Some(marked_line(route))
             });
-            let tally = tallies.entry(route.clone()).or_default();
+            let tally = tallies.entry(route.to_string()).or_default();
             tally.intervals += 1;
             tally.ns += ns;
             if named {
@@ -145,34 +136,12 @@ fn run(major: &'static str) {
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
 }
 
-/// One test per Node version whose V8 layout says where the isolate is (`cargo test --test
-/// v8_blocked node_24` runs one), one at a time. Node 18's V8 keeps the isolate behind a pthread
-/// key, which the sampler does not follow: its blocked threads keep their native frames only.
-macro_rules! node_versions {
-    ($(($name:ident, $major:literal)),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                if !ebpf_or_skip(stringify!($name)) {
-                    return;
-                }
-                let _one = one_at_a_time();
-                run($major);
-            }
-        )*
-
-        /// Every supported V8 whose layout has an isolate has its row above.
-        #[test]
-        fn every_version_with_an_isolate_layout_has_a_row() {
-            let rows: Vec<u32> = vec![$($major.parse().unwrap()),*];
-            let listed: Vec<u32> =
-                thread_ctx_v8::supported::SUPPORTED.iter().filter(|s| s.layout.isolate.is_some()).map(|s| s.node).collect();
-            assert_eq!(rows, listed, "rows of this test and thread-ctx-v8's supported versions with an isolate layout");
-        }
-    };
-}
-
-node_versions!(
+// One test per Node version whose V8 layout says where the isolate is (`cargo test --test
+// v8_blocked node_24` runs one), one at a time, and one that each such version has its row. Node
+// 18's V8 keeps the isolate behind a pthread key, which the sampler does not follow: its blocked
+// threads keep their native frames only.
+thread_ctx_test_support::node_rows!(run,
+    thread_ctx_v8::supported::SUPPORTED.iter().filter(|s| s.layout.isolate.is_some()).map(|s| s.node).collect();
     (node_20_names_the_blocking_function_at_its_line, "20"),
     (node_22_names_the_blocking_function_at_its_line, "22"),
     (node_24_names_the_blocking_function_at_its_line, "24"),
