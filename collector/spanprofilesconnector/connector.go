@@ -329,7 +329,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
-		if c.settleSpan(s, u.service, p, why, final, settledBefore) {
+		if c.settleSpan(s, u.service, u.id.pid, p, why, final, settledBefore) {
 			u.settled[i] = true
 			u.unsettled--
 		}
@@ -338,7 +338,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
@@ -346,6 +346,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why
 		return final
 	}
 	st := spanTimesOf(s)
+	st.ownPID = pid
 	switch p.coverage(st.start, st.end) {
 	case coverFull:
 	case coverGap:

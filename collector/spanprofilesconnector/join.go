@@ -57,6 +57,9 @@ type spanTimes struct {
 	trace      pcommon.TraceID
 	span       pcommon.SpanID
 	start, end int64
+	// The thread the span says it started on (its thread.id: the id its process sees; 0 when it
+	// says none), and the pid its resource says (0: none).
+	ownTID, ownPID int64
 }
 
 // A start time in whole milliseconds comes from a millisecond clock: OpenTelemetry JS starts a
@@ -69,6 +72,7 @@ const msClockShift = int64(500 * time.Microsecond)
 // spanTimesOf is the span as the join places it on the agent's clock.
 func spanTimesOf(s ptrace.Span) spanTimes {
 	st := spanTimes{trace: s.TraceID(), span: s.SpanID(), start: int64(s.StartTimestamp()), end: int64(s.EndTimestamp())}
+	st.ownTID = intAttr(s.Attributes(), attrThreadID)
 	if st.start%int64(time.Millisecond) == 0 {
 		st.start += msClockShift
 		st.end += msClockShift
@@ -253,10 +257,13 @@ func (h *holder) topFrame() string {
 	return noStack
 }
 
-// threadOf picks the thread a span ran on: the one its own samples ran on, else the one its
-// trace's samples in this process ran on (most samples first), else the main thread (tid ==
-// the host pid), a guess.
+// threadOf picks the thread a span ran on: the one it says (its thread.id, as the host knows
+// that thread), else the one its own samples ran on, else the one its trace's samples in this
+// process ran on (most samples first), else the main thread (tid == the host pid), a guess.
 func (p *process) threadOf(st spanTimes) (int64, string) {
+	if tid := p.hostTID(st.ownTID, st.ownPID); tid > 0 {
+		return tid, threadFromAttribute
+	}
 	votes := map[int64]int{}
 	for _, w := range p.windows {
 		if !w.mayHold(st.start, st.end) {
@@ -301,6 +308,37 @@ func (j *joined) allocKnown() bool {
 // refusedAny says whether a kind the windows measured had samples refused on the thread.
 func (j *joined) refusedAny() bool {
 	return (j.hasCPU && j.refused.has(kindCPU)) || (j.hasOff && j.refused.has(kindOff)) || (j.hasAlloc && j.refused.has(kindAlloc))
+}
+
+// hostTID maps the thread id a span says (tid, as its process sees it; pid, its resource's
+// process.pid) to the host's thread id its samples carry; 0 when it cannot be told. A process in
+// a PID namespace of its own (its spans' pid or the agent's process.vpid is not the host pid)
+// knows its threads by other ids than the host:
+//   - its main thread's id is its pid, which the agent knows by the host pid;
+//   - a worker's id is mapped through the agent's samples, which carry it as thread.vid;
+//   - without that (another profiler), a worker's id is not the host's: no mapping.
+//
+// Outside a namespace the ids are the host's.
+func (p *process) hostTID(tid, pid int64) int64 {
+	if tid <= 0 {
+		return 0
+	}
+	nsPID := p.id.pid
+	if pid > 0 {
+		nsPID = pid
+	}
+	if tid == nsPID {
+		return p.key.hostPID
+	}
+	for _, w := range p.windows {
+		if host, ok := w.vtids[tid]; ok {
+			return host
+		}
+	}
+	if nsPID != p.key.hostPID {
+		return 0
+	}
+	return tid
 }
 
 // weighted is a frame (or trace) and its weight.
