@@ -397,8 +397,12 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 	return true
 }
 
-// finish moves a unit's spans to out and forgets the unit.
+// finish moves a unit's spans to out and forgets the unit. A request without a route, whose
+// samples named none, is named by its method and templated path on its way out.
 func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
+	for _, s := range u.spans {
+		nameRoute(s, "")
+	}
 	u.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	if !u.done && u.queued {
 		c.pending -= len(u.spans)

@@ -36,12 +36,27 @@ type joined struct {
 	others map[pcommon.TraceID]*holder
 	// Samples of this span timed outside it: clock skew.
 	ownOutside int
+	// The routes the trace's samples on the thread in the span carried, by the time they
+	// stand for: the request's route when its span has none.
+	routes map[string]int64
+}
+
+// noteRoute weighs a route the trace's samples in the span carried.
+func (j *joined) noteRoute(route string, ns int64) {
+	if route == "" {
+		return
+	}
+	if j.routes == nil {
+		j.routes = map[string]int64{}
+	}
+	j.routes[route] += ns
 }
 
 // holder is another trace that held the thread during the span.
 type holder struct {
-	ns    int64
-	route string
+	ns int64
+	// The routes its samples carried, by the time they stand for.
+	routes map[string]int64
 	// What it held the thread in: its top frame, and whether it ran there or blocked there.
 	frames map[holdFrame]int64
 }
@@ -139,6 +154,7 @@ func (j *joined) addCPU(w *window, tp *threadPoints, st spanTimes) {
 		switch {
 		case trace:
 			j.cpuTrace += pt.w
+			j.noteRoute(l.route, pt.w)
 			if own {
 				j.cpuSpan += pt.w
 			}
@@ -197,6 +213,7 @@ func (j *joined) addOff(w *window, tp *threadPoints, st spanTimes) {
 		switch {
 		case trace:
 			j.offTrace += overlap
+			j.noteRoute(l.route, overlap)
 		case none:
 			j.offNone += overlap
 		default:
@@ -235,12 +252,12 @@ func (j *joined) addAlloc(w *window, tp *threadPoints, st spanTimes) {
 func (j *joined) hold(w *window, l linkInfo, pt point, ns int64, blocked bool) {
 	h := j.others[l.trace]
 	if h == nil {
-		h = &holder{frames: map[holdFrame]int64{}}
+		h = &holder{frames: map[holdFrame]int64{}, routes: map[string]int64{}}
 		j.others[l.trace] = h
 	}
 	h.ns += ns
-	if h.route == "" {
-		h.route = l.route
+	if l.route != "" {
+		h.routes[l.route] += ns
 	}
 	h.frames[holdFrame{w.frames[pt.frame], blocked}] += ns
 }
@@ -399,10 +416,12 @@ type heldBy struct {
 	routes []string
 }
 
-// holderName is the route (or span name) a holder is listed under.
+// holderName is the route a holder is listed under: the handler's route its samples carried
+// most (a middleware's mount path `/` is no route), else its request's name (names.go: the
+// route, templated path or name of its server span), else "(unknown)".
 func holderName(h *holder, id pcommon.TraceID, nameOf func(pcommon.TraceID) string) string {
-	if h.route != "" {
-		return h.route
+	if r := bestRoute(h.routes); r != "" {
+		return r
 	}
 	if who := nameOf(id); who != "" {
 		return who
