@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
+	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
@@ -34,6 +35,8 @@ func components() (otelcol.Factories, error) {
 	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		fileexporter.NewFactory(),
 		otlpexporter.NewFactory(),
+		// OTLP/HTTP: what Prometheus's OTLP receiver takes (/api/v1/otlp/v1/metrics).
+		otlphttpexporter.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err
 	}

@@ -4,7 +4,9 @@
 // (target/jaeger/jaeger, memory storage), the project's Collector with collector/spanprofiles.yaml
 // (target/otelcol/otelcol-thread-ctx: the spanprofiles and spanmetrics connectors, OTLP to Jaeger),
 // an instrumented service whose NodeSDK exports spans to that Collector, and `thread-ctx agent`
-// (target/release/thread-ctx) streaming its profiles to the same Collector.
+// (target/release/thread-ctx) streaming its profiles to the same Collector; and where the
+// connector's metrics are read back, Prometheus 3 (target/prometheus/prometheus) taking them and
+// spanmetrics' exemplars over OTLP (collector/spanprofiles-prometheus.yaml).
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -16,13 +18,18 @@ const BIN = {
   collector: process.env.OTELCOL_BIN || path.join(ROOT, 'target', 'otelcol', 'otelcol-thread-ctx'),
   jaeger: process.env.JAEGER_BIN || path.join(ROOT, 'target', 'jaeger', 'jaeger'),
   threadCtx: process.env.THREAD_CTX_BIN || path.join(ROOT, 'target', 'release', 'thread-ctx'),
+  prometheus: process.env.PROMETHEUS_BIN || path.join(ROOT, 'target', 'prometheus', 'prometheus'),
 };
 
-/** What is missing to run the pipeline, as a message saying how to get it; null when nothing is. */
-function missing() {
-  const absent = Object.entries(BIN).filter(([, p]) => !fs.existsSync(p)).map(([, p]) => path.relative(ROOT, p));
+/**
+ * What is missing to run the pipeline (and `extra` parts of BIN, e.g. 'prometheus'), as a
+ * message saying how to get it; null when nothing is.
+ */
+function missing(...extra) {
+  const needed = ['collector', 'jaeger', 'threadCtx', ...extra];
+  const absent = needed.map((k) => BIN[k]).filter((p) => !fs.existsSync(p)).map((p) => path.relative(ROOT, p));
   return absent.length === 0 ? null
-    : `${absent.join(', ')} missing: run "bash scripts/setup.sh" (it builds the Collector and Jaeger with Go, thread-ctx with cargo)`;
+    : `${absent.join(', ')} missing: run "bash scripts/setup.sh" (it builds the Collector, Jaeger and Prometheus with Go, thread-ctx with cargo)`;
 }
 
 // A free loopback port (another process could take it before ours binds it: the starts below
@@ -40,7 +47,7 @@ function freePort() {
 const exitedWithin = (exited, ms) => Promise.race([exited.then(() => true), sleep(ms).then(() => false)]);
 
 /**
- * Starts `bin` with the environment `envOf(ports)` on `count` free ports, its output in `dir`,
+ * Starts `bin` (its arguments `args`, or `args(ports)`) with the environment `envOf(ports)` on `count` free ports, its output in `dir`,
  * until its log says `ready`; on "address already in use" it tries other ports (3 times).
  */
 async function startServer(name, bin, args, dir, count, envOf, ready) {
@@ -49,7 +56,8 @@ async function startServer(name, bin, args, dir, count, envOf, ready) {
     for (let i = 0; i < count; i++) ports.push(await freePort());
     const logPath = path.join(dir, `${name}-${attempt}.log`);
     const log = fs.openSync(logPath, 'w');
-    const child = spawn(bin, args, { env: { ...process.env, ...envOf(ports) }, stdio: ['ignore', log, log] });
+    const argv = typeof args === 'function' ? args(ports) : args;
+    const child = spawn(bin, argv, { env: { ...process.env, ...envOf(ports) }, stdio: ['ignore', log, log] });
     fs.closeSync(log);
     const exited = new Promise((r) => child.once('exit', r));
     const deadline = Date.now() + 60_000;
@@ -73,16 +81,32 @@ async function startJaeger(dir) {
   return { ...s, otlpGrpc: s.ports[0], queryHttp: s.ports[1] };
 }
 
-/** The Collector with collector/spanprofiles.yaml, its files in `dir` unless `outputs` names them. */
-async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}) {
+/** Prometheus 3 with collector/prometheus/config.yaml, OTLP receiver and exemplar storage on: { port }. */
+async function startPrometheus(dir) {
+  const s = await startServer('prometheus', BIN.prometheus, ([port]) => [
+    `--config.file=${path.join(ROOT, 'collector', 'prometheus', 'config.yaml')}`, `--web.listen-address=127.0.0.1:${port}`,
+    `--storage.tsdb.path=${path.join(dir, 'prometheus-data')}`, '--web.enable-otlp-receiver', '--enable-feature=exemplar-storage',
+  ], dir, 1, () => ({}), /Server is ready to receive web requests/);
+  return { ...s, port: s.ports[0] };
+}
+
+/**
+ * The Collector with collector/spanprofiles.yaml, its files in `dir` unless `outputs` names them;
+ * with `prometheus: { port, flush }`, also collector/spanprofiles-prometheus.yaml: the
+ * connector's metrics (sent every `flush`) and spanmetrics' to that Prometheus.
+ */
+async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}, prometheus = null) {
   const files = { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json'), ...outputs };
   for (const f of Object.values(files)) fs.rmSync(f, { force: true });
+  const configs = ['spanprofiles.yaml', ...(prometheus ? ['spanprofiles-prometheus.yaml'] : [])]
+    .flatMap((c) => ['--config', path.join(ROOT, 'collector', c)]);
   const s = await startServer('collector', BIN.collector,
-    ['--config', path.join(ROOT, 'collector', 'spanprofiles.yaml'), '--feature-gates=+service.profilesSupport'], dir, 2,
+    [...configs, '--feature-gates=+service.profilesSupport'], dir, 2,
     ([grpc, http]) => ({
       OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: files.profiles,
       OTELCOL_TRACES_OUTPUT: files.traces, OTELCOL_METRICS_OUTPUT: files.metrics,
       JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${jaegerOtlpPort}`, SPANPROFILES_MAX_WAIT: maxWait,
+      ...(prometheus ? { PROMETHEUS_OTLP_ENDPOINT: `http://127.0.0.1:${prometheus.port}/api/v1/otlp`, SPANPROFILES_METRICS_FLUSH: prometheus.flush ?? '15s' } : {}),
     }), /Everything is ready/);
   return { ...s, grpc: s.ports[0], http: s.ports[1], files };
 }
@@ -147,4 +171,21 @@ async function stop(proc, ms = 30_000) {
   }
 }
 
-module.exports = { ROOT, BIN, missing, startServer, startJaeger, startCollector, startService, startAgent, stop };
+/** A PromQL instant query against Prometheus on `port`: its result vector. */
+async function promQuery(port, query) {
+  const res = await fetch(`http://127.0.0.1:${port}/api/v1/query?${new URLSearchParams({ query })}`);
+  const body = await res.json();
+  if (body.status !== 'success') throw new Error(`Prometheus refused ${query}: ${JSON.stringify(body)}`);
+  return body.data.result;
+}
+
+/** Prometheus's exemplars of the series `query` selects over the last `seconds`. */
+async function promExemplars(port, query, seconds = 3600) {
+  const end = Date.now() / 1000;
+  const res = await fetch(`http://127.0.0.1:${port}/api/v1/query_exemplars?${new URLSearchParams({ query, start: String(end - seconds), end: String(end) })}`);
+  const body = await res.json();
+  if (body.status !== 'success') throw new Error(`Prometheus refused exemplars of ${query}: ${JSON.stringify(body)}`);
+  return body.data;
+}
+
+module.exports = { ROOT, BIN, missing, startServer, startJaeger, startPrometheus, startCollector, startService, startAgent, stop, promQuery, promExemplars };

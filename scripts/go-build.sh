@@ -21,13 +21,14 @@ require_go() {
 }
 
 # go_build_once NAME BIN MODULE_DIR PACKAGE SOURCE...: `go build` of PACKAGE in MODULE_DIR into
-# BIN, skipped when the SOURCE files hash as they did at BIN's last build (BIN.sha256).
+# BIN, skipped when the SOURCE files (and GO_BUILD_TAGS, the build tags if any) hash as they did
+# at BIN's last build (BIN.sha256).
 go_build_once() {
   local name=$1 bin=$2 dir=$3 pkg=$4
   shift 4
   require_go "$name"
-  local stamp="$bin.sha256" sum
-  sum=$(cat "$@" | sha256sum | cut -d' ' -f1)
+  local stamp="$bin.sha256" sum tags=${GO_BUILD_TAGS:-}
+  sum=$( (cat "$@" && echo "tags: $tags") | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$sum" ]]; then
     echo "$name: $bin is up to date"
     return 0
@@ -37,7 +38,7 @@ go_build_once() {
   local start
   start=$(date +%s)
   # -mod=readonly: build exactly what go.mod and go.sum pin; never resolve anything newer.
-  GOFLAGS=-mod=readonly go build -C "$dir" -trimpath -ldflags='-s -w' -o "$PWD/$bin.tmp" "$pkg"
+  GOFLAGS=-mod=readonly go build -C "$dir" -trimpath ${tags:+-tags "$tags"} -ldflags='-s -w' -o "$PWD/$bin.tmp" "$pkg"
   mv "$bin.tmp" "$bin"
   echo "$sum" >"$stamp"
   echo "$name: built $bin in $(($(date +%s) - start)) s"

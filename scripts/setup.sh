@@ -64,6 +64,10 @@ bash scripts/build-collector.sh
 # Jaeger v2, the trace backend the spanprofiles end-to-end test reads enriched spans back from
 # (Go modules; built once into target/jaeger/, rebuilt only when collector/jaeger/ changes).
 # scripts/test.sh builds it itself, in the background of the Rust tests (SETUP_JAEGER=later).
+# Prometheus 3, the metrics backend the wait-metrics end-to-end test and the demo read the
+# connector's metrics back from (Go modules; target/prometheus/, rebuilt only when
+# collector/prometheus/ changes): the same way, and later too under scripts/test.sh.
 if [[ "${SETUP_JAEGER:-now}" != later ]]; then
   bash scripts/build-jaeger.sh
+  bash scripts/build-prometheus.sh
 fi

@@ -6,14 +6,16 @@ cd "$(dirname "$0")/.."
 
 SETUP_JAEGER=later bash scripts/setup.sh
 
-# The Go side that only the end-to-end test needs (Jaeger's build: ~10 min of CPU on a cold
-# machine; the connector's tests) runs in the background while the Rust tests run, which spend
-# much of their time waiting for the processes they sample; the end-to-end test waits for it.
+# The Go side that only the end-to-end tests need (Jaeger's build: ~10 min of CPU on a cold
+# machine, Prometheus's ~4 min; the connector's tests) runs in the background while the Rust
+# tests run, which spend much of their time waiting for the processes they sample; the
+# end-to-end tests wait for it.
 mkdir -p target
 go_log=target/go-side.log
 (
   set -e
   bash scripts/build-jaeger.sh
+  bash scripts/build-prometheus.sh
   source scripts/go-build.sh
   echo "== go test (the spanprofiles connector) =="
   go test -C collector/spanprofilesconnector -trimpath ./...
@@ -44,13 +46,13 @@ cargo test --profile test-release --workspace
 echo "== node --test (Node $(node --version)) =="
 npm test
 
-echo "== the Go side: Jaeger's build and the connector's go test (run in the background) =="
+echo "== the Go side: Jaeger's and Prometheus's builds and the connector's go test (run in the background) =="
 go_status=0
 wait "$go_side" || go_status=$?
 cat "$go_log"
 [[ $go_status -eq 0 ]] || { echo "the Go side failed (exit $go_status): see above" >&2; exit 1; }
 
-echo "== end to end: spanprofiles with a real service, agent, Collector and Jaeger (once, not per Node) =="
+echo "== end to end: spanprofiles with a real service, agent, Collector, Jaeger and Prometheus (once, not per Node) =="
 node --test __test__/e2e/
 
 echo "== the same tests on the other supported Node versions =="

@@ -61,7 +61,7 @@ const q = (xs, p) => {
 const median = (xs) => q(xs, 0.5);
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : String(x));
 const PARTS = ['thread_ctx.cpu.trace_ms', 'thread_ctx.cpu.other_traces_ms', 'thread_ctx.cpu.no_span_ms',
-  'thread_ctx.off_cpu.trace_ms', 'thread_ctx.off_cpu.other_traces_ms', 'thread_ctx.off_cpu.no_span_ms'];
+  'thread_ctx.off_cpu.trace_ms', 'thread_ctx.off_cpu.other_traces_ms', 'thread_ctx.off_cpu.no_span_ms', 'thread_ctx.off_cpu.runnable_ms'];
 const sumOfParts = (s) => PARTS.reduce((acc, k) => acc + s.attrs[k], 0);
 // CPU figures are counts of samples, one period each: a measured count n against an expected
 // count e passes when n >= e - 3 sqrt(e) (Poisson, three standard deviations), so that a few

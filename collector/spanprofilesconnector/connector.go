@@ -2,7 +2,6 @@ package spanprofilesconnector
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -150,7 +149,7 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	c.mu.Unlock()
 	c.emit(ctx, out)
 	c.emitMetrics(ctx, md, mnext)
-	return true, errors.Join(c.tel.shutdown(), c.mtel.shutdown())
+	return true, c.tel.shutdown()
 }
 
 // checkEvery is how often spans past their wait and windows past retention are looked for:

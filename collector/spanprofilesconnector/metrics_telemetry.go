@@ -11,11 +11,10 @@ import (
 )
 
 // metricsTelemetry is the connector's own account of the metrics it emits: what was folded
-// into `other`, and how many series it holds.
+// into `other`, how many series it holds, and batches refused (instruments of metadata.yaml).
 type metricsTelemetry struct {
-	folds        metric.Int64Counter
-	series       atomic.Int64
-	exportErrors metric.Int64Counter
+	folds, exportErrors metric.Int64Counter
+	series              atomic.Int64
 }
 
 // The attributes a fold is counted under: the attribute folded, or `series` when a metric
@@ -28,24 +27,15 @@ var foldAttributes = func() map[string]metric.AddOption {
 	return m
 }()
 
-// newMetricsTelemetry takes its instruments from the builder metadata.yaml generates.
 func newMetricsTelemetry(b *metadata.TelemetryBuilder) (*metricsTelemetry, error) {
 	t := &metricsTelemetry{folds: b.ConnectorSpanprofilesMetricFolds, exportErrors: b.ConnectorSpanprofilesMetricExportErrors}
 	err := b.RegisterConnectorSpanprofilesMetricSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(t.series.Load())
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return t, err
 }
 
 func (t *metricsTelemetry) fold(attr string) {
 	t.folds.Add(context.Background(), 1, foldAttributes[attr])
-}
-
-// shutdown: the builder's callbacks end with the connector's telemetry (telemetry.shutdown).
-func (t *metricsTelemetry) shutdown() error {
-	return nil
 }

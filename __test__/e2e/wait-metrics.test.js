@@ -1,0 +1,167 @@
+'use strict';
+// End to end, every part real: who made whom wait, as metrics in Prometheus. The service of
+// service.js (NodeSDK, the package's context manager) in a cgroup with a CPU quota, `thread-ctx
+// agent --off-cpu` (eBPF), the project's Collector (spanprofiles with its metrics side,
+// spanmetrics with exemplars), Jaeger v2 storing the enriched spans and Prometheus 3 (built from
+// its Go module) taking both connectors' metrics over OTLP/HTTP. /hog (CPU in hogCPU) and /block
+// (blocked in blockFor) delay /wait under load; every figure is read back from Prometheus with
+// PromQL and checked against the spans Jaeger serves. One pipeline start for all the checks.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+const { setTimeout: sleep } = require('node:timers/promises');
+const pipeline = require('../../demo/pipeline');
+const { findSpans, spansOf } = require('./jaeger');
+const { cpuQuota } = require('./cpu-quota');
+
+const SERVICE = 'wait-shop';
+const SCRIPT = path.join(__dirname, 'service.js');
+const isRoot = process.getuid() === 0;
+const requireEbpf = process.env.REQUIRE_EBPF === '1';
+const HZ = 99;
+// /hog back to back wants a whole CPU: at 0.8 the quota runs out every period, and /hog still
+// gets enough of it to be the top holder (at 0.5, /block's blocked time outweighed it).
+const QUOTA_CPUS = 0.8;
+
+// The lines of a function of the service: its frames are named at one of them.
+const linesOf = (name) => {
+  const lines = fs.readFileSync(SCRIPT, 'utf8').split('\n');
+  const first = lines.findIndex((l) => l.startsWith(`function ${name}`)) + 1;
+  const last = first + lines.slice(first - 1).findIndex((l) => l === '}');
+  return { first, last, names: (f) => {
+    const m = new RegExp(`^${name} \\(service\\.js:(\\d+)\\)`).exec(f ?? '');
+    return m !== null && Number(m[1]) >= first && Number(m[1]) <= last;
+  } };
+};
+const hog = linesOf('hogCPU');
+
+async function client(port, route, going, pause = 0) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  let n = 0;
+  while (going()) {
+    await new Promise((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port, path: route, agent }, (res) => res.resume().on('end', resolve)).on('error', reject);
+    });
+    n++;
+    if (pause > 0) await sleep(pause);
+  }
+  agent.destroy();
+  return n;
+}
+
+const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : String(x));
+const sum = (xs, f) => xs.reduce((a, x) => a + f(x), 0);
+const within = (got, want, share) => Math.abs(got - want) <= share * want;
+
+test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open enriched traces in Jaeger', {
+  skip: !isRoot && !requireEbpf ? 'needs root: thread-ctx agent loads eBPF programs, the CPU quota is a cgroup (REQUIRE_EBPF=1 makes this a failure)' : false,
+  timeout: 600_000,
+}, async (t) => {
+  assert.ok(isRoot, 'REQUIRE_EBPF=1 but not root: thread-ctx agent cannot load its eBPF programs');
+  const why = pipeline.missing('prometheus');
+  assert.equal(why, null, why);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wait-metrics-e2e-'));
+  const procs = [];
+  let quota = null;
+  t.after(async () => {
+    for (const p of procs.reverse()) await pipeline.stop(p, 10_000);
+    quota?.remove();
+    if (!t.passed || process.env.SPANPROFILES_E2E_KEEP === '1') t.diagnostic(`logs and files kept in ${dir}`);
+    else fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const started = Date.now();
+  const [jaeger, prometheus] = await Promise.all([pipeline.startJaeger(dir), pipeline.startPrometheus(dir)]);
+  procs.push(jaeger, prometheus);
+  const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', {}, { port: prometheus.port, flush: '1s' });
+  procs.push(collector);
+  const svc = await pipeline.startService(SCRIPT, collector.http, { OTEL_SERVICE_NAME: SERVICE });
+  procs.push(svc);
+  quota = cpuQuota(`thread-ctx-e2e-${process.pid}`, QUOTA_CPUS);
+  quota.add(svc.pid);
+  const agent = await pipeline.startAgent(svc.pid, collector.grpc, ['--hz', String(HZ), '--interval', '1s', '--off-cpu']);
+  procs.push(agent);
+  t.diagnostic(`${agent.command}; the service in cgroup v${quota.version} ${quota.dir} (${QUOTA_CPUS} CPU); Prometheus on ${prometheus.port}, Jaeger on ${jaeger.queryHttp}`);
+
+  // Warm up, then load: /hog back to back, /block every second, six clients of /wait.
+  const until = (ms) => () => Date.now() < ms;
+  await Promise.all([client(svc.port, '/hog', until(Date.now() + 1500)), client(svc.port, '/wait', until(Date.now() + 1500))]);
+  const load = [['/hog', 0], ['/block', 1000], ...Array(6).fill(['/wait', 0])];
+  const ns = await Promise.all(load.map(([route, pause]) => client(svc.port, route, until(Date.now() + 12_000), pause)));
+  const requests = {};
+  load.forEach(([route], i) => { requests[route] = (requests[route] ?? 0) + ns[i]; });
+  t.diagnostic(`requests under load: ${JSON.stringify(requests)}`);
+
+  // The agent's last window goes out at SIGTERM; then every span is enriched (max_wait 10 s)
+  // and in Jaeger, and the connector's next flush (every 1 s) carries all of them.
+  await pipeline.stop(agent);
+  procs.splice(procs.indexOf(agent), 1);
+  let waits = [];
+  let last = -1;
+  for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(2000)) {
+    waits = (await findSpans(jaeger.queryHttp, SERVICE, started - 1000, Date.now())).filter((s) => s.route === '/wait');
+    if (waits.length === last && waits.length >= requests['/wait']) break;
+    last = waits.length;
+  }
+  await sleep(3000);
+  const enriched = waits.filter((s) => s.attrs['thread_ctx.cpu.other_traces_ms'] !== undefined && s.attrs['thread_ctx.off_cpu.other_traces_ms'] !== undefined);
+  t.diagnostic(`${waits.length} /wait spans in Jaeger, ${enriched.length} enriched with CPU and off-CPU figures`);
+  assert.ok(enriched.length >= 100, `${enriched.length} enriched /wait spans`);
+
+  const job = `job="${SERVICE}"`;
+  const inflicted = await pipeline.promQuery(prometheus.port,
+    `sort_desc(sum by (http_route, code_function, kind) (thread_ctx_wait_inflicted_milliseconds_total{${job}, thread_ctx_delayed_route="/wait"}))`);
+  const rows = inflicted.map((r) => ({ route: r.metric.http_route, fn: r.metric.code_function, kind: r.metric.kind, ms: Number(r.value[1]) }));
+  t.diagnostic(`who made /wait wait (Prometheus):\n  ${rows.slice(0, 8).map((r) => `${r.route} ${r.fn} ${r.kind}: ${fmt(r.ms)} ms`).join('\n  ')}`);
+
+  await t.test('the top inflicted-wait series is /hog in hogCPU on CPU; /block appears, blocked', () => {
+    assert.ok(rows.length > 0, 'no thread_ctx_wait_inflicted_milliseconds_total series for /wait');
+    assert.equal(rows[0].route, '/hog', `top: ${JSON.stringify(rows[0])}`);
+    assert.equal(rows[0].kind, 'cpu');
+    assert.ok(hog.names(rows[0].fn), `top function ${rows[0].fn}: expected hogCPU (service.js:${hog.first}-${hog.last})`);
+    const block = rows.filter((r) => r.route === '/block' && r.kind === 'blocked');
+    assert.ok(block.length > 0 && block[0].ms > 0, `no /block series of kind blocked: ${JSON.stringify(rows)}`);
+  });
+
+  await t.test('its total is within 15 % of the /wait spans\' other_traces fields', () => {
+    const total = sum(rows, (r) => r.ms);
+    const fields = sum(enriched, (s) => s.attrs['thread_ctx.cpu.other_traces_ms'] + s.attrs['thread_ctx.off_cpu.other_traces_ms']);
+    t.diagnostic(`inflicted on /wait: ${fmt(total)} ms in Prometheus; cpu + off_cpu other_traces_ms of the ${enriched.length} enriched /wait spans: ${fmt(fields)} ms`);
+    assert.ok(within(total, fields, 0.15), `${total} ms against ${fields} ms`);
+  });
+
+  await t.test('/wait\'s causes add up to its spans\' time within 15 %, CPU starvation among them', async () => {
+    const causes = await pipeline.promQuery(prometheus.port, `sum by (cause) (thread_ctx_span_time_milliseconds_total{${job}, http_route="/wait"})`);
+    const byCause = Object.fromEntries(causes.map((r) => [r.metric.cause, Number(r.value[1])]));
+    const total = sum(Object.values(byCause), (x) => x);
+    const duration = sum(enriched, (s) => s.durationMs);
+    t.diagnostic(`/wait by cause (ms): ${JSON.stringify(Object.fromEntries(Object.entries(byCause).map(([k, v]) => [k, Number(fmt(v))])))}; sum ${fmt(total)}; its ${enriched.length} spans ${fmt(duration)} ms`);
+    for (const c of ['own_cpu', 'other_requests_cpu', 'other_requests_blocked', 'no_span_cpu', 'blocked', 'cpu_starved', 'idle']) {
+      assert.ok(c in byCause, `no ${c} series`);
+    }
+    assert.ok(within(total, duration, 0.15), `causes ${total} ms, spans ${duration} ms`);
+    // The quota: the thread waited for a CPU, and the spans say so apart from blocked time.
+    const runnable = sum(enriched, (s) => s.attrs['thread_ctx.off_cpu.runnable_ms'] ?? 0);
+    assert.ok(byCause.cpu_starved > 0 && runnable > 0, `cpu_starved ${byCause.cpu_starved} ms, runnable_ms on the spans ${runnable} ms`);
+    assert.ok(within(byCause.cpu_starved, runnable, 0.15), `cpu_starved ${byCause.cpu_starved} ms against the spans' runnable_ms ${runnable} ms`);
+  });
+
+  await t.test('an exemplar of /wait\'s slowest latency bucket opens an enriched trace in Jaeger', async () => {
+    const series = await pipeline.promExemplars(prometheus.port, `traces_span_metrics_duration_milliseconds_bucket{${job}, http_route="/wait"}`);
+    const exemplars = series.flatMap((s) => s.exemplars.map((e) => ({ le: Number(s.seriesLabels.le), value: Number(e.value), trace: e.labels.trace_id })));
+    assert.ok(exemplars.length > 0, 'no exemplars on /wait\'s latency histogram');
+    const slowest = Math.max(...exemplars.map((e) => e.le));
+    const ids = [...new Set(exemplars.filter((e) => e.le === slowest).map((e) => e.trace))];
+    let opened = 0;
+    for (const id of ids.slice(0, 10)) {
+      const res = await fetch(`http://127.0.0.1:${jaeger.queryHttp}/api/v3/traces/${id}`);
+      const span = res.ok ? spansOf((await res.json()).result).find((s) => s.route === '/wait') : undefined;
+      if (span?.attrs['thread_ctx.samples'] !== undefined || span?.attrs['thread_ctx.off_cpu.other_traces_ms'] !== undefined) opened++;
+    }
+    t.diagnostic(`${exemplars.length} exemplars on /wait's buckets; the slowest with any (le ${slowest} ms) has ${ids.length} trace ids; ${opened} of the first ${Math.min(ids.length, 10)} open an enriched /wait span in Jaeger`);
+    assert.ok(opened >= 1 && opened >= Math.min(ids.length, 10) * 0.8, `${opened} of ${Math.min(ids.length, 10)}`);
+  });
+});
