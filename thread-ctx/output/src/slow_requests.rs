@@ -10,17 +10,19 @@ use std::collections::BTreeMap;
 /// What the connector wrote on a span (its attributes and its `thread_ctx.profile` event).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Joined {
-    pub cpu_span_ms: f64,
-    pub cpu_trace_ms: f64,
-    pub cpu_other_traces_ms: f64,
-    pub cpu_no_span_ms: f64,
+    /// Present when samples of the span's thread supported them (docs/spanprofiles.md: the
+    /// connector writes no figure the samples do not support).
+    pub cpu_span_ms: Option<f64>,
+    pub cpu_trace_ms: Option<f64>,
+    pub cpu_other_traces_ms: Option<f64>,
+    pub cpu_no_span_ms: Option<f64>,
     /// Present when the agent traced off-CPU time.
     pub off_cpu_trace_ms: Option<f64>,
     pub off_cpu_other_traces_ms: Option<f64>,
     pub off_cpu_no_span_ms: Option<f64>,
     /// Present when the agent traced allocations.
     pub alloc_bytes: Option<i64>,
-    pub samples: i64,
+    pub samples: Option<i64>,
     pub top_frames: Vec<String>,
     pub held_by: Vec<String>,
     pub top_alloc_frames: Vec<String>,
@@ -35,6 +37,9 @@ pub struct Span {
     pub service: String,
     pub name: String,
     pub route: Option<String>,
+    /// Where `route` came from when the span had no `http.route`: the connector named it by the
+    /// route its samples carried (`samples`) or its method and templated path (`path`).
+    pub route_source: Option<String>,
     /// A server span or a root: one request.
     pub entry: bool,
     pub start_unix_ns: u64,
@@ -44,7 +49,8 @@ pub struct Span {
 }
 
 impl Span {
-    /// The route it is reported under: its `http.route`, else its name.
+    /// The route it is reported under: its `http.route`, else the connector's name for it
+    /// (`thread_ctx.route`), else its name.
     pub fn route_or_name(&self) -> &str {
         self.route.as_deref().unwrap_or(&self.name)
     }
@@ -93,6 +99,8 @@ pub struct Explanation {
     pub requests: usize,
     /// The requests among them the connector enriched: the parts below are theirs.
     pub enriched: usize,
+    /// Enriched requests that carried the CPU fields: the CPU figures are means over these.
+    pub cpu_measured: usize,
     pub duration_ms: f64,
     pub own_cpu_ms: f64,
     pub other_requests_cpu_ms: f64,
@@ -124,9 +132,12 @@ impl Explanation {
             let Some(j) = &s.joined else { continue };
             e.enriched += 1;
             e.duration_ms += s.duration_ms();
-            e.own_cpu_ms += j.cpu_trace_ms;
-            e.other_requests_cpu_ms += j.cpu_other_traces_ms;
-            e.no_span_cpu_ms += j.cpu_no_span_ms;
+            if let (Some(own), Some(other), Some(none)) = (j.cpu_trace_ms, j.cpu_other_traces_ms, j.cpu_no_span_ms) {
+                e.cpu_measured += 1;
+                e.own_cpu_ms += own;
+                e.other_requests_cpu_ms += other;
+                e.no_span_cpu_ms += none;
+            }
             if let (Some(other), Some(own), Some(idle)) = (j.off_cpu_other_traces_ms, j.off_cpu_trace_ms, j.off_cpu_no_span_ms) {
                 e.off_cpu_measured += 1;
                 e.other_requests_off_cpu_ms += other;
@@ -137,9 +148,9 @@ impl Explanation {
                 e.alloc_measured += 1;
                 e.alloc_bytes += bytes;
             }
-            e.samples += j.samples;
+            e.samples += j.samples.unwrap_or(0);
             for (frame, share) in j.top_frames.iter().filter_map(|f| parse_frame(f)) {
-                *own.entry(frame).or_default() += share * j.cpu_trace_ms;
+                *own.entry(frame).or_default() += share * j.cpu_trace_ms.unwrap_or(0.0);
             }
             for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
                 *alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
@@ -174,9 +185,13 @@ impl Explanation {
             out += &format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64);
         };
         let own_top = if self.own_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.own_frames)) };
-        line("own CPU", self.own_cpu_ms, self.enriched, own_top);
-        line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.enriched, String::new());
-        line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.enriched, String::new());
+        if self.cpu_measured > 0 {
+            line("own CPU", self.own_cpu_ms, self.cpu_measured, own_top);
+            line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.cpu_measured, String::new());
+            line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.cpu_measured, String::new());
+        } else {
+            out += &format!("{indent}{:<38}not measured: no sample of their thread supported a figure\n", "CPU");
+        }
         if self.off_cpu_measured > 0 {
             line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
             line("off CPU inside it (blocked, preempted)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
@@ -184,9 +199,15 @@ impl Explanation {
         } else {
             out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
         }
-        if !self.held_by.is_empty() {
-            let held: Vec<String> =
-                self.held_by.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", ms / self.enriched as f64)).collect();
+        // A holder whose mean rounds to 0.0 ms explains nothing: not listed.
+        let held: Vec<String> = self
+            .held_by
+            .iter()
+            .map(|(who, ms, frame)| (who, ms / self.enriched as f64, frame))
+            .filter(|(_, mean, _)| *mean >= 0.05)
+            .map(|(who, mean, frame)| format!("{who} {mean:.1} ms in {frame}"))
+            .collect();
+        if !held.is_empty() {
             out += &format!("{indent}{:<38}{}\n", "held by", held.join(", "));
         }
         match mean(self.alloc_bytes as f64, self.alloc_measured) {
@@ -217,6 +238,8 @@ fn heaviest(m: BTreeMap<String, f64>, n: usize) -> Vec<(String, f64)> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteReport {
     pub route: String,
+    /// Where the route came from when its spans had no `http.route` (`samples`, `path`).
+    pub route_source: Option<String>,
     pub requests: usize,
     pub enriched: usize,
     pub p50_ms: f64,
@@ -252,6 +275,7 @@ pub fn report(spans: &[Span], slowest: usize, top: usize) -> Report {
             let tail_spans = &reqs[reqs.len() - tail..];
             RouteReport {
                 route: route.to_string(),
+                route_source: reqs[0].route_source.clone(),
                 requests: reqs.len(),
                 enriched: reqs.iter().filter(|s| s.joined.is_some()).count(),
                 p50_ms: q(0.5),
@@ -268,6 +292,15 @@ pub fn report(spans: &[Span], slowest: usize, top: usize) -> Report {
     entries.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then_with(|| a.trace_id.cmp(&b.trace_id)));
     let slowest = entries.into_iter().take(slowest).map(|s| ((*s).clone(), Explanation::of(&[s], top))).collect();
     Report { spans: spans.len(), routes, slowest }
+}
+
+/// What the report says of a route the connector named because its spans had no `http.route`.
+pub fn route_source_note(source: Option<&str>) -> Option<&'static str> {
+    match source? {
+        "samples" => Some("no http.route on its spans: the route is the one their samples carried"),
+        "path" => Some("no http.route on its spans: the route is their method and templated path"),
+        _ => None,
+    }
 }
 
 impl Report {
@@ -290,6 +323,9 @@ impl Report {
                 if e.requests == 1 { "" } else { "s" },
                 r.slowest_from_ms
             );
+            if let Some(note) = route_source_note(r.route_source.as_deref()) {
+                out += &format!("  ({note})\n");
+            }
             out += &e.render("  ");
         }
         if !self.slowest.is_empty() {
@@ -314,6 +350,7 @@ mod tests {
             service: "shop".into(),
             name: format!("GET {route}"),
             route: Some(route.into()),
+            route_source: None,
             entry: true,
             start_unix_ns: 1,
             duration_ns: (ms * 1e6) as u64,
@@ -323,12 +360,14 @@ mod tests {
 
     fn waited(ms: f64) -> Joined {
         Joined {
-            cpu_trace_ms: 1.0,
-            cpu_other_traces_ms: ms * 0.6,
+            cpu_span_ms: Some(1.0),
+            cpu_trace_ms: Some(1.0),
+            cpu_other_traces_ms: Some(ms * 0.6),
+            cpu_no_span_ms: Some(0.0),
             off_cpu_other_traces_ms: Some(ms * 0.1),
             off_cpu_no_span_ms: Some(ms * 0.3 - 1.0),
             off_cpu_trace_ms: Some(0.0),
-            samples: 4,
+            samples: Some(4),
             top_frames: vec!["respond (service.js:40) 100%".into()],
             held_by: vec![format!("/hog 4bf92f3577b34da6a3ce929d0e0e4736 {:.1}ms: hogCPU (service.js:24)", ms * 0.7)],
             ..Default::default()
@@ -397,5 +436,30 @@ mod tests {
         assert!(text.contains("off CPU                               not measured: the agent ran without --off-cpu"), "{text}");
         assert!(!text.contains("idle (waiting"), "{text}");
         assert!(text.contains("allocated                                  3.00 MB"), "the mean over the one span that measured it: {text}");
+    }
+
+    /// A span whose thread no sample supported carries no CPU field: the report says the CPU
+    /// was not measured rather than 0 ms; holders that round to 0.0 ms are not listed; a route
+    /// the connector named says where it came from.
+    #[test]
+    fn unmeasured_cpu_tiny_holders_and_named_routes_say_so() {
+        let no_cpu = Joined {
+            cpu_span_ms: None,
+            cpu_trace_ms: None,
+            cpu_other_traces_ms: None,
+            cpu_no_span_ms: None,
+            samples: None,
+            held_by: vec!["(unknown) 4bf92f3577b34da6a3ce929d0e0e4736 0.0ms: (no stack)".into()],
+            ..waited(40.0)
+        };
+        let mut s = span("/quote/:sku", 40.0, Some(no_cpu));
+        s.route_source = Some("samples".into());
+        let r = report(&[s], 0, 3);
+        assert_eq!(r.routes[0].slowest.cpu_measured, 0);
+        let text = r.render("traces.pb");
+        assert!(text.contains("CPU                                   not measured: no sample of their thread supported a figure"), "{text}");
+        assert!(!text.contains("own CPU"), "{text}");
+        assert!(!text.contains("(unknown)"), "{text}");
+        assert!(text.contains("(no http.route on its spans: the route is the one their samples carried)"), "{text}");
     }
 }
