@@ -36,6 +36,8 @@ type spanProfiles struct {
 	// Resources whose spans waited max_wait for profiles that never came (a service the
 	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
 	unprofiled map[identity]time.Time
+	// Which process each span resource matched, and what could not be told apart.
+	identities *identities
 
 	// Which halves were created: a metrics half takes an input only where no traces half of
 	// that input exists (metrics_halves.go).
@@ -76,6 +78,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		store:      newStore(cfg, tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
+		identities: newIdentities(set.Logger),
 		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
 		mtel:       mtel,
 		lastFlush:  now,
@@ -296,9 +299,16 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 	if u.unsettled == 0 {
 		return
 	}
-	p, why := c.store.match(u.id)
+	p, why, cands := c.store.match(u.id)
+	if why == spanAmbiguousProcess {
+		p = c.identities.resolve(u, cands)
+		if p == nil && final {
+			c.identities.logAmbiguous(u.id, cands)
+		}
+	}
 	if p != nil {
 		delete(c.unprofiled, u.id)
+		c.identities.bind(u.id, p)
 	} else if why == spanNoProcess {
 		if seen, ok := c.unprofiled[u.id]; ok && now.Sub(seen) < c.cfg.Retention {
 			final = true
@@ -309,8 +319,8 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 			}
 			c.unprofiled[u.id] = now
 		}
-	} else {
-		// No identity, or several processes fit: no window will change that.
+	} else if why == spanNoProcessIdentity {
+		// No identity: no window will change that.
 		final = true
 	}
 	// The earliest window began after the span and has been held for max_wait: no window of

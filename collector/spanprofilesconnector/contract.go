@@ -110,6 +110,7 @@ const (
 // Resource attributes that tell a process: the same on its spans and on its profiles.
 const (
 	attrServiceInstanceID = "service.instance.id"
+	attrServiceName       = "service.name"
 	attrHostName          = "host.name"
 	// On spans the pid the process sees itself as; on profiles the host's pid (the agent's).
 	attrProcessPID = "process.pid"

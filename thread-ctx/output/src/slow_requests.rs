@@ -180,22 +180,22 @@ impl Explanation {
         let frames = |fs: &[(String, f64)]| fs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>().join(", ");
         let mut out = String::new();
         // A part's mean per request over the requests that measured it, and its share of their time.
-        let mut line = |what: &str, ms: f64, measured: usize, more: String| {
+        let line = |what: &str, ms: f64, measured: usize, more: String| {
             let share = mean(self.duration_ms, self.enriched).map_or(0.0, |d| if d > 0.0 { 100.0 * ms / measured as f64 / d } else { 0.0 });
-            out += &format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64);
+            format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64)
         };
         let own_top = if self.own_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.own_frames)) };
         if self.cpu_measured > 0 {
-            line("own CPU", self.own_cpu_ms, self.cpu_measured, own_top);
-            line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.cpu_measured, String::new());
-            line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.cpu_measured, String::new());
+            out += &line("own CPU", self.own_cpu_ms, self.cpu_measured, own_top);
+            out += &line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.cpu_measured, String::new());
+            out += &line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.cpu_measured, String::new());
         } else {
             out += &format!("{indent}{:<38}not measured: no sample of their thread supported a figure\n", "CPU");
         }
         if self.off_cpu_measured > 0 {
-            line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
-            line("off CPU inside it (blocked, preempted)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
-            line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+            out += &line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
+            out += &line("off CPU inside it (blocked, preempted)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            out += &line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
         } else {
             out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
         }
