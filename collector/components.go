@@ -3,10 +3,12 @@ package main
 import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
@@ -42,6 +44,13 @@ func components() (otelcol.Factories, error) {
 	}
 	// spanprofiles joins spans with profiles; spanmetrics after it makes latency histograms
 	// whose exemplars lead to the enriched traces.
+	// file_storage keeps what a crash would lose on disk: the spans the spanprofiles connector
+	// holds and the exporters' persistent sending queues (collector/storage.yaml).
+	if factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](
+		filestorage.NewFactory(),
+	); err != nil {
+		return otelcol.Factories{}, err
+	}
 	if factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](
 		spanprofilesconnector.NewFactory(),
 		spanmetricsconnector.NewFactory(),

@@ -47,13 +47,14 @@ function freePort() {
 const exitedWithin = (exited, ms) => Promise.race([exited.then(() => true), sleep(ms).then(() => false)]);
 
 /**
- * Starts `bin` (its arguments `args`, or `args(ports)`) with the environment `envOf(ports)` on `count` free ports, its output in `dir`,
- * until its log says `ready`; on "address already in use" it tries other ports (3 times).
+ * Starts `bin` (its arguments `args`, or `args(ports)`) with the environment `envOf(ports)` on
+ * `count` free ports (or on `fixedPorts`, a restart on the ports its clients know), its output in
+ * `dir`, until its log says `ready`; on "address already in use" it tries other ports (3 times).
  */
-async function startServer(name, bin, args, dir, count, envOf, ready) {
+async function startServer(name, bin, args, dir, count, envOf, ready, fixedPorts = null) {
   for (let attempt = 1; ; attempt++) {
-    const ports = [];
-    for (let i = 0; i < count; i++) ports.push(await freePort());
+    const ports = fixedPorts ? [...fixedPorts] : [];
+    while (ports.length < count) ports.push(await freePort());
     const logPath = path.join(dir, `${name}-${attempt}.log`);
     const log = fs.openSync(logPath, 'w');
     const argv = typeof args === 'function' ? args(ports) : args;
@@ -68,7 +69,7 @@ async function startServer(name, bin, args, dir, count, envOf, ready) {
       if (await exitedWithin(exited, 100)) break;
     }
     child.kill('SIGKILL');
-    if (!text.includes('address already in use') || attempt === 3) throw new Error(`${name} did not start (log ${logPath}):\n${text.slice(-4000)}`);
+    if (!text.includes('address already in use') || attempt === 3 || fixedPorts) throw new Error(`${name} did not start (log ${logPath}):\n${text.slice(-4000)}`);
   }
 }
 
@@ -91,24 +92,50 @@ async function startPrometheus(dir) {
 }
 
 /**
- * The Collector with collector/spanprofiles.yaml, its files in `dir` unless `outputs` names them;
- * with `prometheus: { port, flush }`, also collector/spanprofiles-prometheus.yaml: the
- * connector's metrics (sent every `flush`) and spanmetrics' to that Prometheus.
+ * The project's Collector with `configs` (files under collector/, or paths; merged in order) and
+ * the environment `envOf([grpc, http, telemetry])`; `restart`, a Collector started before, gives
+ * its ports. Resolves with { child, exited, grpc, http, telemetry (its own metrics' port), ports }.
  */
-async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}, prometheus = null) {
-  const files = { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json'), ...outputs };
-  for (const f of Object.values(files)) fs.rmSync(f, { force: true });
-  const configs = ['spanprofiles.yaml', ...(prometheus ? ['spanprofiles-prometheus.yaml'] : [])]
-    .flatMap((c) => ['--config', path.join(ROOT, 'collector', c)]);
-  const s = await startServer('collector', BIN.collector,
-    [...configs, '--feature-gates=+service.profilesSupport'], dir, 2,
-    ([grpc, http]) => ({
-      OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: files.profiles,
-      OTELCOL_TRACES_OUTPUT: files.traces, OTELCOL_METRICS_OUTPUT: files.metrics,
-      JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${jaegerOtlpPort}`, SPANPROFILES_MAX_WAIT: maxWait,
-      ...(prometheus ? { PROMETHEUS_OTLP_ENDPOINT: `http://127.0.0.1:${prometheus.port}/api/v1/otlp`, SPANPROFILES_METRICS_FLUSH: prometheus.flush ?? '15s' } : {}),
-    }), /Everything is ready/);
-  return { ...s, grpc: s.ports[0], http: s.ports[1], files };
+async function startCollectorWith(dir, configs, envOf, restart = null) {
+  const restarts = restart ? restart.restarts + 1 : 0;
+  const args = [...configs.flatMap((c) => ['--config', path.isAbsolute(c) ? c : path.join(ROOT, 'collector', c)]), '--feature-gates=+service.profilesSupport'];
+  const s = await startServer(restarts ? `collector-restart${restarts}` : 'collector', BIN.collector, args, dir, 3, envOf, /Everything is ready/, restart?.ports);
+  return { ...s, grpc: s.ports[0], http: s.ports[1], telemetry: s.ports[2], restarts };
+}
+
+/**
+ * The Collector with collector/spanprofiles.yaml, its files in `dir` unless `outputs` names them.
+ * `options`: `prometheus: { port, flush }` (also collector/spanprofiles-prometheus.yaml: the
+ * connector's metrics, sent every `flush`, and spanmetrics' to that Prometheus), `restart` (a
+ * Collector started before: its ports, and its files appended to), `configs` (more configuration
+ * files, merged over it in order), `env`.
+ * Resolves with { child, exited, grpc, http, telemetry, files, restart }.
+ */
+async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}, options = {}) {
+  const { prometheus } = options;
+  const files = options.restart?.files ?? { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json'), ...outputs };
+  if (!options.restart) for (const f of Object.values(files)) fs.rmSync(f, { force: true });
+  const configs = ['spanprofiles.yaml', ...(prometheus ? ['spanprofiles-prometheus.yaml'] : []), ...(options.configs ?? [])];
+  const s = await startCollectorWith(dir, configs, ([grpc, http, telemetry]) => ({
+    OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_TELEMETRY_PORT: String(telemetry),
+    OTELCOL_OUTPUT: files.profiles, OTELCOL_TRACES_OUTPUT: files.traces, OTELCOL_METRICS_OUTPUT: files.metrics,
+    JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${jaegerOtlpPort}`, SPANPROFILES_MAX_WAIT: maxWait,
+    ...(prometheus ? { PROMETHEUS_OTLP_ENDPOINT: `http://127.0.0.1:${prometheus.port}/api/v1/otlp`, SPANPROFILES_METRICS_FLUSH: prometheus.flush ?? '15s' } : {}),
+    ...options.env,
+  }), options.restart);
+  return { ...s, files, restart: { ports: s.ports, files, restarts: s.restarts } };
+}
+
+/** The Collector's own metrics (Prometheus text) as { 'name{labels}': value }. */
+async function collectorMetrics(collector) {
+  const res = await fetch(`http://127.0.0.1:${collector.telemetry}/metrics`);
+  if (!res.ok) throw new Error(`the Collector's metrics endpoint answered ${res.status}`);
+  const out = {};
+  for (const line of (await res.text()).split('\n')) {
+    const m = /^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)/.exec(line);
+    if (m) out[m[1]] = Number(m[2]);
+  }
+  return out;
 }
 
 /**
@@ -191,4 +218,6 @@ async function promExemplars(port, query, seconds = 3600) {
   return body.data;
 }
 
-module.exports = { ROOT, BIN, missing, startServer, startJaeger, startPrometheus, startCollector, startService, startAgent, stop, promQuery, promExemplars };
+module.exports = {
+  ROOT, BIN, missing, startServer, startJaeger, startPrometheus, startCollectorWith, startCollector, collectorMetrics, startService, startAgent, stop, promQuery, promExemplars,
+};

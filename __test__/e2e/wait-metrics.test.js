@@ -76,7 +76,7 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
   const started = Date.now();
   const [jaeger, prometheus] = await Promise.all([pipeline.startJaeger(dir), pipeline.startPrometheus(dir)]);
   procs.push(jaeger, prometheus);
-  const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', {}, { port: prometheus.port, flush: '1s' });
+  const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', {}, { prometheus: { port: prometheus.port, flush: '1s' } });
   procs.push(collector);
   const svc = await pipeline.startService(SCRIPT, collector.http, { OTEL_SERVICE_NAME: SERVICE });
   procs.push(svc);

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
 )
 
 // Config is the `spanprofiles` connector's configuration. Every field has a default
@@ -30,6 +32,15 @@ type Config struct {
 	MaxProcesses int `mapstructure:"max_processes"`
 	// TopFrames is how many entries `top_frames`, `held_by` and `top_alloc_frames` keep.
 	TopFrames int `mapstructure:"top_frames"`
+	// MaxBatchSpans and MaxBatchBytes bound each batch of spans the connector sends on: an agent
+	// window releases every span it covers at once, tens of thousands, more than a backend takes
+	// in one request (batches.go).
+	MaxBatchSpans int `mapstructure:"max_batch_spans"`
+	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
+	// Storage names a storage extension (contrib's file_storage) that keeps the spans the
+	// connector holds, so that a crash loses none of them (persist.go). None: a crash loses up
+	// to max_wait of spans.
+	Storage *component.ID `mapstructure:"storage"`
 	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).
 	Metrics MetricsConfig `mapstructure:"metrics"`
 }
@@ -41,6 +52,8 @@ const (
 	// A span or window held longer than a day is a misconfiguration, not a choice.
 	maxDuration  = 24 * time.Hour
 	maxTopFrames = 50
+	// A batch smaller than 64 KiB holds a few dozen enriched spans: a request per few spans.
+	minMaxBatchBytes = 64 << 10
 )
 
 func createDefaultConfig() *Config {
@@ -51,7 +64,11 @@ func createDefaultConfig() *Config {
 		MaxSamples:      2_000_000,
 		MaxProcesses:    4_096,
 		TopFrames:       5,
-		Metrics:         defaultMetricsConfig(),
+		MaxBatchSpans:   4_096,
+		// 3 MiB: under the 4 MiB that Jaeger's and the Collector's OTLP gRPC receivers take by
+		// default, with room for processors after this one to add attributes.
+		MaxBatchBytes: 3 << 20,
+		Metrics:       defaultMetricsConfig(),
 	}
 }
 
@@ -75,6 +92,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TopFrames < 1 || c.TopFrames > maxTopFrames {
 		errs = append(errs, fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames))
+	}
+	if c.MaxBatchSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_batch_spans is %d: expected a positive number of spans", c.MaxBatchSpans))
+	}
+	if c.MaxBatchBytes < minMaxBatchBytes {
+		errs = append(errs, fmt.Errorf("max_batch_bytes is %d: expected at least %d (64 KiB), under what the backend takes in one request (4 MiB for Jaeger's OTLP gRPC by default)", c.MaxBatchBytes, minMaxBatchBytes))
 	}
 	errs = append(errs, c.Metrics.validate())
 	return errors.Join(errs...)

@@ -60,6 +60,8 @@ func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
 		"metrics flushed too often": {func(c *Config) { c.Metrics.FlushInterval = time.Millisecond }, "metrics::flush_interval is 1ms: expected between 100ms and 1h0m0s"},
 		"no routes":                 {func(c *Config) { c.Metrics.MaxRoutes = 0 }, "metrics::max_routes is 0: expected 1 to 1000000"},
 		"series past a million":     {func(c *Config) { c.Metrics.MaxSeries = 2_000_000 }, "metrics::max_series is 2000000: expected 1 to 1000000 series per metric"},
+		"no batch spans":            {func(c *Config) { c.MaxBatchSpans = 0 }, "max_batch_spans is 0: expected a positive number"},
+		"batch bytes too small":     {func(c *Config) { c.MaxBatchBytes = 1000 }, "max_batch_bytes is 1000: expected at least 65536"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig()

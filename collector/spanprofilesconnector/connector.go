@@ -2,6 +2,7 @@ package spanprofilesconnector
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 // the traces it holds and the profile windows it joins them with.
 type spanProfiles struct {
 	cfg    *Config
+	bounds batchBounds
 	logger *zap.Logger
 	tel    *telemetry
 	now    func() time.Time
@@ -49,6 +51,11 @@ type spanProfiles struct {
 	mtel        *metricsTelemetry
 	lastFlush   time.Time
 
+	// With `storage`: where held spans are kept across a crash (persist.go), and the records of
+	// the units finished since the lock was taken, forgotten once their spans are sent on.
+	held       *heldSpans
+	heldToDrop []uint64
+
 	// Lifecycle: both halves start and shut down the one state.
 	starts int
 	closed bool
@@ -72,6 +79,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	now := time.Now()
 	return &spanProfiles{
 		cfg:        cfg,
+		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
 		logger:     set.Logger,
 		tel:        tel,
 		now:        time.Now,
@@ -97,17 +105,70 @@ type unit struct {
 	arrived   time.Time
 	queued    bool
 	done      bool
+	// Its record in storage (0: none).
+	stored uint64
 }
 
-func (c *spanProfiles) start() {
+func (c *spanProfiles) start(ctx context.Context, host component.Host, self component.ID) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.starts++
 	if c.starts > 1 {
-		return
+		return nil
+	}
+	if c.cfg.Storage != nil {
+		held, units, err := openHeldSpans(ctx, host, *c.cfg.Storage, self)
+		if err != nil {
+			return err
+		}
+		c.held = held
+		c.replay(units)
 	}
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go c.expireLoop(c.stop, c.done)
+	return nil
+}
+
+// replay queues the spans a crashed run held, as they arrived then: each waits out what is left
+// of its max_wait for the windows that cover it.
+func (c *spanProfiles) replay(units []storedUnit) {
+	spans := 0
+	for _, stored := range units {
+		rss := stored.td.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			c.names.note(rss.At(i))
+			u := newUnit(rss.At(i), stored.arrived)
+			u.stored = stored.seq
+			c.settleOnArrival(u)
+			c.queue = append(c.queue, u)
+			u.queued = true
+			c.pending += len(u.spans)
+			spans += len(u.spans)
+		}
+	}
+	c.publish()
+	if spans > 0 {
+		c.logger.Info("spans held when the Collector last stopped are back from storage, waiting for their windows", zap.Int("spans", spans), zap.Int("batches", len(units)))
+	}
+}
+
+// takeHeldToDrop returns the records of the units finished since the lock was taken (called
+// with it held): their spans are in the batch about to be sent.
+func (c *spanProfiles) takeHeldToDrop() []uint64 {
+	seqs := c.heldToDrop
+	c.heldToDrop = nil
+	return seqs
+}
+
+// dropHeld deletes the records of spans sent on (whether the next consumer took or refused
+// them: a refusal is counted, and replaying them later would not undo it).
+func (c *spanProfiles) dropHeld(ctx context.Context, seqs []uint64) {
+	if c.held == nil || len(seqs) == 0 {
+		return
+	}
+	if err := c.held.forget(ctx, seqs); err != nil {
+		c.logger.Warn("could not delete spans sent on from storage: a restart would send them again", zap.Int("batches", len(seqs)), zap.Error(err))
+	}
 }
 
 // shutdown ends the state when the last of its halves shuts down (returns true then): spans
@@ -149,10 +210,16 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	c.queue = nil
 	c.publish()
 	md, mnext := c.metricsDue(now, true)
+	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	c.emit(ctx, out)
+	c.dropHeld(ctx, dropped)
 	c.emitMetrics(ctx, md, mnext)
-	return true, c.tel.shutdown()
+	var errs []error
+	if c.held != nil {
+		errs = append(errs, c.held.close(ctx))
+	}
+	return true, errors.Join(append(errs, c.tel.shutdown())...)
 }
 
 // checkEvery is how often spans past their wait and windows past retention are looked for:
@@ -193,13 +260,16 @@ func (c *spanProfiles) expire() {
 	}
 	c.compact()
 	md, mnext := c.metricsDue(now, false)
+	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	c.emit(context.Background(), out)
+	c.dropHeld(context.Background(), dropped)
 	c.emitMetrics(context.Background(), md, mnext)
 }
 
 func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) error {
 	out := ptrace.NewTraces()
+	var toSave []*unit
 	c.mu.Lock()
 	now := c.now()
 	rss := td.ResourceSpans()
@@ -220,15 +290,22 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 			c.queue = append(c.queue, u)
 			u.queued = true
 			c.pending += len(u.spans)
+			toSave = append(toSave, u)
 		}
 	}
 	c.publish()
-	next := c.next
-	c.mu.Unlock()
-	if out.ResourceSpans().Len() == 0 || next == nil {
-		return nil
+	// Stored before the request is acknowledged, and under the lock, so that no unit is
+	// finished (and its record deleted) before its record exists.
+	if c.held != nil {
+		if err := c.held.save(ctx, toSave); err != nil {
+			c.logger.Warn("could not keep held spans in storage: a crash now would lose them", zap.Int("spans", len(toSave)), zap.Error(err))
+		}
 	}
-	return next.ConsumeTraces(ctx, out)
+	dropped := c.takeHeldToDrop()
+	c.mu.Unlock()
+	err := c.send(ctx, out)
+	c.dropHeld(ctx, dropped)
+	return err
 }
 
 func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) error {
@@ -247,10 +324,12 @@ func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) 
 		}
 		c.compact()
 	}
+	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	// Spans released by these profiles belong to the traces pipeline, not to the agent's
 	// request: its context and its error are not theirs.
 	c.emit(context.Background(), out)
+	c.dropHeld(context.Background(), dropped)
 	return nil
 }
 
@@ -416,6 +495,9 @@ func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
 	if !u.done && u.queued {
 		c.pending -= len(u.spans)
 	}
+	if !u.done && u.stored != 0 {
+		c.heldToDrop = append(c.heldToDrop, u.stored)
+	}
 	u.done = true
 	u.spans, u.settled = nil, nil
 	c.publish()
@@ -437,20 +519,32 @@ func (c *spanProfiles) nextConsumer() consumer.Traces {
 	return c.next
 }
 
-// emit sends spans released outside a traces request on; a refusal is logged and counted,
-// there is no caller to hand it to.
+// emit sends spans released outside a traces request on; a refusal is logged and counted
+// (send), there is no caller to hand it to.
 func (c *spanProfiles) emit(ctx context.Context, out ptrace.Traces) {
+	_ = c.send(ctx, out)
+}
+
+// send passes spans to the next consumer in batches within max_batch_spans and max_batch_bytes.
+// Each refused batch is counted and logged; the refusals are returned together.
+func (c *spanProfiles) send(ctx context.Context, out ptrace.Traces) error {
 	if out.ResourceSpans().Len() == 0 {
-		return
+		return nil
 	}
 	next := c.nextConsumer()
 	if next == nil {
-		return
+		return nil
 	}
-	if err := next.ConsumeTraces(ctx, out); err != nil {
-		c.tel.errors.Add(context.Background(), 1)
-		c.logger.Warn("the next consumer refused spans held for profiles", zap.Int("spans", out.SpanCount()), zap.Error(err))
+	var errs []error
+	for _, batch := range c.bounds.split(out) {
+		n := batch.SpanCount()
+		if err := next.ConsumeTraces(ctx, batch); err != nil {
+			c.tel.errors.Add(context.Background(), 1)
+			c.logger.Warn("the next consumer refused a batch of spans", zap.Int("spans", n), zap.Error(err))
+			errs = append(errs, err)
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // metricsDue returns the metrics to send when their flush interval has passed (or now, when

@@ -93,9 +93,8 @@ type half struct {
 	id component.ID
 }
 
-func (h half) Start(context.Context, component.Host) error {
-	h.c.start()
-	return nil
+func (h half) Start(ctx context.Context, host component.Host) error {
+	return h.c.start(ctx, host, h.id)
 }
 
 func (h half) Shutdown(ctx context.Context) error {

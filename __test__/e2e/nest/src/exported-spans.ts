@@ -1,6 +1,7 @@
 // Test hook, not part of the wiring a user copies: with NEST_EXPORTED_SPANS naming a file, spans
 // leave through the OTLP exporter the environment configures, and the ids of every span whose
-// export the Collector acknowledged are appended to that file, one "traceId spanId" line each.
+// export the Collector acknowledged are appended to that file, one "traceId spanId startMs" line
+// each (the start in wall-clock milliseconds, by which a test asks the backend for it).
 // That is the list a test holds the backend to ("every span the SDK exported is in Jaeger").
 import * as fs from 'node:fs';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
@@ -14,7 +15,7 @@ class LoggingExporter implements SpanExporter {
     this.inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) {
         // One write per batch: lines from the main thread and the worker never interleave.
-        fs.appendFileSync(this.file, spans.map((s) => `${s.spanContext().traceId} ${s.spanContext().spanId}\n`).join(''));
+        fs.appendFileSync(this.file, spans.map((s) => `${s.spanContext().traceId} ${s.spanContext().spanId} ${s.startTime[0] * 1000 + Math.floor(s.startTime[1] / 1e6)}\n`).join(''));
       }
       done(result);
     });

@@ -1,0 +1,188 @@
+package spanprofilesconnector
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// heldSpans keeps the spans the connector holds in a storage extension (contrib's file_storage),
+// so that a Collector that crashes (kill -9, an OOM kill) loses none of the spans whose receipt
+// it acknowledged: they are replayed when it starts again. Each unit (one resource's spans of one
+// request) is one record, written before the request is acknowledged and deleted once the next
+// consumer took its spans. Profile windows are not kept: a held span waits for a window that has
+// not arrived, which the agent keeps and retries until the Collector is back.
+//
+// The storage has no listing, so the records are numbered and an index record says which
+// numbers may be live: [first, next).
+type heldSpans struct {
+	client storage.Client
+	mu     sync.Mutex
+	first  uint64
+	next   uint64
+	live   map[uint64]struct{}
+}
+
+const heldIndexKey = "held_spans.index"
+
+type heldIndex struct {
+	First uint64 `json:"first"`
+	Next  uint64 `json:"next"`
+}
+
+func heldKey(seq uint64) string {
+	return fmt.Sprintf("held_spans.%016x", seq)
+}
+
+// storedUnit is a record read back at start: the spans of one unit and when they arrived.
+type storedUnit struct {
+	seq     uint64
+	arrived time.Time
+	td      ptrace.Traces
+}
+
+// openHeldSpans gets the connector's client from the storage extension `id` and reads back what
+// the last run left.
+func openHeldSpans(ctx context.Context, host component.Host, id, self component.ID) (*heldSpans, []storedUnit, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, nil, fmt.Errorf("storage is %q: no such extension in this Collector's service::extensions", id)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return nil, nil, fmt.Errorf("storage is %q: that extension is not a storage extension (file_storage is one)", id)
+	}
+	client, err := se.GetClient(ctx, component.KindConnector, self, "held_spans")
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage %q: %w", id, err)
+	}
+	h := &heldSpans{client: client, first: 1, next: 1, live: map[uint64]struct{}{}}
+	raw, err := client.Get(ctx, heldIndexKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage %q: reading the index of held spans: %w", id, err)
+	}
+	if raw != nil {
+		var ix heldIndex
+		if err := json.Unmarshal(raw, &ix); err != nil || ix.First < 1 || ix.First > ix.Next {
+			return nil, nil, fmt.Errorf("storage %q: the index of held spans is not one this connector wrote (%q)", id, raw)
+		}
+		h.first, h.next = ix.First, ix.Next
+	}
+	var units []storedUnit
+	for seq := h.first; seq < h.next; seq++ {
+		rec, err := client.Get(ctx, heldKey(seq))
+		if err != nil {
+			return nil, nil, fmt.Errorf("storage %q: reading held spans %d: %w", id, seq, err)
+		}
+		if rec == nil {
+			continue
+		}
+		u, err := decodeHeld(seq, rec)
+		if err != nil {
+			// A record this connector did not write whole is dropped, not replayed half.
+			_ = client.Delete(ctx, heldKey(seq))
+			continue
+		}
+		h.live[seq] = struct{}{}
+		units = append(units, u)
+	}
+	return h, units, nil
+}
+
+// A record: the arrival time (8 bytes, Unix ns, big endian), then the spans as OTLP protobuf.
+func encodeHeld(arrived time.Time, td ptrace.Traces) ([]byte, error) {
+	var m ptrace.ProtoMarshaler
+	body, err := m.MarshalTraces(td)
+	if err != nil {
+		return nil, err
+	}
+	rec := make([]byte, 8, 8+len(body))
+	binary.BigEndian.PutUint64(rec, uint64(arrived.UnixNano()))
+	return append(rec, body...), nil
+}
+
+func decodeHeld(seq uint64, rec []byte) (storedUnit, error) {
+	if len(rec) < 8 {
+		return storedUnit{}, errors.New("a record shorter than its header")
+	}
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(rec[8:])
+	if err != nil {
+		return storedUnit{}, err
+	}
+	return storedUnit{seq: seq, arrived: time.Unix(0, int64(binary.BigEndian.Uint64(rec))), td: td}, nil
+}
+
+// save writes the units in one transaction and numbers them (unit.stored).
+func (h *heldSpans) save(ctx context.Context, units []*unit) error {
+	if len(units) == 0 {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ops := make([]*storage.Operation, 0, len(units)+1)
+	seqs := make([]uint64, len(units))
+	for i, u := range units {
+		rec, err := encodeHeld(u.arrived, u.td)
+		if err != nil {
+			return err
+		}
+		seqs[i] = h.next + uint64(i)
+		ops = append(ops, storage.SetOperation(heldKey(seqs[i]), rec))
+	}
+	ops = append(ops, h.indexOp(h.first, h.next+uint64(len(units))))
+	if err := h.client.Batch(ctx, ops...); err != nil {
+		return err
+	}
+	h.next += uint64(len(units))
+	for i, u := range units {
+		u.stored = seqs[i]
+		h.live[seqs[i]] = struct{}{}
+	}
+	return nil
+}
+
+// forget deletes the records of spans the next consumer took.
+func (h *heldSpans) forget(ctx context.Context, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ops := make([]*storage.Operation, 0, len(seqs)+1)
+	for _, seq := range seqs {
+		delete(h.live, seq)
+		ops = append(ops, storage.DeleteOperation(heldKey(seq)))
+	}
+	// Records go in arrival order, mostly: the first live one moves on past the ones gone.
+	first := h.first
+	for first < h.next {
+		if _, ok := h.live[first]; ok {
+			break
+		}
+		first++
+	}
+	ops = append(ops, h.indexOp(first, h.next))
+	if err := h.client.Batch(ctx, ops...); err != nil {
+		return err
+	}
+	h.first = first
+	return nil
+}
+
+func (h *heldSpans) indexOp(first, next uint64) *storage.Operation {
+	raw, _ := json.Marshal(heldIndex{First: first, Next: next})
+	return storage.SetOperation(heldIndexKey, raw)
+}
+
+func (h *heldSpans) close(ctx context.Context) error {
+	return h.client.Close(ctx)
+}

@@ -1,0 +1,149 @@
+package spanprofilesconnector
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// fileStorageHost is a host with contrib's file_storage (bbolt in a test directory) as
+// `file_storage`, the extension the shipped collector/storage.yaml configures.
+func fileStorageHost(t *testing.T) (component.Host, component.ID) {
+	t.Helper()
+	f := filestorage.NewFactory()
+	cfg := f.CreateDefaultConfig().(*filestorage.Config)
+	cfg.Directory = t.TempDir()
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	id := component.MustNewID("file_storage")
+	return storagetest.NewStorageHost().WithExtension(id, ext), id
+}
+
+// run is one run of a Collector: the connector's state started on host, its spans to a sink.
+type run struct {
+	c    *spanProfiles
+	sink *consumertest.TracesSink
+}
+
+var connectorID = component.MustNewID(typeStr)
+
+func startRun(t *testing.T, host component.Host, storageID component.ID, clock time.Time) *run {
+	t.Helper()
+	cfg := createDefaultConfig()
+	cfg.Storage = &storageID
+	require.NoError(t, cfg.Validate())
+	c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	r := &run{c: c, sink: &consumertest.TracesSink{}}
+	c.next = r.sink
+	c.now = func() time.Time { return clock }
+	require.NoError(t, c.start(context.Background(), host, connectorID))
+	return r
+}
+
+// crash ends a run as kill -9 does: nothing is sent on, nothing but the storage remains (its
+// client is closed only because bbolt locks its file against a second open in one process).
+func (r *run) crash(t *testing.T) {
+	close(r.c.stop)
+	<-r.c.done
+	require.NoError(t, r.c.held.close(context.Background()))
+}
+
+// serverSpans is n server spans of process 1's thread 1, 5 ms each from `from` ms, ids from `first`.
+func serverSpans(first, n int, from float64) ptrace.Traces {
+	td := traces(service(1))
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for k := 0; k < n; k++ {
+		s := spans.AppendEmpty()
+		var id pcommon.SpanID
+		binary.BigEndian.PutUint64(id[:], uint64(first+k))
+		s.SetSpanID(id)
+		s.SetTraceID(traceID(byte(first + k)))
+		s.SetKind(ptrace.SpanKindServer)
+		s.SetStartTimestamp(pcommon.Timestamp(ms(from + float64(k))))
+		s.SetEndTimestamp(pcommon.Timestamp(ms(from + float64(k) + 5)))
+		s.Attributes().PutInt("thread.id", 1)
+	}
+	return td
+}
+
+func coveringWindow() *request {
+	r := newRequest()
+	r.window(agentProcess(1), 0, 1000).cpuAt(on{tid: 1, stack: r.stack(native("a"))}, 2, 300, 700)
+	return r
+}
+
+func enrichedCount(sink *consumertest.TracesSink) int {
+	n := 0
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(s ptrace.Span) {
+			if isEnriched(s) {
+				n++
+			}
+		})
+	}
+	return n
+}
+
+// Spans the connector acknowledged and held for their window survive a crash: the next run
+// replays them from storage, and the window that comes after the restart enriches them.
+func TestHeldSpansSurviveACrash(t *testing.T) {
+	host, id := fileStorageHost(t)
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	first := startRun(t, host, id, clock)
+	require.NoError(t, first.c.consumeTraces(context.Background(), serverSpans(1, 30, 10)))
+	require.NoError(t, first.c.consumeTraces(context.Background(), serverSpans(31, 20, 400)))
+	require.Zero(t, first.sink.SpanCount(), "held for their window")
+	first.crash(t)
+
+	second := startRun(t, host, id, clock.Add(5*time.Second))
+	assert.Equal(t, 50, second.c.pending, "replayed from storage")
+	require.NoError(t, second.c.consumeProfiles(context.Background(), coveringWindow().pd))
+	assert.Equal(t, 50, second.sink.SpanCount())
+	assert.Equal(t, 50, enrichedCount(second.sink))
+	second.crash(t)
+
+	// Sent on, they are gone from storage: a third run has nothing to replay.
+	third := startRun(t, host, id, clock.Add(10*time.Second))
+	assert.Zero(t, third.c.pending)
+	third.crash(t)
+}
+
+// A span replayed after its max_wait was over leaves at the next check, unenriched when no
+// window came: held, not lost, and not held forever.
+func TestReplayedSpansLeaveWhenTheirWaitIsOver(t *testing.T) {
+	host, id := fileStorageHost(t)
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	first := startRun(t, host, id, clock)
+	require.NoError(t, first.c.consumeTraces(context.Background(), serverSpans(1, 10, 10)))
+	first.crash(t)
+	second := startRun(t, host, id, clock.Add(time.Minute))
+	second.c.expire()
+	assert.Equal(t, 10, second.sink.SpanCount())
+	assert.Zero(t, second.c.pending)
+	second.crash(t)
+}
+
+func TestStorageThatIsNotThere(t *testing.T) {
+	cfg := createDefaultConfig()
+	missing := component.MustNewID("file_storage")
+	cfg.Storage = &missing
+	c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	err = c.start(context.Background(), componenttest.NewNopHost(), connectorID)
+	require.ErrorContains(t, err, `storage is "file_storage": no such extension in this Collector's service::extensions`)
+}
