@@ -141,8 +141,11 @@ test('two services in PID namespaces of their own are both enriched; spans are m
     assert.ok(fs.existsSync(`/proc/${nestPid}/task/${worker}`), `thread ${worker} is a thread of the Nest process`);
     assert.ok(renders.every((s) => event(s).attrs['thread_ctx.thread.source'] === 'thread.id'));
     assert.ok(renders.every((s) => s.attrs['thread.id'] !== worker), 'the span says the id the process sees (its PID namespace), the event the host\'s');
+    // Measured on the main thread, a render span could never see its own CPU (its samples are
+    // the worker's); how many do depends on how much CPU the busy machine gave the worker.
     const rendering = renders.filter((s) => (s.attrs['thread_ctx.cpu.span_ms'] ?? 0) > 0).length;
-    assert.ok(rendering >= 0.5 * renders.length, `${rendering} of ${renders.length} render spans saw their own CPU`);
+    t.diagnostic(`render spans that saw their own CPU on the worker: ${rendering} of ${renders.length}`);
+    assert.ok(rendering >= 20, `only ${rendering} of ${renders.length} render spans saw their own CPU`);
   });
 
   await t.test('routes: Nest requests (no http.route) are named by their samples\' route or their templated path, never a raw URL', () => {

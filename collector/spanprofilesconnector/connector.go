@@ -40,6 +40,8 @@ type spanProfiles struct {
 	unprofiled map[identity]time.Time
 	// Which process each span resource matched, and what could not be told apart.
 	identities *identities
+	// The routes of requests without http.route.
+	routes *routeBook
 
 	// Which halves were created: a metrics half takes an input only where no traces half of
 	// that input exists (metrics_halves.go).
@@ -87,6 +89,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
 		identities: newIdentities(set.Logger),
+		routes:     newRouteBook(),
 		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
 		mtel:       mtel,
 		lastFlush:  now,
@@ -461,6 +464,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 		return final
 	}
 	j := p.join(st)
+	c.routes.name(s, bestRoute(j.routes))
 	switch {
 	case j.refusedAny():
 		// Enriched with the figures the refused samples do not touch (if any).
@@ -489,7 +493,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 // samples named none, is named by its method and templated path on its way out.
 func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
 	for _, s := range u.spans {
-		nameRoute(s, "")
+		c.routes.name(s, "")
 	}
 	u.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	if !u.done && u.queued {

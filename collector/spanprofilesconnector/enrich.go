@@ -11,7 +11,6 @@ import (
 // support (joined.cpuKnown and its siblings), and none that they do not.
 func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) string) {
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-	nameRoute(span, bestRoute(j.routes))
 	a := span.Attributes()
 	if j.cpuKnown() {
 		a.PutDouble(AttrCPUSpanMs, ms(j.cpuSpan))

@@ -136,19 +136,47 @@ func isIDSegment(p string) bool {
 	return digits == n || (digits > 0 && n >= 6)
 }
 
-// nameRoute writes the route of an entry span without http.route: the one its samples carried
-// (sampleRoute, "" when none), else its method and templated path. Nothing when it has its own
-// route, is not an entry, or has no path either.
-func nameRoute(s ptrace.Span, sampleRoute string) {
+// routesLearnt bounds the path templates whose route the samples told (an API has tens of
+// endpoints); past it they are forgotten and learnt again.
+const routesLearnt = 4_096
+
+// routeBook names requests without http.route, and remembers which route the samples of
+// requests of each method and path template carried: a request without a sample of its own (a
+// short one: at 99 Hz an 8 ms handler has one sample or none) is then named as its siblings
+// were, so that one endpoint is one route, not two.
+type routeBook struct {
+	byTemplate map[string]string
+}
+
+func newRouteBook() *routeBook {
+	return &routeBook{byTemplate: map[string]string{}}
+}
+
+// name writes the route of an entry span without http.route: the one its samples carried
+// (sampleRoute, "" when none), else the one the samples of requests with its method and path
+// template carried, else its method and templated path. Nothing when it has its own route, is
+// not an entry, or has no path either.
+func (b *routeBook) name(s ptrace.Span, sampleRoute string) {
 	if !isEntry(s) || ownRoute(s) != "" {
 		return
 	}
 	if _, done := s.Attributes().Get(AttrRoute); done {
 		return
 	}
+	template := pathRoute(s)
 	route, source := sampleRoute, routeFromSamples
-	if route == "" {
-		route, source = pathRoute(s), routeFromPath
+	switch {
+	case route != "" && template != "":
+		if b.byTemplate[template] != route {
+			if len(b.byTemplate) >= routesLearnt {
+				clear(b.byTemplate)
+			}
+			b.byTemplate[template] = route
+		}
+	case route == "" && b.byTemplate[template] != "":
+		route = b.byTemplate[template]
+	case route == "":
+		route, source = template, routeFromPath
 	}
 	if route == "" {
 		return

@@ -49,17 +49,20 @@ func TestRoutesWhereTheFrameworkSetsNone(t *testing.T) {
 	w.cpuEvery(on{tid: mainTID, trace: 1, span: 9, route: "/quote/:sku", stack: price}, 110, 130)
 	w.cpuEvery(on{tid: mainTID, trace: 2, span: 2, stack: price}, 310, 320) // no route in its record
 	h.sendProfiles(r)
-	h.sendTraces(setAttrs(setAttrs(traces(service(mainTID),
+	h.sendTraces(setAttrs(setAttrs(setAttrs(traces(service(mainTID),
 		spanSpec{trace: 1, span: 1, start: 100, end: 200, name: "GET", server: true},
 		spanSpec{trace: 2, span: 2, start: 300, end: 400, name: "GET", server: true},
 		spanSpec{trace: 1, span: 3, start: 120, end: 125, name: "db"},
-	), 1, "http.request.method", "GET", "url.path", "/quote/SKU-1001"), 2, "http.method", "POST", "http.target", "/orders/77/items?x=1"))
+		spanSpec{trace: 4, span: 4, start: 500, end: 520, name: "GET", server: true},
+	), 1, "http.request.method", "GET", "url.path", "/quote/SKU-1001"), 2, "http.method", "POST", "http.target", "/orders/77/items?x=1"), 4, "http.request.method", "GET", "url.path", "/quote/SKU-2002"))
 	h.sendTraces(setAttrs(traces(service(9999), spanSpec{trace: 5, span: 5, start: 100, end: 200, name: "GET", server: true}),
 		5, "http.request.method", "GET", "url.full", "http://shop:8080/users/42"))
 	h.advance(h.c.cfg.MaxWait)
 	got := h.received()
 	route, src := routeOfSpan(got[spanID(1)])
 	assert.Equal(t, [2]string{"/quote/:sku", routeFromSamples}, [2]string{route, src})
+	route, src = routeOfSpan(got[spanID(4)])
+	assert.Equal(t, [2]string{"/quote/:sku", routeFromSamples}, [2]string{route, src}, "no sample of its own: its siblings' samples")
 	route, src = routeOfSpan(got[spanID(2)])
 	assert.Equal(t, [2]string{"POST /orders/:id/items", routeFromPath}, [2]string{route, src})
 	route, _ = routeOfSpan(got[spanID(3)])
