@@ -220,10 +220,13 @@ mod tests {
         let own = std::process::id() as i32;
         let mut b = ProfileBuilder::new(Symbolizer::new(own).unwrap(), &options(true));
         assert!(!b.finish(Aggregate::new()).alloc_traced, "sampling off, no allocation sample");
-        let on = Aggregate { allocations_on: true, ..Aggregate::new() };
-        assert!(b.finish(on).alloc_traced, "sampling on: an empty allocation profile says 0 bytes");
+        let on = || {
+            let mut a = Aggregate::new();
+            a.allocations_on = true;
+            a
+        };
+        assert!(b.finish(on()).alloc_traced, "sampling on: an empty allocation profile says 0 bytes");
         let mut without = ProfileBuilder::new(Symbolizer::new(own).unwrap(), &options(false));
-        let on = Aggregate { allocations_on: true, ..Aggregate::new() };
-        assert!(!without.finish(on).alloc_traced, "the agent ran without --alloc");
+        assert!(!without.finish(on()).alloc_traced, "the agent ran without --alloc");
     }
 }
