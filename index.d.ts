@@ -126,6 +126,12 @@ export interface ThreadContextManagerOptions {
    * (OTEL_THREAD_CTX_SCHEMA_FALLBACK); `schema` and `schemaFallback` say so.
    */
   schema?: 'tls' | 'nodejs';
+  /**
+   * The `threadlocal.schema_version` announced while the manager publishes with 'tls':
+   * 'tlsdesc_v1_dev' (default: what every reader keys on today) or 'tls_v1' (OTEP 4947's new name
+   * for the same record, for readers that take it).
+   */
+  tlsSchemaVersion?: 'tlsdesc_v1_dev' | 'tls_v1';
   /** Where contexts are stored; default: a new AsyncLocalStorageContextManager. Not with schema 'nodejs' (TypeError). */
   contextManager?: ContextManager;
   /**
@@ -175,6 +181,8 @@ export class ThreadContextManager implements ContextManager {
   readonly schema: 'tls' | 'nodejs';
   /** Why schema 'nodejs' was asked for and 'tls' is in effect (no AsyncContextFrame, no V8 addon for this Node ABI, ...), or null. */
   readonly schemaFallback: string | null;
+  /** The threadlocal.schema_version this manager announces while it publishes with 'tls'. */
+  readonly tlsSchemaVersion: 'tlsdesc_v1_dev' | 'tls_v1';
   readonly enabled: boolean;
   /** The calling thread's allocation sampling (`threadInfo().allocations`). */
   readonly allocations: AllocationSamplingInfo;
@@ -259,8 +267,8 @@ export interface ProcessContextInfo {
   origin: 'environment' | 'sdk' | 'explicit' | null;
   /** Resource attributes left out of the payload (unpublishable, or over the limits); each publish warns. */
   droppedAttributeCount: number;
-  /** threadlocal.schema_version: 'tlsdesc_v1_dev', or 'nodejs_v1_dev' while a schema 'nodejs' manager is the last enabled. */
-  schemaVersion: 'tlsdesc_v1_dev' | 'nodejs_v1_dev';
+  /** threadlocal.schema_version: the last enabled manager's: 'tlsdesc_v1_dev' (or 'tls_v1' when its tlsSchemaVersion says so), or 'nodejs_v1_dev' for schema 'nodejs'. */
+  schemaVersion: 'tlsdesc_v1_dev' | 'tls_v1' | 'nodejs_v1_dev';
 }
 
 /**
@@ -326,8 +334,8 @@ export interface NodejsSchemaInfo {
   published: boolean;
   /** This thread's otel_thread_ctx_nodejs_v1. */
   structAddress: number | null;
-  /** threadlocal.wrapped_object_offset as measured here. */
-  wrappedObjectOffset: number | null;
+  /** The struct's record_slot_offset: where a holder keeps its record's address (24 on Node 22, 32 on 24 and later). */
+  recordSlotOffset: number | null;
   /** Record pages mapped in the process, how many of them mlock pinned, and the last mlock error. */
   pages: number;
   pinnedPages: number;

@@ -129,7 +129,7 @@ test('bad arguments throw TypeErrors naming the argument', () => {
   assert.throws(() => new ThreadContextManager({ contextManager: new ThreadContextManager() }),
     { name: 'TypeError', message: /^options.contextManager: .*got a ThreadContextManager/ });
   assert.throws(() => new ThreadContextManager({ atributes: ['http.route'] }),
-    { name: 'TypeError', message: /^options.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource, schema, allocations\)$/ });
+    { name: 'TypeError', message: /^options.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource, schema, tlsSchemaVersion, allocations\)$/ });
   assert.throws(() => new ThreadContextManager({ attributes: 'http.route' }),
     { name: 'TypeError', message: /^options.attributes: expected an array of attribute key strings/ });
   assert.throws(() => new ThreadContextManager({ resource: 'shop' }),

@@ -2,8 +2,10 @@
 // Schema 'nodejs' seen from outside the process, by a reader that shares no code with the package:
 // gdb attaches to a live Node process and, in its own Python, walks each thread's
 // otel_thread_ctx_nodejs_v1 -> the CPED slot -> the AsyncContextFrame's hash table -> the entry
-// keyed by the published AsyncLocalStorage -> the holder -> W -> the OTEP 4947 record, with the V8
-// layout integers the process context publishes (decoded by protoc, process-context-reader.js).
+// keyed by the published AsyncLocalStorage -> the holder's internal field 0 -> the OTEP 4947
+// record, as RFC #1861's latest text has a reader do it: the V8 layout the schema fixes, the
+// record slot offset from the struct's byte at 2*ptr+4, nothing else from the process context
+// (decoded by protoc, process-context-reader.js) but the schema version.
 // The process is parked at chosen moments of interleaved async chains (after each kind of
 // resumption, in a worker, in the root context, in an ended span's context), each parked on a
 // blocking read of stdin while gdb looks.
@@ -95,8 +97,9 @@ const CHILD = `
 
 // gdb's Python: per thread, the discovery struct and the walk. Reads only through gdb.
 const WALK = String.raw`
-import gdb, json
-L = json.loads(LAYOUT)
+import gdb
+# What nodejs_v1_dev fixes: the JSMap's table at +24, the OrderedHashMap's header 16 bytes.
+JS_MAP_TABLE_OFFSET, ORDERED_HASH_MAP_HEADER_SIZE = 24, 16
 inf = gdb.selected_inferior()
 def u64(a): return int.from_bytes(bytes(inf.read_memory(a, 8)), 'little')
 def smi(v): return v >> 32 if (v & 0xffffffff) == 0 else None
@@ -110,13 +113,15 @@ for th in inf.threads():
         row['error'] = 'no TLS block: ' + str(e); out.append(row); continue
     cped_slot, als_handle = u64(s), u64(s + 8)
     hash_ = int.from_bytes(bytes(inf.read_memory(s + 16, 4)), 'little', signed=True)
+    record_slot_offset = bytes(inf.read_memory(s + 20, 1))[0]
+    row['record_slot_offset'] = record_slot_offset
     undefined = u64(s + 24)
     row['published'] = cped_slot != 0
     if cped_slot == 0: out.append(row); continue
     frame = u64(cped_slot)
     if frame == undefined: row['state'] = 'none'; out.append(row); continue
-    table = u64(frame - 1 + L['js_map_table_offset'])
-    h = table - 1 + L['ordered_hash_map_header_size']
+    table = u64(frame - 1 + JS_MAP_TABLE_OFFSET)
+    h = table - 1 + ORDERED_HASH_MAP_HEADER_SIZE
     elements, deleted, buckets = smi(u64(h)), smi(u64(h + 8)), smi(u64(h + 16))
     key = u64(als_handle)
     link = smi(u64(h + 24 + 8 * (hash_ & (buckets - 1))))
@@ -129,17 +134,17 @@ for th in inf.threads():
         link = smi(u64(e + 16)); hops += 1
     if store is None: row['state'] = 'not in frame'; out.append(row); continue
     if store == undefined: row['state'] = 'none'; out.append(row); continue
-    w = u64(store - 1 + L['wrapped_object_offset'])
-    record = u64(w + L['native_wrap_fields_offset'])
+    record = u64(store - 1 + record_slot_offset)
     row['state'] = 'record'
     row['record'] = bytes(inf.read_memory(record, 28)).hex()
     out.append(row)
+import json
 print('WALK ' + json.dumps(out))
 `;
 
-function gdbWalk(pid, layout, dir) {
+function gdbWalk(pid, dir) {
   const script = path.join(dir, 'walk.py');
-  fs.writeFileSync(script, `LAYOUT = ${JSON.stringify(JSON.stringify(layout))}\n${WALK}`);
+  fs.writeFileSync(script, WALK);
   const out = execFileSync('gdb', ['-p', String(pid), '-batch', '-nx', '-ex', 'set print thread-events off', '-x', script],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
   const line = out.split('\n').find((l) => l.startsWith('WALK '));
@@ -147,15 +152,12 @@ function gdbWalk(pid, layout, dir) {
   return new Map(JSON.parse(line.slice(5)).map((row) => [row.lwp, row]));
 }
 
-function layoutOf(pid) {
+/** The process context declares the schema, and (RFC #1861's latest text) no layout integer. */
+function checkDeclared(pid) {
   const attributes = decodePayload(readProcessContext(pid).payload).attributes;
   assert.equal(attributes['threadlocal.schema_version'], 'nodejs_v1_dev');
-  const layout = {};
-  for (const name of ['wrapped_object_offset', 'tagged_size', 'native_wrap_fields_offset', 'js_map_table_offset', 'ordered_hash_map_header_size']) {
-    layout[name] = Number(attributes[`threadlocal.${name}`]);
-    assert.ok(Number.isInteger(layout[name]), `threadlocal.${name} is published`);
-  }
-  return layout;
+  assert.deepEqual(Object.keys(attributes).filter((k) => k.startsWith('threadlocal.')).sort(),
+    ['threadlocal.attribute_key_map', 'threadlocal.schema_version']);
 }
 
 test('gdb walks each thread from otel_thread_ctx_nodejs_v1 through the AsyncContextFrame to the span record', { skip, timeout: 600_000 }, async (t) => {
@@ -180,16 +182,19 @@ test('gdb walks each thread from otel_thread_ctx_nodejs_v1 through the AsyncCont
   const next = () => (lines.length > 0 ? Promise.resolve(lines.shift())
     : Promise.race([new Promise((resolve) => { waiting = () => resolve(lines.shift()); }),
       exited.then((code) => { throw new Error(`child exited with ${code} before the next park`); })]));
-  let layout = null;
+  let declared = false;
   const kinds = [];
   for (;;) {
     const park = await next();
     if (park.done) break;
-    layout ??= layoutOf(child.pid);
-    const seen = gdbWalk(child.pid, layout, dir);
+    if (!declared) checkDeclared(child.pid);
+    declared = true;
+    const seen = gdbWalk(child.pid, dir);
     const main = seen.get(park.main);
     const worker = seen.get(park.worker.tid);
     assert.ok(main && main.published, `main thread ${park.main} not published: ${JSON.stringify(main)}`);
+    // An API object's internal field 0: after the JSObject header (24) on Node 22, one slot later on 23+.
+    assert.equal(main.record_slot_offset, Number(process.versions.node.split('.')[0]) >= 23 ? 32 : 24, 'record_slot_offset');
     if (park.expect === 'span') {
       assert.equal(main.state, 'record', `${park.kind}: ${JSON.stringify(main)}`);
       assert.equal(main.record.slice(0, 48), park.ids, `${park.kind} (chain ${park.chain}): the record's ids`);

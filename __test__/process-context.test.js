@@ -176,7 +176,10 @@ test('bad input: clear errors, nothing published', { timeout: 30_000 }, async ()
     [() => pc.publishProcessContext({ resourse: {} }), TypeError, /^options\.resourse: unknown option \(expected resource\)/],
     [() => register({ attributes: ['ok', 42] }), TypeError, /^options\.attributes\[1\]: expected a string key/],
     [() => register({ resource: 5 }), TypeError, /^options\.resource: expected/],
-    [() => register({ atributes: ['http.route'] }), TypeError, /^options\.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource, schema, allocations\)/],
+    [() => register({ atributes: ['http.route'] }), TypeError, /^options\.atributes: unknown option \(expected contextManager, asyncTracking, attributes, resource, schema, tlsSchemaVersion, allocations\)/],
+    [() => register({ tlsSchemaVersion: 'tls_v2' }), RangeError, /^options\.tlsSchemaVersion: expected 'tlsdesc_v1_dev' or 'tls_v1', got "tls_v2"$/],
+    [() => register({ tlsSchemaVersion: 1 }), TypeError, /^options\.tlsSchemaVersion: expected 'tlsdesc_v1_dev' or 'tls_v1', got number 1$/],
+    [() => require('../js/native/addon').setThreadContextSchema('tls'), Error, /^schemaVersion: expected "tlsdesc_v1_dev", "tls_v1", "nodejs_v1_dev", got "tls"$/],
   ];
   for (const [fn, type, message] of cases) assert.throws(fn, (e) => e instanceof type && message.test(e.message), `expected ${type.name} ${message}`);
   const after = pc.processContextInfo();

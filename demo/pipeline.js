@@ -112,7 +112,8 @@ async function startCollectorWith(dir, configs, envOf, restart = null) {
  * Resolves with { child, exited, grpc, http, telemetry, files, restart }.
  */
 async function startCollector(dir, jaegerOtlpPort, maxWait = '10s', outputs = {}, options = {}) {
-  const { prometheus } = options;
+  // A Prometheus given alone ({ port, flush }, as this argument was before it held options).
+  const { prometheus } = options.port !== undefined ? { prometheus: options } : options;
   const files = options.restart?.files ?? { profiles: path.join(dir, 'profiles.pb'), traces: path.join(dir, 'traces.pb'), metrics: path.join(dir, 'metrics.json'), ...outputs };
   if (!options.restart) for (const f of Object.values(files)) fs.rmSync(f, { force: true });
   const configs = ['spanprofiles.yaml', ...(prometheus ? ['spanprofiles-prometheus.yaml'] : []), ...(options.configs ?? [])];

@@ -14,7 +14,10 @@
 //   5. `thread-ctx report` on what the Collector received: CPU per route, the share of samples
 //      linked to a trace and span, the service's resource, the build ids, a flame graph of it all;
 //      then `thread-ctx report --traces` on the enriched spans: why the slowest requests were slow
-//      (their own CPU, other requests holding the event loop, off-CPU time), as Jaeger shows them.
+//      (their own CPU, other requests holding the event loop, off-CPU time), as Jaeger shows them;
+//   6. who made others wait, read back from Prometheus 3 (target/prometheus/, which took the
+//      connector's metrics and spanmetrics' over OTLP) with PromQL, and one exemplar of the
+//      slowest latency bucket with the enriched trace it opens in Jaeger.
 // eBPF needs root. Without it the demo samples with `thread-ctx dump` snapshots (ptrace) instead,
 // with no agent and no Collector, and says so.
 //   node demo/run.js [--seconds 6] [--hz 499] [--snapshots] [--flamegraph-all FILE.svg]
@@ -25,6 +28,7 @@ const os = require('node:os');
 const path = require('node:path');
 const autocannon = require('autocannon');
 const pipeline = require('./pipeline');
+const { spansOf } = require('../__test__/e2e/jaeger');
 
 const { ROOT } = pipeline;
 const THREAD_CTX = pipeline.BIN.threadCtx;
@@ -89,12 +93,22 @@ async function viaAgentAndCollector() {
   const procs = [];
   let svc = null;
   let jaeger = null;
+  let waited = null;
+  // Prometheus is built by scripts/setup.sh (scripts/demo.sh runs it); a checkout without it
+  // still runs the rest of the demo, and says what it left out.
+  const withPrometheus = pipeline.missing('prometheus') === null;
   try {
     jaeger = await pipeline.startJaeger(dir);
     procs.push(jaeger);
     console.log(`Jaeger v2 (memory storage): OTLP on 127.0.0.1:${jaeger.otlpGrpc}, query API on http://127.0.0.1:${jaeger.queryHttp}/api/v3/traces/ID`);
+    const prometheus = withPrometheus ? await pipeline.startPrometheus(dir) : null;
+    if (prometheus) {
+      procs.push(prometheus);
+      console.log(`Prometheus 3 (${path.relative(ROOT, pipeline.BIN.prometheus)}): OTLP receiver and exemplar storage on, PromQL on http://127.0.0.1:${prometheus.port}/api/v1/query`);
+    }
     // max_wait: the agent's windows are INTERVAL long here; a span waits at most this for them.
-    const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', { profiles: received, traces });
+    const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s', { profiles: received, traces },
+      prometheus ? { prometheus: { port: prometheus.port, flush: '1s' } } : {});
     procs.push(collector);
     console.log(`OpenTelemetry Collector ${path.relative(ROOT, pipeline.BIN.collector)} (collector/spanprofiles.yaml): OTLP on 127.0.0.1:${collector.grpc} (gRPC) and ${collector.http} (HTTP); ` +
       'spanprofiles joins each span with its thread\'s samples, spanmetrics, the spans to Jaeger');
@@ -111,6 +125,11 @@ async function viaAgentAndCollector() {
     const last = agent.lines.filter((l) => l.includes('stopped')).pop() ?? '(no final line)';
     console.log(`agent: SIGTERM after ${windows} windows; ${last.replace(/^thread-ctx agent: /, '')}`);
     await settled(collector.files.traces, 2000, 30_000);
+    // The connector sends its metrics every second: the last spans are in the next send.
+    if (prometheus) {
+      await sleep(2500);
+      waited = await whoMadeOthersWait(prometheus.port, jaeger.queryHttp);
+    }
   } finally {
     // The Collector drains its pipeline into the files as it stops.
     for (const p of procs.reverse()) await pipeline.stop(p);
@@ -128,6 +147,42 @@ async function viaAgentAndCollector() {
   process.stdout.write(why.stdout);
   if (why.code !== 0) throw new Error(`thread-ctx report --traces failed (${why.code}): ${why.stderr}`);
   console.log(`\nthe same fields are on each span in Jaeger (it ran at 127.0.0.1:${jaeger.queryHttp} for the demo): thread_ctx.cpu.*, thread_ctx.off_cpu.*, and the thread_ctx.profile event`);
+  if (waited) process.stdout.write(waited);
+  else console.log('\nwho made others wait, from Prometheus: left out, target/prometheus/prometheus is not built (bash scripts/setup.sh builds it)');
+}
+
+// Who made others wait, read back from Prometheus with PromQL, and the slowest latency bucket's
+// exemplar with the trace it opens in Jaeger: the text to print.
+async function whoMadeOthersWait(promPort, jaegerPort) {
+  const job = `job="${SERVICE_NAME}"`;
+  const byHolder = `sort_desc(sum by (http_route, code_function, kind) (thread_ctx_wait_inflicted_milliseconds_total{${job}}))`;
+  const rows = await pipeline.promQuery(promPort, byHolder);
+  const delayed = await pipeline.promQuery(promPort, `sum by (http_route, code_function, kind) (thread_ctx_wait_delayed_total{${job}})`);
+  const key = (m) => `${m.http_route}\t${m.code_function}\t${m.kind}`;
+  const delayedBy = new Map(delayed.map((r) => [key(r.metric), Number(r.value[1])]));
+  const total = rows.reduce((a, r) => a + Number(r.value[1]), 0);
+  let out = `\nwho made others wait, read back from Prometheus (PromQL: ${byHolder}):\n\n`;
+  out += `${'HOLDER ROUTE'.padEnd(24)}${'LINE'.padEnd(40)}${'KIND'.padEnd(9)}${'INFLICTED ms'.padStart(13)}${'DELAYED'.padStart(9)}${'SHARE'.padStart(7)}\n`;
+  for (const r of rows.slice(0, 8)) {
+    const ms = Number(r.value[1]);
+    out += `${r.metric.http_route.padEnd(24)}${r.metric.code_function.slice(0, 39).padEnd(40)}${r.metric.kind.padEnd(9)}${ms.toFixed(1).padStart(13)}` +
+      `${String(delayedBy.get(key(r.metric)) ?? 0).padStart(9)}${`${Math.round((100 * ms) / Math.max(total, 1e-9))} %`.padStart(7)}\n`;
+  }
+  // The slowest bucket of spanmetrics' latency histogram that kept an exemplar, and its trace.
+  const series = await pipeline.promExemplars(promPort, `traces_span_metrics_duration_milliseconds_bucket{${job}, span_kind="SPAN_KIND_SERVER"}`);
+  const exemplars = series.flatMap((x) => x.exemplars.map((e) => ({ le: x.seriesLabels.le, route: x.seriesLabels.http_route, value: Number(e.value), trace: e.labels.trace_id })));
+  const slowest = exemplars.sort((a, b) => b.value - a.value)[0];
+  if (!slowest) return `${out}\nno exemplar on the latency histogram yet\n`;
+  out += `\nan exemplar of the slowest latency bucket (le ${slowest.le} ms): ${slowest.route} ${slowest.value.toFixed(1)} ms, trace ${slowest.trace}\n`;
+  const res = await fetch(`http://127.0.0.1:${jaegerPort}/api/v3/traces/${slowest.trace}`);
+  const span = res.ok ? spansOf((await res.json()).result).find((x) => x.route) : undefined;
+  if (!span) return `${out}  Jaeger does not have it (${res.status})\n`;
+  const ev = span.events.find((e) => e.name === 'thread_ctx.profile')?.attrs ?? {};
+  const f = (k) => (span.attrs[k] === undefined ? '-' : Number(span.attrs[k]).toFixed(1));
+  out += `  opens in Jaeger (/api/v3/traces/${slowest.trace}): ${span.name} ${span.durationMs.toFixed(1)} ms; other requests held it ${f('thread_ctx.cpu.other_traces_ms')} ms on CPU, ` +
+    `${f('thread_ctx.off_cpu.other_traces_ms')} ms blocked; waiting for a CPU ${f('thread_ctx.off_cpu.runnable_ms')} ms\n`;
+  for (const r of ev.held_by_routes ?? []) out += `    held by ${r}\n`;
+  return out;
 }
 
 // The record attribute `key` of a snapshot (dump thread), if any.

@@ -4,8 +4,8 @@
 # target/prometheus/prometheus: the metrics backend the wait-metrics end-to-end test and the demo
 # read the connector's metrics and spanmetrics' exemplars back from. Built with `remove_all_sd`:
 # the tests push metrics over OTLP and scrape nothing, so no service discovery (AWS, Azure,
-# Kubernetes, ...) is compiled in, which makes the cold build the cheaper by the figures of
-# CONTRIBUTING.md. Builds once: again only when collector/prometheus/go.mod or go.sum changed.
+# Kubernetes, ...) is compiled in: a cold build takes 3.6 minutes of CPU instead of 10.7
+# (CONTRIBUTING.md, "The test Collector"). Builds once: again only when collector/prometheus/go.mod or go.sum changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/go-build.sh

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "frame_walk.h"
+#include "layout.h"
 
 extern "C" {
 // Exported in .dynsym (default visibility) and reached through TLSDESC (-mtls-dialect=gnu2), the
@@ -50,10 +51,12 @@ uint64_t GlobalSlotAddress(const v8::Global<v8::Object>& handle) {
 }
 
 // The struct's fields for `als` on this isolate, except cped_slot (the caller stores it last).
+// record_slot_offset is a fact of this build (layout.h), kept at teardown as the RFC allows.
 void Fill(v8::Isolate* isolate, v8::Local<v8::Object> als, const v8::Global<v8::Object>& handle,
           otel_thread_ctx_nodejs_v1_t* d) {
   d->als_handle = GlobalSlotAddress(handle);
   d->als_identity_hash = als->GetIdentityHash();
+  d->record_slot_offset = kRecordSlotOffset;
   d->undefined_addr = v8::internal::Internals::GetRoot(isolate, v8::internal::Internals::kUndefinedValueRootIndex);
 }
 
@@ -98,18 +101,17 @@ void Unpublish(const v8::FunctionCallbackInfo<v8::Value>& args) {
 
 void WalkFrameFor(const v8::FunctionCallbackInfo<v8::Value>& args) {
   v8::Isolate* isolate = args.GetIsolate();
-  if (args.Length() != 2 || !args[0]->IsObject() || !args[1]->IsInt32()) {
-    isolate->ThrowException(v8::Exception::TypeError(v8::String::NewFromUtf8Literal(
-        isolate, "walkFrameFor(als, wrappedObjectOffset): expected an AsyncLocalStorage and an integer")));
+  if (args.Length() != 1 || !args[0]->IsObject()) {
+    isolate->ThrowException(v8::Exception::TypeError(
+        v8::String::NewFromUtf8Literal(isolate, "walkFrameFor(als): expected an AsyncLocalStorage")));
     return;
   }
   v8::Local<v8::Object> als = args[0].As<v8::Object>();
-  const int offset = args[1].As<v8::Int32>()->Value();
   v8::Global<v8::Object> handle(isolate, als);
   otel_thread_ctx_nodejs_v1_t probe = {};
   Fill(isolate, als, handle, &probe);
   probe.cped_slot = CpedSlot(isolate);
-  args.GetReturnValue().Set(v8::Number::New(isolate, static_cast<double>(WalkFrame(probe, offset))));
+  args.GetReturnValue().Set(v8::Number::New(isolate, static_cast<double>(WalkFrame(probe))));
 }
 
 // Whether the isolate's continuation-preserved embedder data is a Map that binds `key` to
@@ -137,9 +139,7 @@ void FrameHolds(const v8::FunctionCallbackInfo<v8::Value>& args) {
 // The reader's walk, run on this thread's own frame (frame_walk.cc): the record address it
 // reaches, 0 for "no context", or a negative FrameWalkError.
 void WalkOwnFrame(const v8::FunctionCallbackInfo<v8::Value>& args) {
-  const int offset = args.Length() == 1 && args[0]->IsInt32() ? args[0].As<v8::Int32>()->Value() : -1;
-  args.GetReturnValue().Set(
-      v8::Number::New(args.GetIsolate(), static_cast<double>(WalkFrame(otel_thread_ctx_nodejs_v1, offset))));
+  args.GetReturnValue().Set(v8::Number::New(args.GetIsolate(), static_cast<double>(WalkFrame(otel_thread_ctx_nodejs_v1))));
 }
 
 void DiscoveryInfo(const v8::FunctionCallbackInfo<v8::Value>& args) {
@@ -154,6 +154,7 @@ void DiscoveryInfo(const v8::FunctionCallbackInfo<v8::Value>& args) {
   set("cpedSlot", static_cast<double>(d.cped_slot));
   set("alsHandle", static_cast<double>(d.als_handle));
   set("alsIdentityHash", d.als_identity_hash);
+  set("recordSlotOffset", d.record_slot_offset);
   set("undefinedAddress", static_cast<double>(d.undefined_addr));
   args.GetReturnValue().Set(info);
 }

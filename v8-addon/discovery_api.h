@@ -12,9 +12,9 @@ void Publish(const v8::FunctionCallbackInfo<v8::Value>& args);
 void Unpublish(const v8::FunctionCallbackInfo<v8::Value>& args);
 // frameHolds(key, value): whether the running AsyncContextFrame binds key to value.
 void FrameHolds(const v8::FunctionCallbackInfo<v8::Value>& args);
-// walkOwnFrame(wrappedObjectOffset): the reader's walk on this thread's frame (frame_walk.h).
+// walkOwnFrame(): the reader's walk on this thread's frame (frame_walk.h).
 void WalkOwnFrame(const v8::FunctionCallbackInfo<v8::Value>& args);
-// walkFrameFor(als, wrappedObjectOffset): the same walk with a struct filled for `als` but not published: the check
+// walkFrameFor(als): the same walk with a struct filled for `als` but not published: the check
 // that runs before anything is published.
 void WalkFrameFor(const v8::FunctionCallbackInfo<v8::Value>& args);
 // discoveryInfo(): the struct's address and fields, as numbers.

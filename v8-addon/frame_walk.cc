@@ -14,9 +14,10 @@ uint64_t Field(uint64_t object, int offset) { return *reinterpret_cast<const uin
 
 }  // namespace
 
-int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& d, int wrapped_object_offset) {
+int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& d) {
   if (d.cped_slot == 0) return kNotPublished;
-  if (wrapped_object_offset <= 0) return kNoLayout;
+  const int record_slot_offset = d.record_slot_offset;
+  if (record_slot_offset == 0 || record_slot_offset % kTaggedSize != 0) return kNoLayout;
   const uint64_t frame = *reinterpret_cast<const uint64_t*>(d.cped_slot);
   if (frame == d.undefined_addr) return 0;
   if (!IsHeapObject(frame)) return kNotAMap;
@@ -40,8 +41,7 @@ int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& d, int wrapped_object_offse
       const uint64_t store = Field(table, at + kTaggedSize);
       if (store == d.undefined_addr) return 0;
       if (!IsHeapObject(store)) return kNotAHolder;
-      const uint64_t wrap = Field(store, wrapped_object_offset);
-      return static_cast<int64_t>(*reinterpret_cast<const uint64_t*>(wrap + kNativeWrapFieldsOffset));
+      return static_cast<int64_t>(Field(store, record_slot_offset));
     }
     link = Field(table, at + 2 * kTaggedSize);
   }

@@ -1,5 +1,6 @@
 // The walk a `nodejs_v1_dev` reader does at sample time (discovery struct -> CPED -> the frame's
-// hash table -> the entry keyed by the published AsyncLocalStorage -> the holder -> W -> the record),
+// hash table -> the entry keyed by the published AsyncLocalStorage -> the holder -> its internal
+// field 0 at the struct's record_slot_offset -> the record),
 // done in-process on the thread's own frame. The JS layer runs it once at init on a probe record:
 // if it does not land on that record, this V8's layout is not the one published, and the schema is
 // refused before any reader is told about it.
@@ -18,11 +19,10 @@ enum FrameWalkError : int64_t {
   kChainTooLong = -4,   // more links than entries
   kNotFound = -5,       // the AsyncLocalStorage is not in the frame
   kNotAHolder = -6,     // the store is not a heap object
-  kNoLayout = -7,       // no wrapped_object_offset given
+  kNoLayout = -7,       // record_slot_offset is 0 or not tagged-aligned
 };
 
-// The record address (> 0), 0 when the frame holds no context, or a FrameWalkError;
-// `wrapped_object_offset`: where the holder keeps W (layout.h).
-int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& discovery, int wrapped_object_offset);
+// The record address (> 0), 0 when the frame holds no context, or a FrameWalkError.
+int64_t WalkFrame(const otel_thread_ctx_nodejs_v1_t& discovery);
 
 }  // namespace otel_v8

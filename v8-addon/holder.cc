@@ -8,7 +8,7 @@
 namespace otel_v8 {
 namespace {
 
-constexpr int kSlotField = 0;
+constexpr int kRecordField = 0;
 constexpr int kBlockField = 1;
 // A slot's first word: the address of the record right after it (record_blocks.cc).
 constexpr size_t kAddressSize = 8;
@@ -67,11 +67,14 @@ char* SlotOf(const v8::FunctionCallbackInfo<v8::Value>& args) {
   return static_cast<char*>(block->Data()) + offset;
 }
 
+// Internal field 0 is the record's address (right after the slot's address word), which a reader
+// finds at the struct's record_slot_offset in the holder.
 void Hold(v8::Local<v8::Object> holder, char* slot, v8::Local<v8::Value> block) {
+  char* record = slot + kAddressSize;
 #if NODE_MAJOR_VERSION >= 26
-  holder->SetAlignedPointerInInternalField(kSlotField, slot, v8::kEmbedderDataTypeTagDefault);
+  holder->SetAlignedPointerInInternalField(kRecordField, record, v8::kEmbedderDataTypeTagDefault);
 #else
-  holder->SetAlignedPointerInInternalField(kSlotField, slot);
+  holder->SetAlignedPointerInInternalField(kRecordField, record);
 #endif
   holder->SetInternalField(kBlockField, block);
 }

@@ -36,13 +36,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   SetFunction(isolate, context, exports, "newBlock", otel_v8::NewBlock);
   SetFunction(isolate, context, exports, "blockPoolInfo", otel_v8::BlockPoolInfo);
   otel_v8::SetHolderExports(isolate, context, exports);
-  // The process context's threadlocal.* integers (layout.h).
-  v8::Local<v8::Object> layout = v8::Object::New(isolate);
-  SetInt(isolate, context, layout, "wrapped_object_offset", otel_v8::kWrappedObjectOffset);
-  SetInt(isolate, context, layout, "tagged_size", otel_v8::kTaggedSize);
-  SetInt(isolate, context, layout, "native_wrap_fields_offset", otel_v8::kNativeWrapFieldsOffset);
-  SetInt(isolate, context, layout, "js_map_table_offset", otel_v8::kJsMapTableOffset);
-  SetInt(isolate, context, layout, "ordered_hash_map_header_size", otel_v8::kOrderedHashMapHeaderSize);
-  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "layout"), layout).Check();
+  // Where a holder keeps its record's address: the struct's record_slot_offset (layout.h).
+  SetInt(isolate, context, exports, "recordSlotOffset", otel_v8::kRecordSlotOffset);
   SetInt(isolate, context, exports, "nodeMajor", NODE_MAJOR_VERSION);
 }

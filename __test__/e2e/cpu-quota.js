@@ -42,10 +42,19 @@ function cpuQuota(name, cpus) {
     fs.writeFileSync(path.join(dir, 'cpu.cfs_period_us'), String(periodUs));
     fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(quotaUs));
   }
+  const set = (c) => {
+    const quota = Math.round(c * periodUs);
+    if (h.version === 2) fs.writeFileSync(path.join(dir, 'cpu.max'), `${quota} ${periodUs}`);
+    else fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(quota));
+  };
   return {
     version: h.version,
     dir,
     add: (pid) => fs.writeFileSync(path.join(dir, 'cgroup.procs'), String(pid)),
+    /** A new quota, in CPUs. */
+    set,
+    /** The quota periods it was throttled in so far (cpu.stat `nr_throttled`). */
+    throttled: () => Number(/^nr_throttled (\d+)$/m.exec(fs.readFileSync(path.join(dir, 'cpu.stat'), 'utf8'))?.[1] ?? 0),
     remove: () => {
       for (const pid of fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
         try {

@@ -44,6 +44,12 @@ async function load(port, seconds, rate) {
   return { ok: r['2xx'], failed: r.non2xx + r.errors + r.timeouts, seconds: r.duration, rate: r['2xx'] / r.duration };
 }
 
+// The CPU time the kernel gave process `pid` (utime + stime, in clock ticks of 10 ms), in seconds.
+function cpuSeconds(pid) {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** The spans the SDK's exporter had acknowledged: spanId -> start (ms). */
 function exported(file) {
   const out = new Map();
@@ -112,35 +118,42 @@ test('delivery: no span lost at 1,000 requests/s, nor when the Collector is kill
   t.diagnostic(`${agent.command} (default windows: ${WINDOW_S} s); Collector with collector/spanprofiles.yaml + storage.yaml, max_wait ${MAX_WAIT_S}s; pipeline up in ${fmt((Date.now() - started) / 1000)} s`);
   // Warm up: JIT, the SDK's first exports.
   await load(svc.port, 3, 300);
+  // Spans found in Jaeger by a check: a later check looks for the others.
+  const verified = new Set();
 
   await t.test(`a minute at >= ${RATE} requests/s with ${WINDOW_S} s windows: every span the SDK exported is in Jaeger`, async () => {
-    // The rate is a floor: a machine too busy to give it gets a second minute, then the test fails saying so.
+    // The rate is a floor: a machine too busy to give it gets a second minute, then the test
+    // fails saying so. Each minute's spans are checked before the next (Jaeger's memory store
+    // keeps the newest 100,000 traces, fewer than two minutes make).
     let run;
     for (let attempt = 1; attempt <= 2; attempt++) {
       const cpuBefore = process.cpuUsage();
+      const serviceBefore = cpuSeconds(svc.pid);
       run = await load(svc.port, LOAD_S, RATE * 1.15);
-      t.diagnostic(`load ${attempt}: ${run.ok} requests in ${fmt(run.seconds)} s, ${fmt(run.rate)}/s (${run.failed} failed); load average ${os.loadavg().map((x) => fmt(x)).join(' ')}; the load generator used ${fmt((process.cpuUsage(cpuBefore).user + process.cpuUsage(cpuBefore).system) / 1e6)} s of CPU`);
+      const serviceCpu = cpuSeconds(svc.pid) - serviceBefore;
+      const loadAverage = os.loadavg().map((x) => fmt(x)).join(' ');
+      t.diagnostic(`load ${attempt}: ${run.ok} requests in ${fmt(run.seconds)} s, ${fmt(run.rate)}/s (${run.failed} failed); load average ${loadAverage}; `
+        + `the service used ${fmt(serviceCpu)} s of CPU (${fmt(1000 * serviceCpu / run.ok, 3)} ms per request), the load generator ${fmt((process.cpuUsage(cpuBefore).user + process.cpuUsage(cpuBefore).system) / 1e6)} s`);
+      const loadEnd = Date.now();
+      // Spans wait for the window covering them (up to max_wait), then leave.
+      const expected = new Map([...exported(exportedFile)].filter(([id]) => !verified.has(id)));
+      const { found, missing } = await lookUp(jaeger.queryHttp, expected, loadEnd + (MAX_WAIT_S + 2 * WINDOW_S + 60) * 1000);
+      for (const id of found.keys()) verified.add(id);
+      const enriched = [...found.values()].filter((s) => s.attrs['thread_ctx.samples'] !== undefined).length;
+      t.diagnostic(`${expected.size} spans exported by the SDK, ${found.size} in Jaeger (${enriched} enriched) ${fmt((Date.now() - loadEnd) / 1000)} s after the load`);
+      const metrics = await pipeline.collectorMetrics(collector);
+      const sent = metric(metrics, 'otelcol_exporter_sent_spans', 'exporter="otlp_grpc/traces"');
+      const failed = metric(metrics, 'otelcol_exporter_send_failed_spans', 'exporter="otlp_grpc/traces"');
+      t.diagnostic(`the Collector's own metrics: otlp_grpc/traces sent ${sent} spans, failed ${failed}; connector export errors ${metric(metrics, 'otelcol_connector_spanprofiles_export_errors')}`);
+      assert.deepEqual(missing.slice(0, 20), [], `${missing.length} of ${expected.size} spans the SDK exported are not in Jaeger`);
+      assert.equal(failed, 0, 'spans the backend refused, as the Collector counts them');
+      assert.ok(sent >= verified.size, `the Collector's otelcol_exporter_sent_spans (${sent}) counts what it sent`);
+      assert.ok(enriched >= found.size * 0.9, `${enriched} of ${found.size} enriched`);
+      assert.equal(run.failed, 0, 'failed requests');
       if (run.rate >= RATE) break;
     }
-    const loadAverage = os.loadavg().map((x) => fmt(x)).join(' ');
-    const loadEnd = Date.now();
-    // Spans wait for the window covering them (up to max_wait), then leave.
-    const expected = exported(exportedFile);
-    const { found, missing } = await lookUp(jaeger.queryHttp, expected, loadEnd + (MAX_WAIT_S + 2 * WINDOW_S + 60) * 1000);
-    const enriched = [...found.values()].filter((s) => s.attrs['thread_ctx.samples'] !== undefined).length;
-    t.diagnostic(`${expected.size} spans exported by the SDK, ${found.size} in Jaeger (${enriched} enriched) ${fmt((Date.now() - loadEnd) / 1000)} s after the load`);
-    const metrics = await pipeline.collectorMetrics(collector);
-    const sent = metric(metrics, 'otelcol_exporter_sent_spans', 'exporter="otlp_grpc/traces"');
-    const failed = metric(metrics, 'otelcol_exporter_send_failed_spans', 'exporter="otlp_grpc/traces"');
-    t.diagnostic(`the Collector's own metrics: otlp_grpc/traces sent ${sent} spans, failed ${failed}; connector export errors ${metric(metrics, 'otelcol_connector_spanprofiles_export_errors')}`);
-    assert.deepEqual(missing.slice(0, 20), [], `${missing.length} of ${expected.size} spans the SDK exported are not in Jaeger`);
-    assert.ok(expected.size >= RATE * LOAD_S, `${expected.size} spans exported`);
-    assert.equal(failed, 0, 'spans the backend refused, as the Collector counts them');
-    assert.ok(sent >= expected.size, `the Collector's otelcol_exporter_sent_spans (${sent}) counts what it sent`);
-    assert.ok(enriched >= found.size * 0.9, `${enriched} of ${found.size} enriched`);
-    // Last, so that a machine too busy for the rate still shows whether anything was lost.
-    assert.ok(run.rate >= RATE, `the service answered ${fmt(run.rate)} requests/s, under the ${RATE} this test needs: the machine is too busy (load average ${loadAverage})`);
-    assert.equal(run.failed, 0, 'failed requests');
+    assert.ok(run.ok >= RATE * LOAD_S * 0.98, `${run.ok} requests in a minute`);
+    assert.ok(run.rate >= RATE, `the service answered ${fmt(run.rate)} requests/s, under the ${RATE} this test needs: the machine is too busy (load average ${os.loadavg().map((x) => fmt(x)).join(' ')})`);
   });
 
   await t.test('the docs\' Jaeger query runs as written', async () => {
@@ -177,12 +190,14 @@ test('delivery: no span lost at 1,000 requests/s, nor when the Collector is kill
     const run = await running;
     t.diagnostic(`load: ${run.ok} requests answered, ${fmt(run.rate)}/s`);
     const loadEnd = Date.now();
-    const expected = exported(exportedFile);
+    // Every span exported since the last check found them all (those it missed included).
+    const expected = new Map([...exported(exportedFile)].filter(([id]) => !verified.has(id)));
     const { found, missing } = await lookUp(jaeger.queryHttp, expected, loadEnd + (MAX_WAIT_S + 2 * WINDOW_S + 60) * 1000);
     const phase = [...expected].filter(([, ms]) => ms >= from).map(([id]) => found.get(id)).filter(Boolean);
     const enriched = phase.filter((s) => s.attrs['thread_ctx.samples'] !== undefined).length;
-    t.diagnostic(`${expected.size} spans exported in all, ${found.size} in Jaeger; of the ${phase.length} of this phase, ${enriched} enriched`);
+    t.diagnostic(`${expected.size} spans exported since the first check, ${found.size} in Jaeger; of the ${phase.length} that started in this phase, ${enriched} enriched`);
     assert.ok(held > 0, 'the Collector held spans when it was killed');
+    assert.ok(phase.length >= 1000, `${phase.length} spans of this phase in Jaeger`);
     assert.deepEqual(missing.slice(0, 20), [], `${missing.length} of ${expected.size} spans the SDK exported are not in Jaeger`);
     assert.ok(enriched >= phase.length * 0.9, `${enriched} of ${phase.length} spans of this phase enriched`);
   });

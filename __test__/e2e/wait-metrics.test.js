@@ -12,6 +12,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
+const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans, spansOf } = require('./jaeger');
@@ -25,6 +26,7 @@ const HZ = 99;
 // /hog back to back wants a whole CPU: at 0.8 the quota runs out every period, and /hog still
 // gets enough of it to be the top holder (at 0.5, /block's blocked time outweighed it).
 const QUOTA_CPUS = 0.8;
+const THROTTLED_CPUS = 0.05;
 
 // The lines of a function of the service: its frames are named at one of them.
 const linesOf = (name) => {
@@ -94,6 +96,21 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
   const requests = {};
   load.forEach(([route], i) => { requests[route] = (requests[route] ?? 0) + ns[i]; });
   t.diagnostic(`requests under load: ${JSON.stringify(requests)}`);
+  // Throttled for sure: a machine busy with other work may never let the service use 0.8 CPU.
+  // At 0.05 CPU (5 ms per 100 ms period) it is throttled whenever it gets its share; /hog and
+  // /wait until the cgroup counts 20 throttled periods (60 s at most).
+  quota.set(THROTTLED_CPUS);
+  const throttledBefore = quota.throttled();
+  const throttling = { from: Date.now() };
+  const enough = () => quota.throttled() - throttledBefore >= 20 || Date.now() > throttling.from + 60_000;
+  const tn = await Promise.all([client(svc.port, '/hog', () => !enough()), client(svc.port, '/wait', () => !enough())]);
+  throttling.to = Date.now();
+  throttling.periods = quota.throttled() - throttledBefore;
+  requests['/hog'] += tn[0];
+  requests['/wait'] += tn[1];
+  t.diagnostic(`at ${THROTTLED_CPUS} CPU for ${fmt((throttling.to - throttling.from) / 1000)} s: ${throttling.periods} periods throttled (cpu.stat), ${tn[1]} /wait`);
+  // The agent reads cpu.stat at the end of each 1 s window: one more window closes the phase.
+  await sleep(1500);
 
   // The agent's last window goes out at SIGTERM; then every span is enriched (max_wait 10 s)
   // and in Jaeger, and the connector's next flush (every 1 s) carries all of them.
@@ -147,6 +164,34 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
     const runnable = sum(enriched, (s) => s.attrs['thread_ctx.off_cpu.runnable_ms'] ?? 0);
     assert.ok(byCause.cpu_starved > 0 && runnable > 0, `cpu_starved ${byCause.cpu_starved} ms, runnable_ms on the spans ${runnable} ms`);
     assert.ok(within(byCause.cpu_starved, runnable, 0.15), `cpu_starved ${byCause.cpu_starved} ms against the spans' runnable_ms ${runnable} ms`);
+  });
+
+  await t.test('the CPU quota is named on the spans it throttled', () => {
+    assert.ok(throttling.periods >= 20, `the service was throttled in ${throttling.periods} periods at ${THROTTLED_CPUS} CPU in 60 s: the machine never let it use 5 ms of CPU in a 100 ms period`);
+    const event = (s) => s.events.find((e) => e.name === 'thread_ctx.profile')?.attrs ?? {};
+    const cgroup = `/${path.basename(quota.dir)}`;
+    const inPhase = enriched.filter((s) => s.startMs >= throttling.from && s.endMs <= throttling.to);
+    const named = inPhase.filter((s) => event(s)['thread_ctx.cgroup.throttled_ms'] > 0 && event(s)['thread_ctx.cgroup.path'] === cgroup);
+    const e = named[0] && event(named[0]);
+    t.diagnostic(`${named.length} of the ${inPhase.length} /wait spans of the throttled phase name the quota (e.g. ${cgroup}: ${e && e['thread_ctx.cgroup.throttled_ms']} ms in ${e && e['thread_ctx.cgroup.nr_throttled']} periods, runnable_ms ${named[0]?.attrs['thread_ctx.off_cpu.runnable_ms']})`);
+    assert.ok(inPhase.length >= 5, `${inPhase.length} /wait spans in the throttled phase`);
+    assert.ok(named.length >= inPhase.length * 0.8, `${named.length} of ${inPhase.length} name the throttling of ${cgroup}`);
+    const wrong = enriched.filter((s) => event(s)['thread_ctx.cgroup.path'] !== undefined && event(s)['thread_ctx.cgroup.path'] !== cgroup);
+    assert.equal(wrong.length, 0, `spans naming another cgroup: ${JSON.stringify(wrong.slice(0, 3).map((s) => event(s)['thread_ctx.cgroup.path']))}`);
+  });
+
+  await t.test('report --traces: who made others wait, from the spans, agrees with Prometheus; its rows add up', () => {
+    const r = spawnSync(pipeline.BIN.threadCtx, ['report', '--traces', collector.files.traces, '--json'], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const report = JSON.parse(r.stdout);
+    const rows = report.who_made_others_wait;
+    t.diagnostic(`report --traces: ${fmt(report.waiting_ms)} ms of waiting; ${rows.slice(0, 3).map((x) => `${x.route} ${x.top_frame} ${fmt(x.inflicted_ms)} ms, ${x.delayed_requests} delayed, ${fmt(100 * x.share)} %`).join('; ')}`);
+    assert.ok(rows.length > 0, 'no who_made_others_wait rows');
+    assert.equal(rows[0].route, '/hog');
+    assert.ok(hog.names(rows[0].top_frame), `top line ${rows[0].top_frame}`);
+    const sumRows = sum(rows, (x) => x.inflicted_ms);
+    // Each span's held_by_routes entries are rounded to 0.1 ms: within 2 % over hundreds of spans.
+    assert.ok(Math.abs(sumRows - report.waiting_ms) <= 0.02 * report.waiting_ms, `rows ${sumRows} ms, waiting ${report.waiting_ms} ms`);
   });
 
   await t.test('an exemplar of /wait\'s slowest latency bucket opens an enriched trace in Jaeger', async () => {

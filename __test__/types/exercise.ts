@@ -134,6 +134,11 @@ async function nodejsSchemaApi(api: Api): Promise<void> {
   check(schema === (info.available ? 'nodejs' : 'tls') && (fallback === null) === info.available, `schema ${schema} (${fallback})`);
   // @ts-expect-error the schemas are 'tls' and 'nodejs'
   refuses('RangeError', () => new api.ThreadContextManager({ schema: 'v8' }), "new ThreadContextManager({ schema: 'v8' })");
+  const tlsV1 = new api.ThreadContextManager({ tlsSchemaVersion: 'tls_v1' });
+  const tlsVersion: 'tlsdesc_v1_dev' | 'tls_v1' = tlsV1.tlsSchemaVersion;
+  check(tlsVersion === 'tls_v1' && new api.ThreadContextManager().tlsSchemaVersion === 'tlsdesc_v1_dev', 'tlsSchemaVersion');
+  // @ts-expect-error the TLS schema versions are 'tlsdesc_v1_dev' and 'tls_v1'
+  refuses('RangeError', () => new api.ThreadContextManager({ tlsSchemaVersion: 'tls_v2' }), "new ThreadContextManager({ tlsSchemaVersion: 'tls_v2' })");
   if (!info.available) return;
   context.disable();
   context.setGlobalContextManager(manager.enable());

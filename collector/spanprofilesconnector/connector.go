@@ -92,7 +92,6 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		routes:     newRouteBook(),
 		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
 		mtel:       mtel,
-		lastFlush:  now,
 	}, nil
 }
 
@@ -554,7 +553,14 @@ func (c *spanProfiles) send(ctx context.Context, out ptrace.Traces) error {
 // metricsDue returns the metrics to send when their flush interval has passed (or now, when
 // last), and where they go; nothing when no metrics pipeline takes them.
 func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, consumer.Metrics) {
-	if c.metricsNext == nil || (!last && now.Sub(c.lastFlush) < c.cfg.Metrics.FlushInterval) {
+	if c.metricsNext == nil {
+		return pmetric.Metrics{}, nil
+	}
+	if c.lastFlush.IsZero() {
+		// The first look: the interval starts now, on the connector's clock.
+		c.lastFlush = now
+	}
+	if !last && now.Sub(c.lastFlush) < c.cfg.Metrics.FlushInterval {
 		return pmetric.Metrics{}, nil
 	}
 	c.lastFlush = now

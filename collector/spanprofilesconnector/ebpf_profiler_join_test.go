@@ -41,6 +41,10 @@ func TestEBPFProfilerSlowestWaitIsHeldByHog(t *testing.T) {
 	slowest := wait[0]
 	heldBy := eventStrings(profileEvent(t, slowest), EventHeldBy)
 	require.NotEmpty(t, heldBy, "the slowest /wait (%.1f ms) says who held its thread", duration(slowest))
+	t.Logf("the slowest of %d /wait spans, %.1f ms: held_by %q, by route %q", len(wait), duration(slowest), heldBy[0],
+		eventStrings(profileEvent(t, slowest), EventHeldByRoutes))
 	assert.True(t, strings.HasPrefix(heldBy[0], "/hog "), "the slowest /wait was held by /hog: %q", heldBy)
 	assert.Contains(t, heldBy[0], hogFunction, "and held_by names the hog's function")
+	byRoute := eventStrings(profileEvent(t, slowest), EventHeldByRoutes)
+	assert.True(t, len(byRoute) > 0 && strings.HasPrefix(byRoute[0], "/hog "), "and /hog is the route that held it longest: %q", byRoute)
 }

@@ -24,7 +24,7 @@ const (
 
 func replayEBPFProfiler(t *testing.T) (hog, wait []ptrace.Span) {
 	t.Helper()
-	for _, s := range replay(t, recordedProfiles(t, ebpfProfilerProfiles), recordedTraces(t, ebpfProfilerSpans)) {
+	for _, s := range spansOf(replay(t, recordedProfiles(t, ebpfProfilerProfiles), recordedTraces(t, ebpfProfilerSpans))) {
 		if s.Kind() != ptrace.SpanKindServer {
 			continue
 		}

@@ -50,6 +50,7 @@ func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) 
 	if j.allocKnown() {
 		putStrings(ea, EventTopAllocFrames, percentages(j.allocFrames, topN))
 	}
+	putThrottling(ea, j)
 	ea.PutInt(EventThreadID, j.tid)
 	ea.PutStr(EventThreadSource, j.threadSource)
 	if j.cpuKnown() && j.periodNs > 0 {

@@ -18,7 +18,9 @@ type joined struct {
 	cpuSpan, cpuTrace, cpuOther, cpuNone int64
 	offTrace, offOther, offNone          int64
 	// Off CPU but runnable: the thread waited for a CPU, whoever's span was active.
-	runnable   int64
+	runnable int64
+	// Its process's cgroup CPU throttling over the windows that overlap the span.
+	throttling cgroupThrottling
 	allocBytes int64
 	samples    int64
 	// Whether the windows measured CPU, off-CPU time and allocations, and the CPU period.
@@ -111,6 +113,7 @@ func (p *process) join(st spanTimes) *joined {
 			j.periodNs = w.periodNs
 		}
 		j.refused |= w.refusedOn(j.tid)
+		j.addThrottling(w, st)
 		tp := w.threads[j.tid]
 		if tp == nil {
 			continue

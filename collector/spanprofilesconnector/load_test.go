@@ -13,8 +13,10 @@ import (
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -202,6 +204,14 @@ func TestLoadBenchmark(t *testing.T) {
 	tr, _ := f.CreateTracesToTraces(context.Background(), set, cfg, counting)
 	pr, _ := f.CreateProfilesToTraces(context.Background(), set, cfg, counting)
 	c := tr.(*tracesHalf).c
+	// SPANPROFILES_LOAD_METRICS=1: the metrics side on too (a metrics pipeline takes them),
+	// counted as they leave, every flush_interval (15 s) of virtual time.
+	var points atomic.Int64
+	if os.Getenv("SPANPROFILES_LOAD_METRICS") == "1" {
+		mt, _ := f.CreateTracesToMetrics(context.Background(), set, cfg, consumerFunc(func(md pmetric.Metrics) { points.Add(int64(md.DataPointCount())) }))
+		_ = mt.Start(context.Background(), componenttest.NewNopHost())
+		defer func() { _ = mt.Shutdown(context.Background()) }()
+	}
 	c.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	ctx := context.Background()
 	_ = tr.Start(ctx, componenttest.NewNopHost())
@@ -307,7 +317,24 @@ func TestLoadBenchmark(t *testing.T) {
 	fmt.Printf("memory: live heap %.0f MiB at the most (every 10 s, after a collection; %.0f MiB before the load), %.0f MiB at the end; %d samples and %d spans held at the end\n",
 		mib(peakLive), mib(before.HeapAlloc), mib(after.HeapAlloc), held, pending)
 	fmt.Printf("size: %.0f bytes of OTLP protobuf per span before enrichment, %.0f after (+%.0f)\n", counting.sizeBefore(), counting.sizeAfter(), counting.sizeAfter()-counting.sizeBefore())
+	if c.metricsNext != nil {
+		c.mu.Lock()
+		series := c.metrics.series()
+		c.mu.Unlock()
+		fmt.Printf("metrics: %d series at the default bounds (wait.* %d each, span.time %d, span.held_share %d), %d points sent\n",
+			series, len(c.metrics.inflicted), len(c.metrics.spanTime), len(c.metrics.share), points.Load())
+	}
 }
+
+// consumerFunc is a metrics consumer that only looks at what it is given.
+type consumerFunc func(pmetric.Metrics)
+
+func (f consumerFunc) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
+	f(md)
+	return nil
+}
+
+func (consumerFunc) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 

@@ -3,6 +3,7 @@ package spanprofilesconnector
 import (
 	"context"
 	"encoding/binary"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,4 +147,76 @@ func TestStorageThatIsNotThere(t *testing.T) {
 	require.NoError(t, err)
 	err = c.start(context.Background(), componenttest.NewNopHost(), connectorID)
 	require.ErrorContains(t, err, `storage is "file_storage": no such extension in this Collector's service::extensions`)
+}
+
+// What keeping held spans in file_storage costs per span, beside the same work without it: one
+// request of 512 server spans held, then the window that releases them (enriched, sent on, and
+// with storage deleted).
+//
+//	go test -C collector/spanprofilesconnector -run '^$' -bench 'HeldSpans/(memory|file_storage)' -benchtime 200x -count 5
+func BenchmarkHeldSpans(b *testing.B) {
+	for _, withStorage := range []bool{false, true} {
+		name := "memory"
+		if withStorage {
+			name = "file_storage"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := createDefaultConfig()
+			host := component.Host(componenttest.NewNopHost())
+			if withStorage {
+				f := filestorage.NewFactory()
+				fcfg := f.CreateDefaultConfig().(*filestorage.Config)
+				fcfg.Directory = b.TempDir()
+				ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), fcfg)
+				require.NoError(b, err)
+				require.NoError(b, ext.Start(context.Background(), componenttest.NewNopHost()))
+				defer func() { require.NoError(b, ext.Shutdown(context.Background())) }()
+				id := component.MustNewID("file_storage")
+				host = storagetest.NewStorageHost().WithExtension(id, ext)
+				cfg.Storage = &id
+			}
+			c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+			require.NoError(b, err)
+			c.next = consumertest.NewNop()
+			clock := time.Unix(0, ms(0)).Add(time.Hour)
+			c.now = func() time.Time { return clock }
+			require.NoError(b, c.start(context.Background(), host, connectorID))
+			defer func() {
+				close(c.stop)
+				<-c.done
+				if c.held != nil {
+					require.NoError(b, c.held.close(context.Background()))
+				}
+			}()
+			const spans = 512
+			// CPU time of the process (every goroutine: bbolt's, the GC's), robust on a busy
+			// machine where wall time is not.
+			var cpu time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				td := serverSpans(1, spans, 10)
+				pd := coveringWindow().pd
+				before := processCPU(b)
+				b.StartTimer()
+				require.NoError(b, c.consumeTraces(context.Background(), td))
+				// A new window each time: the same one again would be a duplicate.
+				clock = clock.Add(time.Millisecond)
+				require.NoError(b, c.consumeProfiles(context.Background(), pd))
+				b.StopTimer()
+				cpu += processCPU(b) - before
+				require.Zero(b, c.pending)
+				c.store = newStore(cfg, c.tel, c.logger)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*spans), "cpu-ns/span")
+		})
+	}
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -296,6 +296,9 @@ func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 	}
 	b.w.hasOff = b.w.hasOff || kind == kindOff
 	b.w.hasAlloc = b.w.hasAlloc || kind == kindAlloc
+	if t, ok := b.dict.readThrottling(p); ok {
+		b.w.throttling = t
+	}
 	for i := 0; i < samples.Len(); i++ {
 		b.addSample(samples.At(i), kind, period)
 	}

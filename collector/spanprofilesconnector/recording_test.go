@@ -60,9 +60,9 @@ func recorded[T any](t *testing.T, path string, unmarshal func([]byte) (T, error
 }
 
 // replay sends a recording through a connector as a Collector would have: the profiles as they
-// came, then the spans, then time past max_wait so that every span has left. It returns the
-// spans as they left.
-func replay(t *testing.T, profiles []pprofile.Profiles, spans []ptrace.Traces) []ptrace.Span {
+// came, then the spans, then time past max_wait so that every span has left. It returns what
+// left, as it left.
+func replay(t *testing.T, profiles []pprofile.Profiles, spans []ptrace.Traces) []ptrace.Traces {
 	t.Helper()
 	h := newHarness(t, nil)
 	for _, pd := range profiles {
@@ -72,8 +72,13 @@ func replay(t *testing.T, profiles []pprofile.Profiles, spans []ptrace.Traces) [
 		h.sendTraces(td)
 	}
 	h.advance(createDefaultConfig().MaxWait + time.Second)
+	return h.sink.AllTraces()
+}
+
+// spansOf lists every span of the traces.
+func spansOf(tds []ptrace.Traces) []ptrace.Span {
 	var out []ptrace.Span
-	for _, td := range h.sink.AllTraces() {
+	for _, td := range tds {
 		forEachSpan(td, func(s ptrace.Span) { out = append(out, s) })
 	}
 	return out

@@ -98,6 +98,8 @@ type window struct {
 	// windows measured them.
 	hasCPU, hasOff, hasAlloc bool
 	periodNs                 int64
+	// The process's cgroup CPU throttling over the window, where the agent read it.
+	throttling cgroupThrottling
 	// The kinds of samples refused, by thread (refusedAll: of a thread not known): the figures
 	// they would have changed are left out of the spans the window covers.
 	refused    map[int64]kindSet

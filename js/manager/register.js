@@ -27,7 +27,7 @@ function holdsContexts(manager) {
 }
 
 /**
- * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
+ * @param {{ schema?: 'tls' | 'nodejs', tlsSchemaVersion?: 'tlsdesc_v1_dev' | 'tls_v1', contextManager?: ContextManager, asyncTracking?: boolean,
  *   resource?: Resource, attributes?: string[], allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
  *   schema: js/manager/thread-context-manager.js; resource / attributes: the OTEP 4719 process
  *   context's resource and the attribute keys records carry (js/process-context/); allocations:
@@ -38,7 +38,8 @@ function register(options = {}) {
   checkOptions(options);
   const installed = typeof context._getContextManager === 'function' ? context._getContextManager() : undefined;
   if (installed instanceof ThreadContextManager && installed.enabled && options.contextManager === undefined &&
-      (options.schema === undefined || installed.schema === options.schema || installed.schemaFallback !== null)) {
+      (options.schema === undefined || installed.schema === options.schema || installed.schemaFallback !== null) &&
+      (options.tlsSchemaVersion === undefined || installed.tlsSchemaVersion === options.tlsSchemaVersion)) {
     prepareProcessContext(options)();
     startAllocationSampling(resolveAllocations(checkAllocations(options.allocations)));
     return installed;

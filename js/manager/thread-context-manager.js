@@ -17,8 +17,11 @@ const { nodejsSchema } = require('../nodejs/availability');
 const { checkAllocations } = require('../profiling/allocations');
 const { describe } = require('../describe');
 
-const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema', 'allocations'];
+const OPTIONS = ['contextManager', 'asyncTracking', 'attributes', 'resource', 'schema', 'tlsSchemaVersion', 'allocations'];
 const SCHEMAS = ['tls', 'nodejs'];
+// threadlocal.schema_version of schema 'tls': every reader seen so far keys on 'tlsdesc_v1_dev';
+// OTEP 4947 renames it 'tls_v1', which readers are to accept beside it.
+const TLS_SCHEMA_VERSIONS = ['tlsdesc_v1_dev', 'tls_v1'];
 const MANAGER_METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 
 /** Validates the options of the constructor and of register() (`allowed`: the keys they take). */
@@ -29,7 +32,7 @@ function checkOptions(options, allowed = OPTIONS) {
   for (const key of Object.keys(options)) {
     if (!allowed.includes(key)) throw new TypeError(`options.${key}: unknown option (expected ${allowed.join(', ')})`);
   }
-  const { contextManager, asyncTracking, schema } = options;
+  const { contextManager, asyncTracking, schema, tlsSchemaVersion } = options;
   if (schema !== undefined) {
     if (typeof schema !== 'string') throw new TypeError(`options.schema: expected 'tls' or 'nodejs', got ${describe(schema)}`);
     if (!SCHEMAS.includes(schema)) throw new RangeError(`options.schema: expected 'tls' or 'nodejs', got ${JSON.stringify(schema)}`);
@@ -37,6 +40,11 @@ function checkOptions(options, allowed = OPTIONS) {
       throw new TypeError("options.contextManager: not used with schema 'nodejs' (its contexts live in the " +
         "thread's AsyncLocalStorage, where readers find them); leave it out, or use schema 'tls'");
     }
+  }
+  if (tlsSchemaVersion !== undefined && !TLS_SCHEMA_VERSIONS.includes(tlsSchemaVersion)) {
+    const expected = TLS_SCHEMA_VERSIONS.map((v) => `'${v}'`).join(' or ');
+    if (typeof tlsSchemaVersion !== 'string') throw new TypeError(`options.tlsSchemaVersion: expected ${expected}, got ${describe(tlsSchemaVersion)}`);
+    throw new RangeError(`options.tlsSchemaVersion: expected ${expected}, got ${JSON.stringify(tlsSchemaVersion)}`);
   }
   checkAllocations(options.allocations);
   if (asyncTracking !== undefined && typeof asyncTracking !== 'boolean') {
@@ -59,11 +67,14 @@ function checkOptions(options, allowed = OPTIONS) {
 
 class ThreadContextManager extends TlsContextManager {
   /**
-   * @param {{ schema?: 'tls' | 'nodejs', contextManager?: ContextManager, asyncTracking?: boolean,
-   *   attributes?: string[], resource?: Resource, allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
+   * @param {{ schema?: 'tls' | 'nodejs', tlsSchemaVersion?: 'tlsdesc_v1_dev' | 'tls_v1', contextManager?: ContextManager,
+   *   asyncTracking?: boolean, attributes?: string[], resource?: Resource,
+   *   allocations?: boolean | { samplingIntervalBytes?: number } }} [options]
    *   schema: how readers find the span: 'tls' (default) or 'nodejs', which returns a
    *     FrameContextManager where the runtime has AsyncContextFrame, else publishes with 'tls'
    *     after one warning (`schema` then says 'tls', `schemaFallback` why).
+   *   tlsSchemaVersion: the threadlocal.schema_version announced while publishing with 'tls'
+   *     (default 'tlsdesc_v1_dev', what readers key on today; 'tls_v1', OTEP 4947's new name).
    *   contextManager: where contexts are stored (default: a new AsyncLocalStorageContextManager).
    *   asyncTracking: false publishes only around with(): never a wrong span, none after an await.
    *   attributes: attribute keys whose values records carry, registered at enable().

@@ -61,7 +61,7 @@ class FrameContextManager extends TlsContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
-    this._announce('nodejs', this._frames.layout);
+    this._announce('nodejs_v1_dev');
     return this;
   }
 

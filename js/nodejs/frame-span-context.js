@@ -16,16 +16,16 @@ function getFrameSpanContext() {
 
 /**
  * @returns {{ available: boolean, reason: string | null, published: boolean, structAddress: number | null,
- *   wrappedObjectOffset: number | null, pages: number, pinnedPages: number, pinError: string | null }}
+ *   recordSlotOffset: number | null, pages: number, pinnedPages: number, pinError: string | null }}
  */
 function nodejsSchemaInfo() {
   const { frames, reason } = nodejsSchema();
   if (frames === null) {
-    return { available: false, reason, published: false, structAddress: null, wrappedObjectOffset: null, pages: 0, pinnedPages: 0, pinError: null };
+    return { available: false, reason, published: false, structAddress: null, recordSlotOffset: null, pages: 0, pinnedPages: 0, pinError: null };
   }
   return {
     available: true, reason: null, published: frames.published,
-    structAddress: frames.addon.discoveryInfo().structAddress, wrappedObjectOffset: frames.wrappedObjectOffset,
+    structAddress: frames.addon.discoveryInfo().structAddress, recordSlotOffset: frames.recordSlotOffset,
     ...frames.addon.blockPoolInfo(),
   };
 }

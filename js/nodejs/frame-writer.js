@@ -8,10 +8,11 @@
 //
 // Records are OTEP 4947 records in record blocks, pinned pages the V8 addon hands out as
 // ArrayBuffers (v8-addon/record_blocks.cc). A slot is the record's address (8 bytes, written by the
-// addon: what a reader finds at W + 0) then the record. A holder is an API object
-// (v8-addon/holder.cc) whose embedder field is W, the slot's address, whose second internal field
-// is the page's ArrayBuffer (so a record is never freed while a frame can reach it), and whose one
-// property is the context. A span's record and its first holder come from one native call
+// addon, for this layer's own checks) then the record. A holder is an API object
+// (v8-addon/holder.cc) whose internal field 0 is the record's address (what a reader finds at the
+// discovery struct's record_slot_offset in the holder), whose second internal field is the page's
+// ArrayBuffer (so a record is never freed while a frame can reach it), and whose one property is
+// the context. A span's record and its first holder come from one native call
 // (spanHolder: the hex ids decoded and the record written there, the control word last); another
 // context of the same span gets a holder of the same slot. Ending a span and rewriting its
 // attributes go through typed arrays, as with the TLS record. V8 frees the page (and the addon
@@ -149,22 +150,20 @@ class FrameWriter {
     // The record of every context without a live span: valid 0, never written.
     this.none = this.small.take();
     this.published = false;
-    // The process context's threadlocal.* integers; where a holder keeps W.
-    this.layout = addon.layout;
-    this.wrappedObjectOffset = addon.layout.wrapped_object_offset;
+    // Where a holder keeps its record's address: the discovery struct's record_slot_offset.
+    this.recordSlotOffset = addon.recordSlotOffset;
   }
 
   /**
    * Why this runtime cannot use the schema, or null: AsyncLocalStorage must run on
    * AsyncContextFrame (felt natively: the frame binds the storage to the store), and the reader's
-   * walk with this addon's layout must land on the record of a probe holder.
+   * walk through a struct filled as publish() fills it must land on the record of a probe holder.
    */
   check() {
     const probe = this.newHolder(this.none, ROOT_CONTEXT);
     const addon = this.addon;
     const als = this.als;
-    const offset = this.wrappedObjectOffset;
-    const seen = als.run(probe, () => ({ holds: addon.frameHolds(als, probe), walk: addon.walkFrameFor(als, offset) }));
+    const seen = als.run(probe, () => ({ holds: addon.frameHolds(als, probe), walk: addon.walkFrameFor(als) }));
     if (!seen.holds) {
       return 'AsyncLocalStorage does not run on AsyncContextFrame here (Node 22 needs ' +
         '--experimental-async-context-frame; Node 24 and later have it unless started with --no-async-context-frame)';
@@ -209,7 +208,7 @@ class FrameWriter {
    * @returns {{ traceId: string, spanId: string, traceFlags: number, attrs: Uint8Array } | null}
    */
   readFrame() {
-    const address = this.addon.walkOwnFrame(this.wrappedObjectOffset);
+    const address = this.addon.walkOwnFrame();
     if (address <= 0) return null;
     const holder = this.als.getStore();
     const record = holder === undefined ? undefined : this.recordOfContext(holder.context);

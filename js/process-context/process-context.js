@@ -306,17 +306,17 @@ function prepareProcessContext({ resource, attributes }, arg = 'options') {
 }
 
 /**
- * Announces the thread-context schema readers should use ('tls', or 'nodejs' with the V8 layout
- * integers of the nodejs_v1_dev schema): republished at once when a context is already published,
- * else with the first publish. Process-wide: the last enabled context manager's schema. Runs inside
- * enable(): a failure is a warning.
+ * Announces the thread-context schema readers should use, as its threadlocal.schema_version
+ * ('tlsdesc_v1_dev' or 'tls_v1' for the TLS record, 'nodejs_v1_dev'): republished at once when a
+ * context is already published, else with the first publish. Process-wide: the last enabled
+ * context manager's schema. Runs inside enable(): a failure is a warning.
  */
-function announceSchema(schema, layout) {
+function announceSchema(schemaVersion) {
   if (!native.supported || typeof native.setThreadContextSchema !== 'function') return;
   try {
-    callNative(native.setThreadContextSchema, schema, layout);
+    callNative(native.setThreadContextSchema, schemaVersion);
   } catch (error) {
-    process.emitWarning(`otel-thread-ctx: could not announce the ${schema} schema in the process context (${error && error.message})`,
+    process.emitWarning(`otel-thread-ctx: could not announce schema ${schemaVersion} in the process context (${error && error.message})`,
       { code: WARNING_CODE });
   }
 }

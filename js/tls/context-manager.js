@@ -32,6 +32,7 @@ class TlsContextManager {
     this._commitProcessContext = prepareProcessContext(options);
     this._delegate = options.contextManager === undefined ? defaultDelegate() : options.contextManager;
     this._asyncTracking = options.asyncTracking !== false;
+    this._tlsSchemaVersion = options.tlsSchemaVersion ?? 'tlsdesc_v1_dev';
     this._allocations = resolveAllocations(checkAllocations(options.allocations));
     this._enabled = false;
     // Taken over by a newer manager: calls are forwarded to the thread's enabled manager, so an
@@ -50,6 +51,11 @@ class TlsContextManager {
   /** Why schema 'nodejs' was asked for and 'tls' is in effect, or null. */
   get schemaFallback() {
     return this._schemaFallback;
+  }
+
+  /** The threadlocal.schema_version announced while publishing with 'tls'. */
+  get tlsSchemaVersion() {
+    return this._tlsSchemaVersion;
   }
 
   /** The hook mechanism used on this runtime, or 'none' without async tracking. */
@@ -124,16 +130,16 @@ class TlsContextManager {
     this._writer = writer;
     this._superseded = false;
     this._enabled = true;
-    this._announce('tls');
+    this._announce(this._tlsSchemaVersion);
     return this;
   }
 
   /**
-   * What enabling publishes, whichever the schema: the schema (with its layout), the process
+   * What enabling publishes, whichever the schema: its threadlocal.schema_version, the process
    * context, the SDK's resource once the provider has it, and allocation sampling if asked for.
    */
-  _announce(schema, layout) {
-    announceSchema(schema, layout);
+  _announce(schemaVersion) {
+    announceSchema(schemaVersion);
     this._commitProcessContext();
     followProviderResource();
     startAllocationSampling(this._allocations);

@@ -11,7 +11,7 @@ use napi::sys::{self, napi_callback_info, napi_env, napi_value};
 use napi_derive::napi;
 
 use super::ok;
-use crate::process_ctx::{self, AttrValue, ContextError, Dropped, Origin, Schema, NODEJS_LAYOUT_KEYS};
+use crate::process_ctx::{self, AttrValue, ContextError, Dropped, Origin, Schema};
 
 /// One resource attribute: a string, number (integral -> int, else double), boolean or string[].
 #[napi(object)]
@@ -194,27 +194,14 @@ pub fn process_context_info() -> Option<ProcessContextInfo> {
     process_ctx::writer().info().map(to_js_info)
 }
 
-/// Announces the thread-context schema in the process context: `"tls"`, or `"nodejs"` with the V8
-/// layout integers (an object with every key of NODEJS_LAYOUT_KEYS). Returns the new facts, or
-/// null while nothing is published yet (the schema then goes out with the first publish).
+/// Announces the thread-context schema in the process context, by its `threadlocal.schema_version`
+/// (`"tlsdesc_v1_dev"`, `"tls_v1"` or `"nodejs_v1_dev"`). Returns the new facts, or null while
+/// nothing is published yet (the schema then goes out with the first publish).
 #[napi]
-pub fn set_thread_context_schema(schema: String, layout: Option<std::collections::HashMap<String, i64>>) -> Result<Option<ProcessContextInfo>> {
-    let schema = match (schema.as_str(), layout) {
-        ("tls", None) => Schema::Tls,
-        ("nodejs", Some(layout)) => {
-            let mut values = [0i64; 5];
-            for (value, name) in values.iter_mut().zip(NODEJS_LAYOUT_KEYS) {
-                *value =
-                    *layout.get(name).ok_or_else(|| Error::new(Status::InvalidArg, format!("layout.{name}: expected an integer, got nothing")))?;
-            }
-            Schema::NodeJs(values)
-        }
-        (name, _) => {
-            return Err(Error::new(
-                Status::InvalidArg,
-                format!("schema: expected \"tls\" (without layout) or \"nodejs\" (with layout), got {name:?}"),
-            ))
-        }
-    };
+pub fn set_thread_context_schema(schema_version: String) -> Result<Option<ProcessContextInfo>> {
+    let schema = Schema::of_version(&schema_version).ok_or_else(|| {
+        let expected: Vec<String> = Schema::ALL.iter().map(|s| format!("{:?}", s.version())).collect();
+        Error::new(Status::InvalidArg, format!("schemaVersion: expected {}, got {schema_version:?}", expected.join(", ")))
+    })?;
     Ok(process_ctx::writer().set_schema(schema).map_err(context_error)?.map(to_js_info))
 }

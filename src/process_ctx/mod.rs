@@ -16,43 +16,48 @@ pub use mapping::Backing;
 use mapping::Mapping;
 use proto::{any_value::Value, KeyValue, ProcessContext, Resource};
 
-/// The thread-context schema readers key on. The one place to change when the spec renames it:
-/// every reader seen so far (eBPF profiler PR 1229, datadog-agent) and the OTEP 4947 text use
-/// `tlsdesc_v1_dev` for the TLSDESC `otel_thread_ctx_v1` record.
+/// The thread-context schema readers key on for the TLSDESC `otel_thread_ctx_v1` record: every
+/// reader seen so far (eBPF profiler PR 1229, datadog-agent) and the merged OTEP 4947 text use
+/// `tlsdesc_v1_dev`, the default.
 pub const SCHEMA_VERSION: &str = "tlsdesc_v1_dev";
+/// The same record under the name OTEP 4947 gives it next, announced when asked for.
+pub const TLS_V1_SCHEMA_VERSION: &str = "tls_v1";
 /// The Node.js-specific discovery (`otel_thread_ctx_nodejs_v1` -> the AsyncContextFrame -> the
-/// record), as the OpenTelemetry eBPF profiler's RFC #1861 and Datadog's writer name it.
+/// record), as the OpenTelemetry eBPF profiler's RFC #1861 and Datadog's writer name it. The RFC's
+/// latest text fixes the V8 layout by schema and puts the one offset that moves between V8
+/// versions in the TLS struct: it adds no process-context attribute.
 pub const NODEJS_SCHEMA_VERSION: &str = "nodejs_v1_dev";
-/// The V8 layout integers a `nodejs_v1_dev` reader needs, published as `threadlocal.<name>`.
-pub const NODEJS_LAYOUT_KEYS: [&str; 5] =
-    ["wrapped_object_offset", "tagged_size", "native_wrap_fields_offset", "js_map_table_offset", "ordered_hash_map_header_size"];
 
 /// Which thread-context schema the process context announces.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schema {
-    /// The OTEP 4947 TLS record (`otel_thread_ctx_v1`).
-    Tls,
-    /// `nodejs_v1_dev`, with the layout integers in NODEJS_LAYOUT_KEYS order.
-    NodeJs([i64; 5]),
+    /// The OTEP 4947 TLS record (`otel_thread_ctx_v1`) as `tlsdesc_v1_dev`.
+    TlsdescV1Dev,
+    /// The same record as `tls_v1`.
+    TlsV1,
+    /// `nodejs_v1_dev`.
+    NodeJs,
 }
 
 impl Schema {
+    pub const ALL: [Schema; 3] = [Schema::TlsdescV1Dev, Schema::TlsV1, Schema::NodeJs];
+
     pub fn version(&self) -> &'static str {
         match self {
-            Schema::Tls => SCHEMA_VERSION,
-            Schema::NodeJs(_) => NODEJS_SCHEMA_VERSION,
+            Schema::TlsdescV1Dev => SCHEMA_VERSION,
+            Schema::TlsV1 => TLS_V1_SCHEMA_VERSION,
+            Schema::NodeJs => NODEJS_SCHEMA_VERSION,
         }
+    }
+
+    /// The schema whose `threadlocal.schema_version` is `version`.
+    pub fn of_version(version: &str) -> Option<Schema> {
+        Schema::ALL.into_iter().find(|s| s.version() == version)
     }
 
     /// The `threadlocal.*` attributes of the schema, key map included.
     fn attributes(&self, keys: &[String]) -> Vec<KeyValue> {
-        let mut attributes = vec![KeyValue::string(SCHEMA_VERSION_KEY, self.version()), KeyValue::strings(KEY_MAP_KEY, keys)];
-        if let Schema::NodeJs(layout) = self {
-            for (name, value) in NODEJS_LAYOUT_KEYS.iter().zip(layout) {
-                attributes.push(KeyValue::new(format!("threadlocal.{name}"), Value::IntValue(*value)));
-            }
-        }
-        attributes
+        vec![KeyValue::string(SCHEMA_VERSION_KEY, self.version()), KeyValue::strings(KEY_MAP_KEY, keys)]
     }
 }
 pub const SCHEMA_VERSION_KEY: &str = "threadlocal.schema_version";
@@ -193,7 +198,7 @@ impl Writer {
             dropped_count: 0,
             keys: Vec::new(),
             heap_sampling_interval: None,
-            schema: Schema::Tls,
+            schema: Schema::TlsdescV1Dev,
             instance_id: new_instance_id(),
             payload: Vec::new(),
             previous_payload: Vec::new(),
@@ -300,7 +305,7 @@ impl Writer {
             dontfork_error: m.dontfork_error.clone(),
             service_instance_id: self.instance_id.clone(),
             key_count: self.keys.len(),
-            schema: self.schema.clone(),
+            schema: self.schema,
             origin: self.origin,
             dropped_attribute_count: self.dropped_count,
         })

@@ -14,6 +14,7 @@
 //! loop checks them every poll and skips for good a process whose read
 //! blocks past `process_timeout` (see [`thread_ctx_profile::pipeline::watchdog`]).
 
+mod cpu_throttling;
 mod discovery_worker;
 mod heap;
 mod registry;
@@ -124,6 +125,8 @@ pub struct Agent {
     stats: WindowStats,
     /// Things worth a line on stderr (a process tracked, skipped, or gone), taken by the caller.
     notes: Vec<String>,
+    /// Each process's cgroup CPU throttling, put on its window before a sink gets it.
+    throttling: cpu_throttling::ThrottlingReader,
 }
 
 impl Agent {
@@ -144,6 +147,7 @@ impl Agent {
             counters_at_start: Counters::default(),
             stats: WindowStats::default(),
             notes: Vec::new(),
+            throttling: cpu_throttling::ThrottlingReader::new(),
             opts,
         };
         for pid in agent.opts.pids.clone() {
@@ -222,7 +226,8 @@ impl Agent {
         let deadline = Instant::now() + grace;
         self.deliver(sink);
         while self.pipeline.outstanding() > 0 && Instant::now() < deadline && !self.pipeline.worker_dead() {
-            if let Some(w) = self.pipeline.wait_window(POLL) {
+            if let Some(mut w) = self.pipeline.wait_window(POLL) {
+                self.throttling.annotate(&mut w);
                 self.write(sink, &w);
             }
             self.supervise();
@@ -239,7 +244,8 @@ impl Agent {
     }
 
     fn deliver(&mut self, sink: &mut dyn WindowSink) {
-        for w in self.pipeline.take_windows() {
+        for mut w in self.pipeline.take_windows() {
+            self.throttling.annotate(&mut w);
             self.write(sink, &w);
         }
     }

@@ -41,10 +41,13 @@ fn explanation(e: &Explanation) -> Value {
         "no_span_cpu_ms": mean(e.no_span_cpu_ms, e.cpu_measured),
         "blocked_in_it_ms": mean(e.blocked_in_it_ms, e.off_cpu_measured),
         "idle_ms": mean(e.idle_ms, e.off_cpu_measured),
+        "cpu_starved_ms": mean(e.cpu_starved_ms, e.runnable_measured),
         "alloc_bytes": mean(e.alloc_bytes as f64, e.alloc_measured).map(|b| b.round() as i64),
         "samples": e.samples,
         "own_frames": e.own_frames.iter().map(|(f, ms)| json!({ "frame": f, "ms": mean(*ms, e.cpu_measured) })).collect::<Vec<_>>(),
         "held_by": e.held_by.iter().map(|(who, ms, frame)| json!({ "who": who, "ms": per(*ms), "top_frame": frame })).collect::<Vec<_>>(),
+        // The rest of the other requests' time: with held_by, it adds up to it.
+        "held_by_others_ms": per(e.held_by_rest_ms),
         "alloc_frames": e.alloc_frames.iter().map(|(f, bytes)| json!({ "frame": f, "bytes": mean(*bytes, e.alloc_measured) })).collect::<Vec<_>>(),
     })
 }
@@ -62,6 +65,10 @@ fn to_json(r: &Report, path: &Path) -> Value {
             "enriched": x.enriched,
             "p50_ms": x.p50_ms, "p90_ms": x.p90_ms, "p99_ms": x.p99_ms, "max_ms": x.max_ms,
             "slowest_1_percent": { "from_ms": x.slowest_from_ms, "per_request": explanation(&x.slowest) },
+        })).collect::<Vec<_>>(),
+        "waiting_ms": r.waiting_ms,
+        "who_made_others_wait": r.inflicted.iter().map(|i| json!({
+            "route": i.route, "top_frame": i.frame, "inflicted_ms": i.ms, "delayed_requests": i.delayed, "share": i.share,
         })).collect::<Vec<_>>(),
         "slowest": r.slowest.iter().map(|(s, e)| json!({
             "trace_id": s.trace_id, "span_id": s.span_id, "service": s.service, "route": s.route_or_name(),

@@ -231,6 +231,21 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
         why.lines().any(|l| l.trim_start().starts_with("held by") && l.contains("(service.js:")),
         "{test}: expected the requests that held the loop named with a line of the service:\n{why}"
     );
+    // Who made others wait, read back from Prometheus, and an exemplar opening its trace in
+    // Jaeger: where setup built Prometheus (scripts/test.sh builds it beside the Rust tests).
+    if package_dir().join("target/prometheus/prometheus").exists() {
+        for part in [
+            "who made others wait, read back from Prometheus (PromQL: ",
+            "an exemplar of the slowest latency bucket",
+            "opens in Jaeger (/api/v3/traces/",
+        ] {
+            assert!(out.contains(part), "{test}: expected {part:?} in the demo's output:\n{out}");
+        }
+        let table = out.split("who made others wait, read back from Prometheus").nth(1).unwrap_or_default();
+        assert!(table.lines().nth(3).is_some_and(|l| l.contains("(service.js:")), "{test}: the top holder is a line of the service:\n{table}");
+    } else {
+        let _ = writeln!(std::io::stderr(), "SKIPPED part of {test}: target/prometheus/prometheus is not built, the demo left Prometheus out");
+    }
     let _ = writeln!(
         std::io::stderr(),
         "{test}: {total} CPU samples received from pid {pid}; {linked}/{in_requests} in {SERVICE_FILE} linked; /api/search {:.1}%, /api/report {:.1}%",

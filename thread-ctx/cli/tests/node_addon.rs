@@ -59,9 +59,10 @@ fn addon_in_node_without_static_surplus_walks_the_dtv() {
 /// The V8 addon's object, as the maps file names it: schema nodejs's writer.
 const NODEJS_WRITER: &str = "/prebuilds/v8-addon/node-abi";
 
-/// Schema nodejs: the sampled writer is the V8 addon's `otel_thread_ctx_nodejs_v1` with the
-/// layout it publishes, and each JS thread's row reads its own span's record (the Rust addon's
-/// TLS record, unused, shows none).
+/// Schema nodejs: the sampled writer is the V8 addon's `otel_thread_ctx_nodejs_v1`, whose process
+/// context declares the schema and no layout integer (RFC #1861's latest text: the layout is the
+/// schema's, each thread's struct carries its record slot offset), and each JS thread's row reads
+/// its own span's record (the Rust addon's TLS record, unused, shows none).
 #[test]
 fn schema_nodejs_each_js_thread_reads_its_own_span_through_its_frame() {
     for runtime in [NodeRuntime::NODE_24, NodeRuntime::NODE_26, NodeRuntime::NODE_22_FRAME] {
@@ -74,7 +75,7 @@ fn schema_nodejs_each_js_thread_reads_its_own_span_through_its_frame() {
         let [nodejs] = nodejs.as_slice() else { panic!("{on}: expected one otel_thread_ctx_nodejs_v1 writer: {writers:#?}") };
         assert!(nodejs["path"].as_str().unwrap().contains(NODEJS_WRITER), "{on}: {nodejs:#}");
         assert!(nodejs["nodejs_error"].is_null(), "{on}: layout refused: {}", nodejs["nodejs_error"]);
-        assert_eq!(nodejs["nodejs_layout"]["source"], "published", "{on}: {nodejs:#}");
+        assert_eq!(nodejs["nodejs_layout"]["source"], "schema_defaults", "{on}: nothing published but the schema: {nodejs:#}");
         assert_eq!(inspect["process_context"]["schema_version"], "nodejs_v1_dev", "{on}");
         let dump = json_of("dump", w.pid, 0);
         assert_dump_matches_of(&dump, &w.published, Some(NODEJS_WRITER));
@@ -82,4 +83,35 @@ fn schema_nodejs_each_js_thread_reads_its_own_span_through_its_frame() {
         assert!(tls_valid.is_empty(), "{on}: the TLS record shows none while schema nodejs publishes: {tls_valid:#?}");
         json_of("validate", w.pid, 0);
     }
+}
+
+/// OTEP 4947 renames the schema `tlsdesc_v1_dev` to `tls_v1`: a service announcing the new name
+/// (the manager's `tlsSchemaVersion` option) is read from outside like any other, its record
+/// attributes named through its key map, by ptrace (`dump`) and eBPF (`record`).
+#[test]
+fn a_service_announcing_tls_v1_is_read_like_tlsdesc_v1_dev() {
+    let pkg = package_dir();
+    let w = start_writer(node_command(&test_file("fixtures/tls_v1_writer.js"), &[], &[pkg.to_str().unwrap(), "--spin"], &[]), false);
+    let dump = json_of("dump", w.pid, 0);
+    assert_eq!(dump["process_context"]["schema_version"], "tls_v1", "{:#}", dump["process_context"]);
+    assert_dump_matches(&dump, &w.published);
+    let row = thread_row(&dump, w.published[0].tid);
+    assert_eq!(row["attrs"], serde_json::json!([{ "key_index": 0, "key": "http.route", "value": "/v1/tls" }]), "row {row:#}");
+    if !ebpf_or_skip("a_service_announcing_tls_v1_is_read_like_tlsdesc_v1_dev (record)") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let (tid, span) = (w.published[0].tid, w.published[0].span_id.clone());
+    let mut seen = 0;
+    let r = thread_ctx_until(&["record", &w.pid.to_string(), "--hz", "199", "--duration", "60s", "--format", "jsonl", "--no-user-stacks"], |line| {
+        if let Some(v) = line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()).filter(|v| v["tid"] == tid) {
+            assert_eq!((v["state"].as_str(), v["span_id"].as_str()), (Some("valid"), Some(span.as_str())), "{v}");
+            let attrs = v["attrs"].to_string();
+            assert!(attrs.contains("\"http.route\"") && attrs.contains("/v1/tls"), "attributes named through the key map: {v}");
+            seen += 1;
+        }
+        seen >= 20
+    });
+    assert_eq!(r.code, 0, "record: {}", r.stderr);
+    assert!(seen >= 20, "20 samples of the spinning thread, saw {seen}:\n{}", r.stderr);
 }

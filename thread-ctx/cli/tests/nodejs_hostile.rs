@@ -2,10 +2,14 @@
 //! (tests/fixtures/nodejs_hostile_target.c) exporting `otel_thread_ctx_nodejs_v1`
 //! with fake V8 structures, one lie per thread (a CPED pointer into nothing, a
 //! cyclic and a 1000-entry chain, a non-Smi count, bucket counts of 3 and 2^30,
-//! a record outside any mapping), beside one honest thread. Read from outside
-//! through ptrace (`dump`, `validate`) and eBPF (`record`): every lie is a
-//! counted miss of its own kind, nothing hangs or crashes, and the honest
-//! thread still reads. A process that declares the schema without a layout the
+//! a record outside any mapping, a record_slot_offset that is not word-aligned),
+//! beside honest threads: one the process context's layout leads to its record, one
+//! its struct's record_slot_offset does (RFC #1861's latest text: the byte wins
+//! over the layout). Read from outside through ptrace (`dump`, `validate`) and
+//! eBPF (`record`): every lie is a counted miss of its own kind, nothing hangs or
+//! crashes, and the honest threads still read, also when the process context
+//! publishes the native wrapper's offset (the revision this package's writer
+//! published before). A process that declares the schema without a layout the
 //! reader can trust is refused in one line.
 
 mod common;
@@ -25,8 +29,9 @@ const LIMIT: Duration = Duration::from_secs(60);
 const MIN_SAMPLES_EACH: usize = 15;
 
 /// (thread name, dump state, walk miss, sampler state) for each thread of the fixture.
-const EXPECTED: [(&str, &str, Option<&str>, &str); 9] = [
+const EXPECTED: [(&str, &str, Option<&str>, &str); 11] = [
     ("honest", "valid", None, "valid"),
+    ("slot-byte", "valid", None, "valid"),
     ("no-store", "no_context", Some("no_store"), "nodejs_no_store"),
     ("cped-lie", "error", Some("frame_fault"), "nodejs_frame_fault"),
     ("cycle", "malformed", Some("chain_too_long"), "nodejs_chain_too_long"),
@@ -36,7 +41,10 @@ const EXPECTED: [(&str, &str, Option<&str>, &str); 9] = [
     ("buckets-huge", "malformed", Some("bad_frame"), "nodejs_bad_frame"),
     // The walk ends at a record address; reading the record there faults.
     ("rec-outside", "error", None, "record_fault"),
+    ("slot-odd", "malformed", Some("bad_frame"), "nodejs_bad_frame"),
 ];
+/// The threads that read, and the span id each shows.
+const HONEST: [(&str, &str); 2] = [("honest", "a0a1a2a3a4a5a6a7"), ("slot-byte", "b0b1b2b3b4b5b6b7")];
 
 struct Built {
     exe: PathBuf,
@@ -116,10 +124,9 @@ fn dump_gives_each_lie_its_own_miss_and_reads_the_honest_thread() {
         let row = rows.iter().find(|t| t["tid"] == tid).unwrap_or_else(|| panic!("no row for {name}"));
         assert_eq!(row["state"], state, "{name}: {row:#}");
         assert_eq!(row["nodejs_miss"].as_str(), miss, "{name}: {row:#}");
-        assert!(!row["problems"].as_array().unwrap().is_empty() || name == "honest", "{name} says why: {row:#}");
+        assert!(!row["problems"].as_array().unwrap().is_empty() || state == "valid", "{name} says why: {row:#}");
     }
-    let honest = &w.published[w.names.iter().position(|n| n == "honest").unwrap()];
-    common::assert_dump_matches(&v, std::slice::from_ref(honest));
+    common::assert_dump_matches(&v, &honest_threads(&w));
     // validate judges the lies malformed (exit 1), in time.
     let r = bounded(&["validate", &w.pid.to_string()]);
     assert_eq!(r.code, 1, "validate should find the lies malformed:\n{}\n{}", r.stdout, r.stderr);
@@ -142,8 +149,8 @@ fn the_sampler_counts_each_lie_as_its_own_state() {
         if let Some(v) = line.and_then(|l| serde_json::from_str::<Value>(l).ok()) {
             if let Some(name) = v["tid"].as_i64().and_then(|t| by_name.get(&t)) {
                 *states.entry(name).or_default().entry(v["state"].as_str().unwrap_or("?").to_string()).or_default() += 1;
-                if *name == "honest" {
-                    assert_eq!(v["span_id"], "a0a1a2a3a4a5a6a7", "{v}");
+                if let Some((_, span)) = HONEST.iter().find(|(n, _)| n == name) {
+                    assert_eq!(v["span_id"], *span, "{name}: {v}");
                 }
             }
         }
@@ -162,6 +169,47 @@ fn the_sampler_counts_each_lie_as_its_own_state() {
     for state in ["nodejs_no_store", "nodejs_frame_fault", "nodejs_chain_too_long", "nodejs_bad_frame", "record_fault"] {
         assert!(because.contains(state), "{state} missing from {because:?}");
     }
+}
+
+fn honest_threads(w: &WriterProcess) -> Vec<common::Published> {
+    HONEST.iter().map(|(name, _)| w.published[w.names.iter().position(|n| n == name).unwrap()].clone()).collect()
+}
+
+/// The revision this package's writer published before RFC #1861's latest text: the process
+/// context names the offset of the record pointer in the native wrapper the field points at.
+/// Both honest threads read, through ptrace and eBPF: the layout's thread through the wrapper,
+/// the byte's thread with the field as the record.
+#[test]
+fn a_native_wrapper_revision_and_the_byte_both_read() {
+    let w = target(&["--native-wrap", "--spin"]);
+    let pid = w.pid.to_string();
+    let r = bounded(&["dump", "--json", &pid]);
+    assert_eq!(r.code, 0, "dump: {}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    common::fail_clearly_if_ptrace_denied(&v);
+    common::assert_dump_matches(&v, &honest_threads(&w));
+    if !ebpf_or_skip("a_native_wrapper_revision_and_the_byte_both_read (record)") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let by_name = names(&w);
+    let mut valid: HashMap<&str, usize> = HashMap::new();
+    let r = thread_ctx_until(&["record", &pid, "--hz", "199", "--duration", "60s", "--format", "jsonl", "--no-user-stacks"], |line| {
+        if let Some(v) = line.and_then(|l| serde_json::from_str::<Value>(l).ok()) {
+            if let Some(&(name, span)) = v["tid"].as_i64().and_then(|t| by_name.get(&t)).and_then(|n| HONEST.iter().find(|(h, _)| h == n)) {
+                assert_eq!((v["state"].as_str(), v["span_id"].as_str()), (Some("valid"), Some(span)), "{name}: {v}");
+                *valid.entry(name).or_default() += 1;
+            }
+        }
+        HONEST.iter().all(|(n, _)| valid.get(n).is_some_and(|&c| c >= MIN_SAMPLES_EACH))
+    });
+    assert_eq!(r.code, 0, "record: {}", r.stderr);
+    assert!(
+        HONEST.iter().all(|(n, _)| valid.get(n).is_some_and(|&c| c >= MIN_SAMPLES_EACH)),
+        "{valid:?}
+{}",
+        r.stderr
+    );
 }
 
 #[test]

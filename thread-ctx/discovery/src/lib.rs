@@ -23,6 +23,7 @@
 //! not supported (OTEP 4947 excludes it).
 
 pub mod build_id;
+pub mod cgroup_cpu;
 pub mod container;
 pub mod ctx_record;
 mod discover;

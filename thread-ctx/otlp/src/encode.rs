@@ -22,6 +22,7 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfil
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 use opentelemetry_proto::tonic::profiles::v1development as otlp;
+use thread_ctx_discovery::cgroup_cpu::CpuThrottling;
 use thread_ctx_discovery::maps::Mapping as MapsLine;
 use thread_ctx_discovery::process_context_proto::Resource;
 use thread_ctx_profile::symbolized::StackFrame;
@@ -36,6 +37,11 @@ pub const THREAD_NAME: &str = "thread.name";
 pub const THREAD_VID: &str = "thread.vid";
 /// Off-CPU samples: `blocked` or `preempted`.
 pub const OFF_CPU_STATE: &str = "thread.off_cpu.state";
+/// Profile attributes, where the agent read the process's cgroup: how long its CPU quota
+/// throttled it in the window (ns, and quota periods), and which cgroup's quota that was.
+pub const CGROUP_THROTTLED_NS: &str = "thread_ctx.cgroup.cpu.throttled_ns";
+pub const CGROUP_NR_THROTTLED: &str = "thread_ctx.cgroup.cpu.nr_throttled";
+pub const CGROUP_PATH: &str = "thread_ctx.cgroup.path";
 use thread_ctx_profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// One process's profile over one window.
@@ -45,6 +51,8 @@ pub struct ProcessWindow<'a> {
     /// The window, wall clock.
     pub start_unix_ns: u64,
     pub duration_ns: u64,
+    /// Its cgroup's CPU throttling over the window, where the agent read it.
+    pub throttling: Option<&'a CpuThrottling>,
 }
 
 /// The export request for one window of processes.
@@ -70,6 +78,14 @@ fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
     let mappings = ProcessMappings::new(dict, p);
     let mut known = KnownStacks::default();
     let mut out = Vec::new();
+    let attribute_indices: Vec<i32> = match w.throttling {
+        Some(t) => vec![
+            dict.attribute(CGROUP_THROTTLED_NS, AttrValue::Int(t.throttled_ns.min(i64::MAX as u64) as i64)),
+            dict.attribute(CGROUP_NR_THROTTLED, AttrValue::Int(t.nr_throttled.min(i64::MAX as u64) as i64)),
+            dict.attribute(CGROUP_PATH, AttrValue::Str(&t.cgroup)),
+        ],
+        None => Vec::new(),
+    };
     for measure in p.measures() {
         let entries: Vec<&Entry> = p.entries.iter().filter(|e| e.kind.measure() == measure).collect();
         for &value in measure.otlp_values() {
@@ -82,6 +98,7 @@ fn profiles_of(dict: &mut Dictionary, w: &ProcessWindow) -> Vec<otlp::Profile> {
                 duration_nano: w.duration_ns,
                 period_type: Some(dict.value_type("cpu", "nanoseconds")),
                 period: p.cpu_period_ns as i64,
+                attribute_indices: attribute_indices.clone(),
                 ..Default::default()
             });
         }
@@ -407,11 +424,54 @@ pub(crate) mod tests {
         p
     }
 
+    /// A process whose cgroup's quota throttled it: every profile of its window says how long,
+    /// how often and which cgroup; a process without the reading says nothing.
+    #[test]
+    fn cgroup_throttling_rides_on_the_window_profiles() {
+        let p = profile();
+        let t = CpuThrottling { cgroup: "/kubepods/pod1".into(), version: 2, nr_throttled: 7, throttled_ns: 2_500_000 };
+        let req = export_request(&[
+            ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 1, duration_ns: 10, throttling: Some(&t) },
+            ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 1, duration_ns: 10, throttling: None },
+        ]);
+        let d = req.dictionary.as_ref().unwrap();
+        let attrs = |prof: &otlp::Profile| -> Vec<(String, String)> {
+            prof.attribute_indices
+                .iter()
+                .map(|&i| {
+                    let a = &d.attribute_table[i as usize];
+                    let v = a.value.as_ref().unwrap();
+                    let text = match &v.value {
+                        Some(any_value::Value::IntValue(n)) => n.to_string(),
+                        _ => as_str(v).unwrap().to_string(),
+                    };
+                    (d.string_table[a.key_strindex as usize].clone(), text)
+                })
+                .collect()
+        };
+        let throttled = &req.resource_profiles[0].scope_profiles[0].profiles;
+        assert_eq!(throttled.len(), 2);
+        for prof in throttled {
+            assert_eq!(
+                attrs(prof),
+                [(CGROUP_THROTTLED_NS, "2500000"), (CGROUP_NR_THROTTLED, "7"), (CGROUP_PATH, "/kubepods/pod1")]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            );
+        }
+        assert!(req.resource_profiles[1].scope_profiles[0].profiles.iter().all(|p| p.attribute_indices.is_empty()));
+    }
+
     #[test]
     fn a_window_becomes_one_request_with_shared_tables() {
         let p = profile();
         let resource = Resource { attributes: vec![kv("service.name", string_value("shop"))], ..Default::default() };
-        let req = export_request(&[ProcessWindow { resource: &resource, profile: &p, start_unix_ns: 1_000_000_000_000, duration_ns: 10 }]);
+        let req = export_request(&[ProcessWindow {
+            resource: &resource,
+            profile: &p,
+            start_unix_ns: 1_000_000_000_000,
+            duration_ns: 10,
+            throttling: None,
+        }]);
         let d = req.dictionary.as_ref().unwrap();
         let s = |i: i32| d.string_table[i as usize].as_str();
         assert_eq!(
@@ -473,7 +533,8 @@ pub(crate) mod tests {
     fn without_every_time_samples_carry_one_aggregated_value() {
         let mut p = profile();
         p.times_complete = false;
-        let req = export_request(&[ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0 }]);
+        let req =
+            export_request(&[ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0, throttling: None }]);
         let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
         assert_eq!((profiles[0].samples[0].values.as_slice(), profiles[0].samples[0].timestamps_unix_nano.len()), (&[2][..], 0));
         assert_eq!(profiles[1].samples[0].values, vec![50_000_000]);
@@ -486,7 +547,8 @@ pub(crate) mod tests {
         let cpu = p.entries[0].clone();
         let at = |t: u64| Observation { time_ns: t, weight: 600_000 };
         p.push_entry(Entry { kind: SampleKind::Alloc, count: 3, weight: 1_800_000, times: vec![at(1), at(2), at(3)], ..cpu });
-        let req = export_request(&[ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0 }]);
+        let req =
+            export_request(&[ProcessWindow { resource: &Resource::default(), profile: &p, start_unix_ns: 0, duration_ns: 0, throttling: None }]);
         let d = req.dictionary.as_ref().unwrap();
         let s = |i: i32| d.string_table[i as usize].as_str();
         let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;

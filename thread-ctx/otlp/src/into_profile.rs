@@ -252,8 +252,8 @@ mod tests {
     fn what_the_agent_sends_comes_back_as_the_same_profile() {
         let p = sent();
         let req = export_request(&[
-            ProcessWindow { resource: &resource("42"), profile: &p, start_unix_ns: 1_000, duration_ns: 10 },
-            ProcessWindow { resource: &resource("43"), profile: &p, start_unix_ns: 1_000, duration_ns: 10 },
+            ProcessWindow { resource: &resource("42"), profile: &p, start_unix_ns: 1_000, duration_ns: 10, throttling: None },
+            ProcessWindow { resource: &resource("43"), profile: &p, start_unix_ns: 1_000, duration_ns: 10, throttling: None },
         ]);
         let data = ProfilesData { resource_profiles: req.resource_profiles, dictionary: req.dictionary };
         let back = processes(&resolve(&data).unwrap());

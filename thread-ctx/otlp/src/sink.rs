@@ -18,7 +18,13 @@ impl WindowSink for OtlpSink {
         let windows: Vec<ProcessWindow> = w
             .processes
             .iter()
-            .map(|p| ProcessWindow { resource: &p.resource, profile: &p.profile, start_unix_ns: w.start_unix_ns, duration_ns: w.duration_ns })
+            .map(|p| ProcessWindow {
+                resource: &p.resource,
+                profile: &p.profile,
+                start_unix_ns: w.start_unix_ns,
+                duration_ns: w.duration_ns,
+                throttling: p.cpu_throttling.as_ref(),
+            })
             .collect();
         self.exporter.export(export_request(&windows));
         Ok(())

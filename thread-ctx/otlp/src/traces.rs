@@ -19,6 +19,7 @@ pub const CPU_NO_SPAN_MS: &str = "thread_ctx.cpu.no_span_ms";
 pub const OFF_CPU_TRACE_MS: &str = "thread_ctx.off_cpu.trace_ms";
 pub const OFF_CPU_OTHER_TRACES_MS: &str = "thread_ctx.off_cpu.other_traces_ms";
 pub const OFF_CPU_NO_SPAN_MS: &str = "thread_ctx.off_cpu.no_span_ms";
+pub const OFF_CPU_RUNNABLE_MS: &str = "thread_ctx.off_cpu.runnable_ms";
 pub const ALLOC_BYTES: &str = "thread_ctx.alloc_bytes";
 pub const SAMPLES: &str = "thread_ctx.samples";
 /// The route the connector gave an entry span without `http.route`, and where it came from.
@@ -27,6 +28,9 @@ pub const ROUTE_SOURCE: &str = "thread_ctx.route.source";
 pub const PROFILE_EVENT: &str = "thread_ctx.profile";
 pub const TOP_FRAMES: &str = "top_frames";
 pub const HELD_BY: &str = "held_by";
+pub const HELD_BY_OTHERS: &str = "held_by_others";
+pub const HELD_BY_OTHERS_MS: &str = "held_by_others_ms";
+pub const HELD_BY_ROUTES: &str = "held_by_routes";
 pub const TOP_ALLOC_FRAMES: &str = "top_alloc_frames";
 
 /// The spans of a file exporter's traces output, and the bytes at its end that are not a whole
@@ -63,10 +67,14 @@ pub fn spans_of(data: &TracesData) -> Vec<Span> {
                     off_cpu_trace_ms: f64_attr(&s.attributes, OFF_CPU_TRACE_MS),
                     off_cpu_other_traces_ms: f64_attr(&s.attributes, OFF_CPU_OTHER_TRACES_MS),
                     off_cpu_no_span_ms: f64_attr(&s.attributes, OFF_CPU_NO_SPAN_MS),
+                    off_cpu_runnable_ms: f64_attr(&s.attributes, OFF_CPU_RUNNABLE_MS),
                     alloc_bytes: i64_attr(&s.attributes, ALLOC_BYTES),
                     samples: i64_attr(&s.attributes, SAMPLES),
                     top_frames: list(TOP_FRAMES),
                     held_by: list(HELD_BY),
+                    held_by_others: event.and_then(|e| i64_attr(&e.attributes, HELD_BY_OTHERS)).unwrap_or(0),
+                    held_by_others_ms: event.and_then(|e| f64_attr(&e.attributes, HELD_BY_OTHERS_MS)).unwrap_or(0.0),
+                    held_by_routes: list(HELD_BY_ROUTES),
                     top_alloc_frames: list(TOP_ALLOC_FRAMES),
                 }
             });
@@ -162,12 +170,16 @@ pub(crate) mod tests {
                 kv(CPU_NO_SPAN_MS, StringValue("lies".into())),
                 kv(OFF_CPU_OTHER_TRACES_MS, DoubleValue(43.5)),
                 kv(OFF_CPU_NO_SPAN_MS, DoubleValue(11.7)),
+                kv(OFF_CPU_RUNNABLE_MS, DoubleValue(2.5)),
                 kv(SAMPLES, IntValue(4)),
             ],
             events: vec![Event {
                 name: PROFILE_EVENT.into(),
                 attributes: vec![
                     kv(HELD_BY, strs(&["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"])),
+                    kv(HELD_BY_OTHERS, IntValue(2)),
+                    kv(HELD_BY_OTHERS_MS, DoubleValue(26.2)),
+                    kv(HELD_BY_ROUTES, strs(&["/hog 83.9ms in 3 requests: hogCPU (service.js:24)"])),
                     kv("thread.id", IntValue(7)),
                 ],
                 ..Default::default()
@@ -208,6 +220,8 @@ pub(crate) mod tests {
         assert_eq!(j.cpu_no_span_ms, None, "a string where a double belongs is not trusted");
         assert_eq!((j.off_cpu_trace_ms, j.alloc_bytes), (None, None), "absent: the agent did not measure them");
         assert_eq!(j.held_by, ["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"]);
+        assert_eq!((j.held_by_others, j.held_by_others_ms, j.off_cpu_runnable_ms), (2, 26.2, Some(2.5)));
+        assert_eq!(j.held_by_routes, ["/hog 83.9ms in 3 requests: hogCPU (service.js:24)"]);
         assert!(!spans[1].entry && spans[1].joined.is_none());
 
         std::fs::write(&path, b"{\"resourceSpans\":[]}").unwrap();

@@ -20,11 +20,19 @@ pub struct Joined {
     pub off_cpu_trace_ms: Option<f64>,
     pub off_cpu_other_traces_ms: Option<f64>,
     pub off_cpu_no_span_ms: Option<f64>,
+    /// Off CPU but runnable (waiting for a CPU: preempted or throttled); present with off-CPU.
+    pub off_cpu_runnable_ms: Option<f64>,
     /// Present when the agent traced allocations.
     pub alloc_bytes: Option<i64>,
     pub samples: Option<i64>,
     pub top_frames: Vec<String>,
     pub held_by: Vec<String>,
+    /// The traces that held the thread but are not in `held_by`, and their ms: with `held_by`'s
+    /// they add up to the other requests' time.
+    pub held_by_others: i64,
+    pub held_by_others_ms: f64,
+    /// The same time by route: `<route> <ms>ms in <n> requests: <top frame>`.
+    pub held_by_routes: Vec<String>,
     pub top_alloc_frames: Vec<String>,
 }
 
@@ -82,6 +90,42 @@ pub fn parse_holder(s: &str) -> Option<Holder> {
     Some(Holder { who: words[..i].join(" "), trace_id: words[i].to_string(), ms, frame: words[i + 2..].join(" ") })
 }
 
+/// One `held_by_routes` entry: `<route> <ms>ms in <n> requests: <top frame>`, or the rest of the
+/// routes, `(<k> other routes) <ms>ms in <n> requests` (no frame).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteHold {
+    pub route: String,
+    pub ms: f64,
+    pub requests: u64,
+    pub frame: Option<String>,
+}
+
+/// The route `held_by_routes` gives the routes past its top ones.
+pub const OTHER_ROUTES: &str = "(other routes)";
+
+/// Parses a `held_by_routes` entry; None when it is not in the contract's form. `<route>` may
+/// hold spaces (a span name); `<ms>ms in <n> requests` ends it.
+pub fn parse_route_hold(s: &str) -> Option<RouteHold> {
+    let words: Vec<&str> = s.split(' ').collect();
+    let i = (1..words.len().saturating_sub(3)).find(|&i| {
+        words[i].strip_suffix("ms").is_some_and(|m| m.parse::<f64>().is_ok())
+            && words[i + 1] == "in"
+            && words[i + 2].parse::<u64>().is_ok()
+            && (words[i + 3] == "requests" || words[i + 3] == "requests:")
+    })?;
+    let ms = words[i].strip_suffix("ms")?.parse().ok()?;
+    let requests = words[i + 2].parse().ok()?;
+    let who = words[..i].join(" ");
+    let (route, frame) = if words[i + 3] == "requests:" {
+        (who, Some(words[i + 4..].join(" ")))
+    } else if who.starts_with('(') && who.ends_with(" other routes)") {
+        (OTHER_ROUTES.to_string(), None)
+    } else {
+        return None;
+    };
+    Some(RouteHold { route, ms, requests, frame })
+}
+
 /// Parses a `top_frames` entry, `function (file:line) NN%`, into the frame and its share (0-1);
 /// `<1%` counts as half a percent.
 pub fn parse_frame(s: &str) -> Option<(String, f64)> {
@@ -108,6 +152,9 @@ pub struct Explanation {
     pub no_span_cpu_ms: f64,
     pub blocked_in_it_ms: f64,
     pub idle_ms: f64,
+    /// Waiting for a CPU (off_cpu.runnable_ms), over the requests that carried it.
+    pub cpu_starved_ms: f64,
+    pub runnable_measured: usize,
     /// Enriched requests that carried the off-CPU fields (the agent ran with `--off-cpu`): the
     /// off-CPU figures are means over these.
     pub off_cpu_measured: usize,
@@ -119,6 +166,10 @@ pub struct Explanation {
     pub own_frames: Vec<(String, f64)>,
     /// Other requests that held the thread, by route (or span name): ms and their top frame.
     pub held_by: Vec<(String, f64, String)>,
+    /// The rest of the other requests' time: routes past the top ones, and traces the spans
+    /// did not name. `held_by` and this add up to the other requests' time where the spans
+    /// carry `held_by_routes`.
+    pub held_by_rest_ms: f64,
     pub alloc_frames: Vec<(String, f64)>,
 }
 
@@ -144,6 +195,10 @@ impl Explanation {
                 e.blocked_in_it_ms += own;
                 e.idle_ms += idle;
             }
+            if let Some(runnable) = j.off_cpu_runnable_ms {
+                e.runnable_measured += 1;
+                e.cpu_starved_ms += runnable;
+            }
             if let Some(bytes) = j.alloc_bytes {
                 e.alloc_measured += 1;
                 e.alloc_bytes += bytes;
@@ -155,10 +210,24 @@ impl Explanation {
             for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
                 *alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
             }
-            for h in j.held_by.iter().filter_map(|h| parse_holder(h)) {
-                let slot = held.entry(h.who).or_default();
-                slot.0 += h.ms;
-                *slot.1.entry(h.frame).or_default() += h.ms;
+            let routes: Vec<RouteHold> = j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)).collect();
+            if routes.is_empty() {
+                // Spans of a connector before held_by_routes: its listed traces only.
+                for h in j.held_by.iter().filter_map(|h| parse_holder(h)) {
+                    let slot = held.entry(h.who).or_default();
+                    slot.0 += h.ms;
+                    *slot.1.entry(h.frame).or_default() += h.ms;
+                }
+            }
+            for r in routes {
+                match r.frame {
+                    Some(frame) => {
+                        let slot = held.entry(r.route).or_default();
+                        slot.0 += r.ms;
+                        *slot.1.entry(frame).or_default() += r.ms;
+                    }
+                    None => e.held_by_rest_ms += r.ms,
+                }
             }
         }
         e.own_frames = heaviest(own, top);
@@ -166,6 +235,7 @@ impl Explanation {
         let mut by_who: Vec<(String, f64, String)> =
             held.into_iter().map(|(who, (ms, frames))| (who, ms, heaviest(frames, 1).pop().map(|f| f.0).unwrap_or_default())).collect();
         by_who.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        e.held_by_rest_ms += by_who.iter().skip(top).map(|h| h.1).sum::<f64>();
         by_who.truncate(top);
         e.held_by = by_who;
         e
@@ -194,21 +264,25 @@ impl Explanation {
         }
         if self.off_cpu_measured > 0 {
             out += &line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
-            out += &line("off CPU inside it (blocked, preempted)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            out += &line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
             out += &line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+            if self.runnable_measured > 0 {
+                out += &line("waiting for a CPU (preempted, throttled)", self.cpu_starved_ms, self.runnable_measured, String::new());
+            }
         } else {
             out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
         }
-        // A holder whose mean rounds to 0.0 ms explains nothing: not listed.
-        let held: Vec<String> = self
-            .held_by
-            .iter()
-            .map(|(who, ms, frame)| (who, ms / self.enriched as f64, frame))
-            .filter(|(_, mean, _)| *mean >= 0.05)
-            .map(|(who, mean, frame)| format!("{who} {mean:.1} ms in {frame}"))
-            .collect();
-        if !held.is_empty() {
-            out += &format!("{indent}{:<38}{}\n", "held by", held.join(", "));
+        if !self.held_by.is_empty() {
+            let per = |ms: f64| ms / self.enriched as f64;
+            // A holder whose mean rounds to 0.0 ms names nothing: it counts in `others`.
+            let (named, tiny): (Vec<_>, Vec<_>) = self.held_by.iter().partition(|h| per(h.1) >= 0.05);
+            let mut held: Vec<String> = named.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", per(*ms))).collect();
+            let rest = self.held_by_rest_ms + tiny.iter().map(|h| h.1).sum::<f64>();
+            if rest > 0.0 {
+                held.push(format!("others {:.1} ms", per(rest)));
+            }
+            let all = self.held_by.iter().map(|h| h.1).sum::<f64>() + self.held_by_rest_ms;
+            out += &format!("{indent}{:<38}{} (= {:.1} ms)\n", "held by", held.join(", "), per(all));
         }
         match mean(self.alloc_bytes as f64, self.alloc_measured) {
             Some(bytes) => {
@@ -251,11 +325,63 @@ pub struct RouteReport {
     pub slowest_from_ms: f64,
 }
 
+/// Who made others wait: one holder route and its top line, over every enriched request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inflicted {
+    /// The holder's route (or span name); `(other routes)` for those a span did not list.
+    pub route: String,
+    /// Its top frame on the requests it delayed, `function (file:line)`; None for the rest.
+    pub frame: Option<String>,
+    /// The time it made other requests wait on their thread.
+    pub ms: f64,
+    /// The requests it delayed.
+    pub delayed: u64,
+    /// Its share of all the time requests waited for others (0-1).
+    pub share: f64,
+}
+
+/// Who made others wait, from each request's `held_by_routes`: the `top` heaviest holders
+/// (route and line), the rest in one `(others)` row, so that the rows add up to `waiting_ms`.
+fn inflicted(entries: &[&Span], top: usize) -> (Vec<Inflicted>, f64) {
+    let mut by: BTreeMap<(String, Option<String>), (f64, u64)> = BTreeMap::new();
+    let mut waiting = 0.0;
+    for j in entries.iter().filter_map(|s| s.joined.as_ref()) {
+        waiting += j.cpu_other_traces_ms.unwrap_or(0.0) + j.off_cpu_other_traces_ms.unwrap_or(0.0);
+        for r in j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)) {
+            let slot = by.entry((r.route, r.frame)).or_default();
+            slot.0 += r.ms;
+            // One delayed request: this span.
+            slot.1 += 1;
+        }
+    }
+    let mut rows: Vec<Inflicted> =
+        by.into_iter().map(|((route, frame), (ms, delayed))| Inflicted { route, frame, ms, delayed, share: 0.0 }).collect();
+    rows.sort_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.route.cmp(&b.route)).then_with(|| a.frame.cmp(&b.frame)));
+    if rows.len() > top {
+        let rest = rows.split_off(top);
+        rows.push(Inflicted {
+            route: "(others)".into(),
+            frame: None,
+            ms: rest.iter().map(|r| r.ms).sum(),
+            delayed: rest.iter().map(|r| r.delayed).sum(),
+            share: 0.0,
+        });
+    }
+    for r in &mut rows {
+        r.share = if waiting > 0.0 { r.ms / waiting } else { 0.0 };
+    }
+    (rows, waiting)
+}
+
 /// The report of a file's spans.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub spans: usize,
     pub routes: Vec<RouteReport>,
+    /// Who made others wait, heaviest first; its ms add up to `waiting_ms`.
+    pub inflicted: Vec<Inflicted>,
+    /// The time every enriched request waited for others (cpu + off_cpu other_traces_ms).
+    pub waiting_ms: f64,
     /// `--slowest N`: the N slowest requests, each explained.
     pub slowest: Vec<(Span, Explanation)>,
 }
@@ -289,9 +415,10 @@ pub fn report(spans: &[Span], slowest: usize, top: usize) -> Report {
         .collect();
     routes.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.route.cmp(&b.route)));
     let mut entries: Vec<&Span> = spans.iter().filter(|s| s.entry).collect();
+    let (inflicted, waiting_ms) = inflicted(&entries, top);
     entries.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then_with(|| a.trace_id.cmp(&b.trace_id)));
     let slowest = entries.into_iter().take(slowest).map(|s| ((*s).clone(), Explanation::of(&[s], top))).collect();
-    Report { spans: spans.len(), routes, slowest }
+    Report { spans: spans.len(), routes, inflicted, waiting_ms, slowest }
 }
 
 /// What the report says of a route the connector named because its spans had no `http.route`.
@@ -313,6 +440,17 @@ impl Report {
         out += &format!("{:<32}{:>9}{:>10}{:>10}{:>10}{:>10}\n", "ROUTE", "REQUESTS", "p50 ms", "p90 ms", "p99 ms", "max ms");
         for r in &self.routes {
             out += &format!("{:<32}{:>9}{:>10.1}{:>10.1}{:>10.1}{:>10.1}\n", r.route, r.requests, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms);
+        }
+        if !self.inflicted.is_empty() {
+            out += &format!(
+                "\nwho made others wait: the time requests waited on their thread while other requests held it ({:.1} ms in all), by holder\n",
+                self.waiting_ms
+            );
+            out += &format!("{:<32}{:<44}{:>14}{:>10}{:>8}\n", "HOLDER ROUTE", "TOP LINE", "INFLICTED ms", "DELAYED", "SHARE");
+            for r in &self.inflicted {
+                let frame = r.frame.as_deref().unwrap_or("-");
+                out += &format!("{:<32}{:<44}{:>14.1}{:>10}{:>6.0} %\n", r.route, frame, r.ms, r.delayed, 100.0 * r.share);
+            }
         }
         for r in &self.routes {
             let e = &r.slowest;
@@ -421,6 +559,76 @@ mod tests {
         assert!(text.contains("not enriched"), "{text}");
         assert!(text.contains("allocated                             not measured: the agent ran without --alloc"), "{text}");
         assert!(!text.contains("without --off-cpu"), "off-CPU time was measured: {text}");
+    }
+
+    /// A request held by three routes, one past the span's top ones: `held_by_routes` rolls the
+    /// other requests' time up by route, so the report's "held by" line adds up to it, and the
+    /// who-made-others-wait table sums it over the requests.
+    fn held(ms_hog: f64, ms_block: f64, rest: f64) -> Joined {
+        Joined {
+            cpu_span_ms: Some(0.0),
+            cpu_trace_ms: Some(0.0),
+            cpu_other_traces_ms: Some(ms_hog),
+            cpu_no_span_ms: Some(0.0),
+            off_cpu_other_traces_ms: Some(ms_block + rest),
+            off_cpu_trace_ms: Some(0.0),
+            off_cpu_no_span_ms: Some(1.0),
+            off_cpu_runnable_ms: Some(2.0),
+            held_by: vec![format!("/hog 4bf92f3577b34da6a3ce929d0e0e4736 {ms_hog:.1}ms: hogCPU (service.js:24)")],
+            held_by_others: 2,
+            held_by_others_ms: ms_block + rest,
+            held_by_routes: vec![
+                format!("/hog {ms_hog:.1}ms in 1 requests: hogCPU (service.js:24)"),
+                format!("GET /block {ms_block:.1}ms in 1 requests: blockFor (service.js:35)"),
+                format!("(1 other routes) {rest:.1}ms in 1 requests"),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn route_holds_parse_as_the_connector_writes_them() {
+        assert_eq!(
+            parse_route_hold("GET /block 12.5ms in 3 requests: blockFor (service.js:35)"),
+            Some(RouteHold { route: "GET /block".into(), ms: 12.5, requests: 3, frame: Some("blockFor (service.js:35)".into()) })
+        );
+        assert_eq!(
+            parse_route_hold("(4 other routes) 1.5ms in 6 requests"),
+            Some(RouteHold { route: OTHER_ROUTES.into(), ms: 1.5, requests: 6, frame: None })
+        );
+        assert_eq!(parse_route_hold("/x 1ms in many requests: f"), None);
+        assert_eq!(parse_route_hold("/x 1.0ms in 2 requests"), None, "a route without its frame");
+    }
+
+    #[test]
+    fn held_by_adds_up_and_who_made_others_wait() {
+        let spans = [span("/wait", 100.0, Some(held(30.0, 20.0, 0.5))), span("/wait", 90.0, Some(held(50.0, 0.0, 1.5)))];
+        let e = Explanation::of(&spans.iter().collect::<Vec<_>>(), 2);
+        let text = e.render("");
+        // Per request: /hog 40, /block 10, others 1: 51 = (30 + 20.5 + 50 + 1.5) / 2.
+        assert!(text.contains("held by                               /hog 40.0 ms in hogCPU (service.js:24), GET /block 10.0 ms in blockFor (service.js:35), others 1.0 ms (= 51.0 ms)"), "{text}");
+        assert!(text.contains("waiting for a CPU (preempted, throttled)"), "{text}");
+        let total = (e.other_requests_cpu_ms + e.other_requests_off_cpu_ms) / 2.0;
+        assert!((total - 51.0).abs() < 1e-9);
+
+        let r = report(&spans, 0, 2);
+        assert!((r.waiting_ms - 102.0).abs() < 1e-9);
+        let rows: Vec<(&str, Option<&str>, f64, u64)> = r.inflicted.iter().map(|i| (i.route.as_str(), i.frame.as_deref(), i.ms, i.delayed)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("/hog", Some("hogCPU (service.js:24)"), 80.0, 2),
+                ("GET /block", Some("blockFor (service.js:35)"), 20.0, 2),
+                ("(others)", None, 2.0, 2)
+            ]
+        );
+        assert!((r.inflicted.iter().map(|i| i.share).sum::<f64>() - 1.0).abs() < 1e-9, "the rows add up to all the waiting");
+        let text = r.render("traces.pb");
+        assert!(text.contains("who made others wait"), "{text}");
+        assert!(
+            text.contains("/hog                            hogCPU (service.js:24)                                80.0         2    78 %"),
+            "{text}"
+        );
     }
 
     /// Without --off-cpu the off-CPU parts are missing from the spans: the report says they were

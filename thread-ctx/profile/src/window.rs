@@ -2,6 +2,7 @@
 //! process's profile over it, with the resource that names the process.
 
 use crate::Profile;
+use thread_ctx_discovery::cgroup_cpu::CpuThrottling;
 use thread_ctx_discovery::process_context_proto::Resource;
 
 /// One process's profile over one window.
@@ -12,6 +13,9 @@ pub struct WindowProcess {
     pub profile: Profile,
     /// It exited during the window: this is its last profile.
     pub exited: bool,
+    /// How long its cgroup's CPU quota throttled it during the window, where the agent read it
+    /// (the agent sets it; the pipeline leaves it None).
+    pub cpu_throttling: Option<CpuThrottling>,
 }
 
 /// The profiles of one window.

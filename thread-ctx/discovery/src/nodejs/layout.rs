@@ -10,13 +10,17 @@
 //! is known: a writer built against other V8 headers than the node it runs in
 //! would send the walk to the wrong field.
 //!
-//! The last step has two shapes in the wild. Datadog's shipped writer
-//! (@datadog/pprof 5.20, the wrapper and record allocated together) stores the
-//! record's address itself in the embedder field, and publishes no
+//! The last step has three shapes in the wild. The latest text of RFC #1861
+//! fixes this layout by schema and puts the one offset that moves between V8
+//! versions, `record_slot_offset`, in each thread's TLS struct (this package's
+//! writer): when that byte is set the walk uses it, and the field is the record
+//! ([`super::walk`]). Before it, Datadog's shipped writer (@datadog/pprof 5.20,
+//! the wrapper and record allocated together) stores the record's address
+//! itself in the embedder field, and publishes no
 //! `threadlocal.native_wrap_fields_offset`; a writer that keeps the record
-//! behind its native wrapper publishes that offset, and the record pointer is
-//! read at `W + offset`. So: published → one more indirection; absent → `W` is
-//! the record.
+//! behind its native wrapper publishes that offset (this package's earlier
+//! writer), and the record pointer is read at `W + offset`. So: published → one
+//! more indirection; absent → `W` is the record.
 
 use crate::error::Error;
 use crate::v8_version::{V8Version, V8VersionError};
@@ -80,7 +84,7 @@ impl std::fmt::Display for NodejsLayout {
         };
         write!(
             f,
-            "{source}, {v8}: wrapped object +{} ({record}), JSMap table +{}, hash map header {}, tagged size {}",
+            "{source}, {v8}: wrapped object +{} ({record}; a thread's record_slot_offset, when its struct sets it, wins), JSMap table +{}, hash map header {}, tagged size {}",
             self.wrapped_object_offset, self.js_map_table_offset, self.ordered_hash_map_header_size, self.tagged_size
         )
     }

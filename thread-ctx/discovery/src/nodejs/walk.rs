@@ -9,9 +9,15 @@
 //! 3. bucket `als_identity_hash & (buckets - 1)`; follow the chain comparing
 //!    each key with `*als_handle` (the writer's AsyncLocalStorage, kept current by the GC).
 //! 4. the value (the ALS store): `undefined` → no context; else a JSObject whose
-//!    embedder field at `wrapped_object_offset` holds a native pointer `W`: the
-//!    record itself, or (when the writer publishes `native_wrap_fields_offset`)
-//!    its wrapper, with the record pointer at `W + native_wrap_fields_offset`.
+//!    internal field holds a native pointer `W`. Where, and what `W` is, depends
+//!    on the revision of RFC #1861 the writer follows:
+//!    - latest: the struct's `record_slot_offset` byte (at `2*ptr+4`) says where
+//!      the field is, and `W` is the record (this package's writer);
+//!    - earlier, the byte 0: the field at the layout's `wrapped_object_offset`
+//!      (published as a process-context integer, or this schema's default for the
+//!      target's V8: dd-trace 6.21), `W` the record, or (when the writer
+//!      publishes `native_wrap_fields_offset`) its wrapper, with the record
+//!      pointer at `W + native_wrap_fields_offset`.
 //!
 //! Every word on the way is the target's: a tagged pointer must carry the heap
 //! object tag, a count must be a Smi, the bucket count a power of two within
@@ -23,8 +29,11 @@ use super::layout::NodejsLayout;
 use crate::remote_memory::TargetMemory;
 use serde::Serialize;
 
-/// Size of the TLS struct: `{u64 cped_slot; u64 als_handle; i32 als_identity_hash; u32 pad; u64 undefined_addr}`.
+/// Size of the TLS struct: `{u64 cped_slot; u64 als_handle; i32 als_identity_hash;
+/// u8 record_slot_offset; u8 reserved[3]; u64 undefined_addr}`.
 pub const STRUCT_SIZE: usize = 32;
+/// Where the struct's `record_slot_offset` byte is: `2 * sizeof(void *) + 4`.
+pub const RECORD_SLOT_OFFSET_AT: usize = 20;
 /// Buckets accepted in a frame's table. A frame has one entry per
 /// AsyncLocalStorage that holds a value; V8 sizes the table at half its
 /// capacity (load factor 2), so real frames have a handful of buckets.
@@ -48,6 +57,9 @@ pub struct DiscoveryStruct {
     pub cped_slot: u64,
     pub als_handle: u64,
     pub als_identity_hash: i32,
+    /// Where the stored object keeps its record's address (RFC #1861, latest text); 0 from a
+    /// writer of an earlier revision, whose layout then says.
+    pub record_slot_offset: u8,
     pub undefined_addr: u64,
 }
 
@@ -58,6 +70,7 @@ impl DiscoveryStruct {
             cped_slot: word(0),
             als_handle: word(8),
             als_identity_hash: i32::from_ne_bytes(b[16..20].try_into().unwrap()),
+            record_slot_offset: b[RECORD_SLOT_OFFSET_AT],
             undefined_addr: word(24),
         }
     }
@@ -196,6 +209,14 @@ fn store_record<M: TargetMemory>(r: &Reader<'_, M>, s: &DiscoveryStruct, l: &Nod
     if !is_heap_object(store) {
         return Err((Miss::BadFrame, format!("store {store:#x} is not a tagged heap object")));
     }
+    if s.record_slot_offset != 0 {
+        let offset = u64::from(s.record_slot_offset);
+        if !offset.is_multiple_of(l.tagged_size) {
+            return Err((Miss::BadFrame, format!("record_slot_offset {offset} is not a multiple of the tagged size {}", l.tagged_size)));
+        }
+        let record = r.field(store, offset, "store's record slot")?;
+        return if record == 0 { Err((Miss::NoStore, "the store's record slot is cleared".into())) } else { Ok(record) };
+    }
     let wrapper = r.field(store, l.wrapped_object_offset, "store's embedder field")?;
     if wrapper == 0 {
         return Err((Miss::NoStore, "the store's embedder field is cleared".into()));
@@ -280,7 +301,13 @@ mod tests {
         w[t + 3 + (HASH as usize & 1)] = SMI(1);
         let e = t + 5;
         w[e..e + 6].copy_from_slice(&[tagged(40), tagged(UNDEFINED), SMI(-1), tagged(ALS), tagged(STORE), SMI(0)]);
-        let s = DiscoveryStruct { cped_slot: addr(CPED), als_handle: addr(HANDLE), als_identity_hash: HASH, undefined_addr: tagged(UNDEFINED) };
+        let s = DiscoveryStruct {
+            cped_slot: addr(CPED),
+            als_handle: addr(HANDLE),
+            als_identity_hash: HASH,
+            record_slot_offset: 0,
+            undefined_addr: tagged(UNDEFINED),
+        };
         (Heap { words: w, reads: Cell::new(0) }, s)
     }
 
@@ -294,6 +321,38 @@ mod tests {
         h2.words[STORE + 4] = addr(50);
         h2.words[51] = RECORD;
         assert_eq!(record_address(&h2, &s, &wrapped), Ok(RECORD), "one more indirection when the offset is published");
+    }
+
+    /// RFC #1861's latest text: the struct's byte says where the record's address is, whatever
+    /// the layout's (an earlier revision's) offset and wrapper indirection say.
+    #[test]
+    fn the_structs_record_slot_offset_wins_over_the_layout() {
+        let (mut h, mut s) = heap();
+        h.words[STORE + 4] = 0x10; // what the layout's offset would read: a lie
+        h.words[STORE + 5] = RECORD;
+        s.record_slot_offset = 40;
+        let mut wrapped = LAYOUT;
+        wrapped.native_wrap_fields_offset = Some(8);
+        assert_eq!(record_address(&h, &s, &wrapped), Ok(RECORD));
+        h.words[STORE + 5] = 0;
+        assert_eq!(record_address(&h, &s, &LAYOUT).unwrap_err().0, Miss::NoStore, "a cleared slot is no context");
+        s.record_slot_offset = 36;
+        let (miss, why) = record_address(&h, &s, &LAYOUT).unwrap_err();
+        assert_eq!(miss, Miss::BadFrame);
+        assert!(why.contains("record_slot_offset 36"), "{why}");
+    }
+
+    #[test]
+    fn the_struct_parses_as_the_rfc_lays_it_out() {
+        let mut b = [0u8; STRUCT_SIZE];
+        b[0..8].copy_from_slice(&7u64.to_ne_bytes());
+        b[8..16].copy_from_slice(&8u64.to_ne_bytes());
+        b[16..20].copy_from_slice(&(-5i32).to_ne_bytes());
+        b[20] = 32;
+        b[21..24].copy_from_slice(&[0xff; 3]); // reserved: ignored
+        b[24..32].copy_from_slice(&9u64.to_ne_bytes());
+        let s = DiscoveryStruct::parse(&b);
+        assert_eq!(s, DiscoveryStruct { cped_slot: 7, als_handle: 8, als_identity_hash: -5, record_slot_offset: 32, undefined_addr: 9 });
     }
 
     #[test]

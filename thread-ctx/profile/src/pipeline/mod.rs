@@ -475,7 +475,14 @@ impl Pipeline {
                             None => continue,
                         },
                     };
-                    window.processes.push(WindowProcess { pid: key.pid, service_name: id.service_name, resource: id.resource, profile, exited });
+                    window.processes.push(WindowProcess {
+                        pid: key.pid,
+                        service_name: id.service_name,
+                        resource: id.resource,
+                        profile,
+                        exited,
+                        cpu_throttling: None,
+                    });
                 }
                 self.finished.push(window);
             }

@@ -303,7 +303,14 @@ impl Worker {
             if f.exited {
                 self.builders.remove(&f.key.pid);
             }
-            processes.push(WindowProcess { pid: f.key.pid, service_name: f.service_name, resource: f.resource, profile, exited: f.exited });
+            processes.push(WindowProcess {
+                pid: f.key.pid,
+                service_name: f.service_name,
+                resource: f.resource,
+                profile,
+                exited: f.exited,
+                cpu_throttling: None,
+            });
         }
         Window { start_unix_ns: end.start_unix_ns, duration_ns: end.duration_ns, processes }
     }

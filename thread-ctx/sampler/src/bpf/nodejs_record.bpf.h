@@ -8,6 +8,8 @@
  *   elements, deleted, buckets              Smis after ordered_hash_map_header_size
  *   entry = bucket[hash & (buckets - 1)]    then the chain, key == *als_handle
  *   store = entry.value                     undefined: no context
+ *   record = *(store + s.record_slot_offset) when the struct's byte is set
+ *            (RFC #1861's latest text), else
  *   W = store's embedder field              (wrapped_object_offset)
  *   record = W, or *(W + native_wrap_fields_offset)
  *
@@ -33,14 +35,18 @@
 #define NODEJS_COUNT_WORDS 3
 #define NODEJS_ENTRY_WORDS 3
 
-/* The TLS struct (32 bytes). */
+/* The TLS struct (32 bytes). record_slot_offset: where the stored object keeps its record's
+ * address (0 from a writer of an earlier revision of the schema: the layout says then). */
 struct nodejs_tls {
 	__u64 cped_slot;
 	__u64 als_handle;
 	__s32 als_identity_hash;
-	__u32 pad;
+	__u8 record_slot_offset;
+	__u8 reserved[3];
 	__u64 undefined_addr;
 };
+_Static_assert(sizeof(struct nodejs_tls) == 32, "the struct readers copy");
+_Static_assert(__builtin_offsetof(struct nodejs_tls, record_slot_offset) == 20, "RFC #1861: 2 * ptr + 4");
 
 static __always_inline int nodejs_is_heap_object(__u64 v)
 {
@@ -129,6 +135,13 @@ static __always_inline int nodejs_record(const struct nodejs_layout *l, __u64 sl
 		return CTX_NODE_NO_STORE;
 	if (!nodejs_is_heap_object(store))
 		return CTX_NODE_BAD_FRAME;
+	if (s.record_slot_offset != 0) {
+		if (s.record_slot_offset % NODEJS_TAGGED_SIZE)
+			return CTX_NODE_BAD_FRAME;
+		if (bpf_probe_read_user(record, sizeof(*record), (void *)(store - NODEJS_HEAP_OBJECT_TAG + s.record_slot_offset)))
+			return CTX_NODE_FRAME_FAULT;
+		return *record == 0 ? CTX_NODE_NO_STORE : CTX_VALID;
+	}
 	if (bpf_probe_read_user(&field, sizeof(field), (void *)(store - NODEJS_HEAP_OBJECT_TAG + l->wrapped_object_offset)))
 		return CTX_NODE_FRAME_FAULT;
 	if (field == 0)
