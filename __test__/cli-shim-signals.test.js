@@ -13,6 +13,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { ROOT, isRoot, api } = require('./helpers/addon');
+const { canRun } = require('./helpers/needs');
 const { ENV, release, newService } = require('./helpers/release');
 
 const SHIM = path.join(ROOT, 'bin', 'thread-ctx.js');
@@ -67,11 +68,9 @@ async function until(what, condition) {
   throw new Error(`gave up after ${WAIT_MS / 1000} s waiting for ${what}`);
 }
 
+// Whether thread-ctx agent can run here (root, for eBPF); else the test is skipped, or fails under REQUIRE_EBPF=1.
 function needsEbpf(t) {
-  if (isRoot) return true;
-  if (process.env.REQUIRE_EBPF === '1') throw new Error('REQUIRE_EBPF=1, but the shim tests need root to run thread-ctx agent (eBPF)');
-  t.diagnostic('SKIPPED: thread-ctx agent needs root (eBPF); run as root to test the shim with it');
-  return false;
+  return canRun(t, isRoot ? false : 'the shim tests need root to run thread-ctx agent (eBPF)');
 }
 
 /** Starts `cmd args` in `cwd`; resolves once the agent says it is sampling, with stderr so far. */

@@ -10,6 +10,11 @@
 // from the repository's root (`js/tls/`, `.ci/run`), or when a table row, list item or paragraph
 // that names its top-level folder names the rest of its path (`tls/` in the `js/` row,
 // `src/discovery/` in the `reader/` row).
+//
+// Files too, where a newcomer looks for one by name: each doc (docs/*.md), script (scripts/*),
+// JS file of js/ and top-level module of a Rust crate (src/*.rs but lib.rs and main.rs). A file
+// counts as listed when the section names its path, or when a row, item or paragraph that names
+// one of its folders (`docs/`, `thread-ctx/otlp/`) names the file (`api.md`, `grpc.rs`).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -42,6 +47,28 @@ function foldersToList({ files, folders }) {
     for (const module of children(crate === '.' ? 'src' : `${crate}/src`)) wanted.add(module);
   }
   return [...wanted].sort();
+}
+
+/** The files the layout section must list by name (see the top of this file). */
+function filesToList({ files }) {
+  const crates = files.filter((f) => path.posix.basename(f) === 'Cargo.toml').map((f) => path.posix.dirname(f));
+  const sources = new Set(crates.map((c) => (c === '.' ? 'src' : `${c}/src`)));
+  return files.filter((f) => {
+    const dir = path.posix.dirname(f);
+    const name = path.posix.basename(f);
+    return (dir === 'docs' && name.endsWith('.md')) || dir === 'scripts' || (within(dir, 'js') && name.endsWith('.js'))
+      || (sources.has(dir) && name.endsWith('.rs') && name !== 'lib.rs' && name !== 'main.rs');
+  }).sort();
+}
+
+/** The files of `wanted` that no span of `blocks` lists (see the top of this file). */
+function unlistedFiles(wanted, blocks) {
+  return wanted.filter((file) => !blocks.some((spans) => {
+    const paths = spans.map(normalized).filter((p) => p !== '');
+    if (paths.includes(file)) return true;
+    const aboutItsFolder = paths.some((p) => p.includes('/') || !p.includes('.') ? within(file, p) : false);
+    return aboutItsFolder && paths.some((p) => file.endsWith(`/${p}`));
+  }));
 }
 
 /**
@@ -102,6 +129,29 @@ test("CONTRIBUTING.md's layout section lists every top-level, js/ and Rust sourc
   assert.notEqual(blocks, null, 'CONTRIBUTING.md: no level-2 heading with "layout" in it');
   const missing = unlisted(wanted, blocks);
   assert.deepEqual(missing, [], `folders missing from CONTRIBUTING.md's layout section (say what each holds): ${missing.join(', ')}`);
+});
+
+test("CONTRIBUTING.md's layout section names every doc, script, JS file and Rust module", () => {
+  const wanted = filesToList(checkoutFolders());
+  for (const file of ['docs/api.md', 'docs/spanprofiles.md', 'docs/nodejs-schema.md', 'scripts/test.sh', 'js/index.js', 'src/page.rs', 'thread-ctx/otlp/src/grpc.rs']) {
+    assert.ok(wanted.includes(file), `expected ${file} among the files to list, got ${wanted.join(' ')}`);
+  }
+  const blocks = layoutSection(fs.readFileSync(path.join(ROOT, 'CONTRIBUTING.md'), 'utf8'));
+  const missing = unlistedFiles(wanted, blocks);
+  assert.deepEqual(missing, [], `files missing from CONTRIBUTING.md's layout section (say what each holds): ${missing.join(', ')}`);
+});
+
+test('a file is listed by its path, or by its name beside one of its folders', () => {
+  const blocks = layoutSection([
+    '# Project', '', '## Layout', '',
+    '| path | what |', '|---|---|',
+    '| `docs/` | `api.md`, `cli.md` |',
+    '| `thread-ctx-otlp` (`thread-ctx/otlp/`) | `encode.rs`, `grpc.rs` |',
+    '| `scripts/test.sh` | the tests |', '',
+    'Elsewhere `http.rs`.',
+  ].join('\n'));
+  const wanted = ['docs/api.md', 'docs/spanprofiles.md', 'thread-ctx/otlp/src/grpc.rs', 'thread-ctx/otlp/src/http.rs', 'scripts/test.sh', 'scripts/fuzz.sh'];
+  assert.deepEqual(unlistedFiles(wanted, blocks), ['docs/spanprofiles.md', 'thread-ctx/otlp/src/http.rs', 'scripts/fuzz.sh']);
 });
 
 test('a folder is listed by its full path, or by the rest of its path beside its top-level folder', () => {

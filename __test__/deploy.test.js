@@ -16,6 +16,7 @@ const path = require('node:path');
 const { spawnSync, execFileSync, spawn } = require('node:child_process');
 const YAML = require('yaml');
 const { ROOT, ADDON, IDS, isRoot } = require('./helpers/addon');
+const { canRun } = require('./helpers/needs');
 const { pkg, release } = require('./helpers/release');
 
 const DEPLOY = path.join(ROOT, 'deploy');
@@ -32,11 +33,9 @@ function sh(cmd, args, options = {}) {
   return { ...r, shown: `${cmd} ${args.join(' ')} exited ${r.status}${r.error ? ` (${r.error.message})` : ''}\n${r.stdout}\n${r.stderr}` };
 }
 
+// Whether `what` can run here (root, for eBPF); else the test is skipped, or fails under REQUIRE_EBPF=1.
 function needsRoot(t, what) {
-  if (isRoot) return true;
-  if (process.env.REQUIRE_EBPF === '1') throw new Error(`REQUIRE_EBPF=1, but ${what} needs root (eBPF)`);
-  t.diagnostic(`SKIPPED: ${what} needs root (eBPF)`);
-  return false;
+  return canRun(t, isRoot ? false : `${what} needs root (eBPF)`);
 }
 
 let unpacked;

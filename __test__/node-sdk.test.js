@@ -12,9 +12,9 @@ const { execFileSync } = require('node:child_process');
 const { ROOT } = require('./helpers/addon');
 const { startChild } = require('./helpers/child');
 const { hasProtoc, readProcessContext, decodePayload } = require('./process-context-reader');
+const { needs } = require('./helpers/needs');
 
-const skip = hasProtoc ? false : 'protoc is not installed (apt-get install -y protobuf-compiler)';
-if (skip && process.env.CI) throw new Error(`NodeSDK tests cannot run in CI: ${skip}`);
+const need = needs(hasProtoc ? false : 'protoc is not installed (apt-get install -y protobuf-compiler)');
 const READER = path.join(ROOT, 'target', 'release', 'thread-ctx');
 
 // No exporter traffic: spans go to memory, logs and metrics nowhere.
@@ -68,7 +68,7 @@ function readerInspect(pid) {
   return JSON.parse(execFileSync(READER, ['inspect', String(pid), '--json'], { encoding: 'utf8' }));
 }
 
-test('NodeSDK with only contextManager: new ThreadContextManager(options) publishes the SDK resource', { skip, timeout: 90_000 }, async (t) => {
+test('NodeSDK with only contextManager: new ThreadContextManager(options) publishes the SDK resource', { skip: need.skip, timeout: 90_000 }, need.guard(async (t) => {
   const child = startChild(t, `${SDK_CHILD}
     startSdk({
       serviceName: 'shop',
@@ -107,9 +107,9 @@ test('NodeSDK with only contextManager: new ThreadContextManager(options) publis
     assert.equal(inspected.process_context.resource['service.name'], 'shop', 'thread-ctx inspect reads the same');
     assert.equal(inspected.process_context.schema_version, 'tlsdesc_v1_dev');
   }
-});
+}));
 
-test('provider.register({ contextManager }) publishes the provider resource; register() keeps working without an SDK', { skip, timeout: 90_000 }, async (t) => {
+test('provider.register({ contextManager }) publishes the provider resource; register() keeps working without an SDK', { skip: need.skip, timeout: 90_000 }, need.guard(async (t) => {
   const child = startChild(t, `${SDK_CHILD}
     const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
     const provider = new NodeTracerProvider({ resource: resourceFromAttributes({ 'service.name': 'api', 'service.version': '2.0.0' }) });
@@ -145,9 +145,9 @@ test('provider.register({ contextManager }) publishes the provider resource; reg
   const merged = await readUntil(defaults.pid, (c) => c.resource['service.name'] === 'env-named', 'service.name from the environment');
   assert.equal(merged.resource['deployment.environment.name'], 'staging');
   assert.equal(merged.resource['telemetry.sdk.version'], run2.resource['telemetry.sdk.version'], "the SDK's own attributes");
-});
+}));
 
-test('sdk.shutdown() and a new NodeSDK with a new manager: no throw, spans published, the new resource from outside', { skip, timeout: 90_000 }, async (t) => {
+test('sdk.shutdown() and a new NodeSDK with a new manager: no throw, spans published, the new resource from outside', { skip: need.skip, timeout: 90_000 }, need.guard(async (t) => {
   const child = startChild(t, `${SDK_CHILD}
     const { context } = require('@opentelemetry/api');
     let sdk = startSdk({ serviceName: 'shop-one', contextManager: new lib.ThreadContextManager() });
@@ -193,9 +193,9 @@ test('sdk.shutdown() and a new NodeSDK with a new manager: no throw, spans publi
   assert.deepEqual(three.record, three.span);
   assert.equal(three.resource['service.name'], 'shop-three');
   await readUntil(child.pid, (c) => c.resource['service.name'] === 'shop-three', 'shop-three after the second restart');
-});
+}));
 
-test('NaN, rejecting and oversized resource attributes: the service runs on, with a warning and a context without them', { skip, timeout: 90_000 }, async (t) => {
+test('NaN, rejecting and oversized resource attributes: the service runs on, with a warning and a context without them', { skip: need.skip, timeout: 90_000 }, need.guard(async (t) => {
   const child = startChild(t, `${SDK_CHILD}
     const detector = { detect: () => ({ attributes: {
       'ok.async': Promise.resolve('fine'),
@@ -240,4 +240,4 @@ test('NaN, rejecting and oversized resource attributes: the service runs on, wit
   const asyncWarnings = after.warnings.filter((w) => /asynchronous attributes \(async attributes failed\)/.test(w.message));
   assert.equal(asyncWarnings.length, 1, `expected one warning for the rejected async attributes: ${JSON.stringify(after.warnings)}`);
   assert.equal(child.exitCode, null, 'the child must still run');
-});
+}));

@@ -8,9 +8,15 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { v8Addon } = require('../js/nodejs/v8-addon');
+const { major } = require('./nodejs-schema-helpers');
+const { needs } = require('./helpers/needs');
 
 const { addon, reason } = v8Addon();
-const skip = addon === null ? `no V8 addon here: ${reason}` : false;
+// Built for Node 22, 24 and 26 (scripts/build-v8-addon.sh): missing there, it is a build that is
+// missing (a failure under REQUIRE_EBPF=1); on other Nodes there is none to test.
+const built = [22, 24, 26].includes(major);
+const need = needs(addon === null && built && `no V8 addon here: ${reason}`);
+const skip = addon === null && !built ? `no V8 addon for Node ${process.versions.node}: ${reason}` : need.skip;
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const SPAN = 'b7ad6b7169203331';
@@ -27,7 +33,7 @@ function hexOf(bytes) {
   return Buffer.from(bytes).toString('hex');
 }
 
-test('spanHolder writes the ids and then the control word, and returns a holder of that slot', { skip }, () => {
+test('spanHolder writes the ids and then the control word, and returns a holder of that slot', { skip }, need.guard(() => {
   const { buffer, bytes, words } = freshSlot();
   const holder = addon.spanHolder(buffer, SLOT, TRACE, SPAN, CONTROL);
   assert.ok(holder instanceof addon.Holder, 'a holder, of the same class as new Holder()');
@@ -35,9 +41,9 @@ test('spanHolder writes the ids and then the control word, and returns a holder 
   assert.equal(hexOf(bytes.subarray(SLOT + RECORD + 16, SLOT + RECORD + 24)), SPAN);
   assert.equal(words[(SLOT + RECORD + 24) >> 2], CONTROL);
   assert.equal(words[(RECORD + 24) >> 2], 0, 'the slot before it untouched');
-});
+}));
 
-test('spanHolder takes upper-case digits and ids held in two-byte strings', { skip }, () => {
+test('spanHolder takes upper-case digits and ids held in two-byte strings', { skip }, need.guard(() => {
   const { buffer, bytes } = freshSlot();
   assert.notEqual(addon.spanHolder(buffer, 0, TRACE.toUpperCase(), SPAN.toUpperCase(), CONTROL), null);
   assert.equal(hexOf(bytes.subarray(RECORD, RECORD + 24)), TRACE + SPAN);
@@ -47,9 +53,9 @@ test('spanHolder takes upper-case digits and ids held in two-byte strings', { sk
   const other = freshSlot();
   assert.notEqual(addon.spanHolder(other.buffer, 0, wideTrace, wideSpan, CONTROL), null);
   assert.equal(hexOf(other.bytes.subarray(RECORD, RECORD + 24)), TRACE + SPAN);
-});
+}));
 
-test('spanHolder returns null and writes nothing for ids that are not valid W3C ids', { skip }, () => {
+test('spanHolder returns null and writes nothing for ids that are not valid W3C ids', { skip }, need.guard(() => {
   const invalid = [
     ['0'.repeat(32), SPAN, 'all-zero trace id'],
     [TRACE, '0'.repeat(16), 'all-zero span id'],
@@ -67,9 +73,9 @@ test('spanHolder returns null and writes nothing for ids that are not valid W3C 
     assert.equal(addon.spanHolder(buffer, 0, traceId, spanId, CONTROL), null, what);
     assert.ok(Buffer.from(bytes).equals(before), `${what}: nothing written`);
   }
-});
+}));
 
-test('spanHolder agrees with a reference decode for every byte value, in each id and each 16-digit step', { skip }, () => {
+test('spanHolder agrees with a reference decode for every byte value, in each id and each 16-digit step', { skip }, need.guard(() => {
   // The decode takes 16 digits per step: each step's first and last digit, in both ids.
   const positions = [[0, 'trace'], [15, 'trace'], [16, 'trace'], [31, 'trace'], [0, 'span'], [15, 'span']];
   const hex = new Set('0123456789abcdefABCDEF');
@@ -90,9 +96,9 @@ test('spanHolder agrees with a reference decode for every byte value, in each id
       assert.equal(hexOf(bytes.subarray(RECORD, RECORD + 24)), (traceId + spanId).toLowerCase(), what);
     }
   }
-});
+}));
 
-test('bad arguments are TypeError or RangeError naming the argument', { skip }, () => {
+test('bad arguments are TypeError or RangeError naming the argument', { skip }, need.guard(() => {
   const { buffer } = freshSlot();
   assert.throws(() => addon.spanHolder(buffer, 0, TRACE, SPAN), { name: 'TypeError', message: /expected 5 arguments/ });
   assert.throws(() => addon.spanHolder(new Uint8Array(8), 0, TRACE, SPAN, CONTROL), { name: 'TypeError', message: /^block: / });
@@ -105,4 +111,4 @@ test('bad arguments are TypeError or RangeError naming the argument', { skip }, 
   assert.throws(() => addon.Holder(buffer, 0), { name: 'TypeError', message: /with new/ });
   assert.throws(() => new addon.Holder(buffer, 4092), { name: 'RangeError', message: /^byteOffset: / });
   assert.ok(new addon.Holder(buffer, 0) instanceof addon.Holder);
-});
+}));

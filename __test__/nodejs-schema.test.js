@@ -19,6 +19,7 @@ const { hasProtoc, readProcessContext, decodePayload } = require('./process-cont
 const { ROOT } = require('./helpers/addon');
 const lib = require('..');
 const { decodeAttributes } = require('../js/record/attrs-data');
+const { needs } = require('./helpers/needs');
 
 const tracer = new BasicTracerProvider().getTracer('nodejs-schema-test');
 const KEY = createContextKey('nodejs-schema-test other value');
@@ -251,7 +252,8 @@ test('record attributes: from the options, a later span.setAttribute, and setAtt
   span.end();
 });
 
-test('the process context announces nodejs_v1_dev and only what RFC #1861 asks, read from outside the code', { skip: skipNodejs || (!hasProtoc && 'protoc is not installed') }, (t) => {
+const protocNeed = needs(!skipNodejs && !hasProtoc && 'protoc is not installed (apt-get install -y protobuf-compiler)');
+test('the process context announces nodejs_v1_dev and only what RFC #1861 asks, read from outside the code', { skip: skipNodejs || protocNeed.skip }, protocNeed.guard((t) => {
   install(t, new lib.ThreadContextManager({ schema: 'nodejs' }));
   assert.equal(lib.processContextInfo().schemaVersion, 'nodejs_v1_dev');
   const attributes = new Map(Object.entries(decodePayload(readProcessContext(process.pid).payload).attributes));
@@ -265,7 +267,7 @@ test('the process context announces nodejs_v1_dev and only what RFC #1861 asks, 
   // 26) after one more slot, the CppHeap wrappable pointer (32).
   const info = require('../js/nodejs/v8-addon').v8Addon().addon.discoveryInfo();
   assert.equal(info.recordSlotOffset, Number(process.versions.node.split('.')[0]) >= 24 ? 32 : 24);
-});
+}));
 
 test('takeover: the newest enabled manager owns the thread, whatever the schemas', { skip: skipNodejs }, async (t) => {
   const span = tracer.startSpan('owned');

@@ -12,6 +12,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
 const { IDS, isRoot } = require('./helpers/addon');
+const { canRun } = require('./helpers/needs');
 const { expectNodejs } = require('./nodejs-schema-helpers');
 
 const { pkg, PLATFORM_PACKAGE, ENV, work, run, ok, release, newService } = require('./helpers/release');
@@ -149,10 +150,7 @@ test('npm install of the tarball, offline, without Rust: the package publishes a
   assert.equal(cli.status, 3, cli.shown);
   assert.match(cli.stderr, /^thread-ctx: no prebuilt otel-thread-ctx for darwin-x64 \(prebuilt for: linux-x64-gnu\)/);
 
-  if (!isRoot) {
-    t.diagnostic('SKIPPED thread-ctx dump of the installed service: ptrace of another process needs root here');
-    return;
-  }
+  if (!canRun(t, isRoot ? false : 'thread-ctx dump of the installed service: ptrace of another process needs root here')) return;
   // `thread-ctx dump` (through npx) of a service that uses the installed package.
   const service = spawn('node', ['-e', `${PUBLISH}; setInterval(() => {}, 1000);`], { cwd: dir, env: ENV, stdio: ['ignore', 'pipe', 'inherit'] });
   t.after(() => service.kill('SIGKILL'));

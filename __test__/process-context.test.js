@@ -10,14 +10,14 @@ const { execFileSync } = require('node:child_process');
 const { ROOT } = require('./helpers/addon');
 const { startChild } = require('./helpers/child');
 const { hasProtoc, readProcessContext, readOnce, findMapping, decodePayload, decodePayloads } = require('./process-context-reader');
+const { needs } = require('./helpers/needs');
 
-const skip = hasProtoc ? false : 'protoc is not installed (apt-get install -y protobuf-compiler)';
-if (skip && process.env.CI) throw new Error(`process-context tests cannot run in CI: ${skip}`);
+const need = needs(hasProtoc ? false : 'protoc is not installed (apt-get install -y protobuf-compiler)');
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const SDK_VERSION = require('@opentelemetry/core').SDK_INFO['telemetry.sdk.version'];
 
-test('from OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES: header, every attribute, read from outside', { skip, timeout: 60_000 }, async (t) => {
+test('from OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES: header, every attribute, read from outside', { skip: need.skip, timeout: 60_000 }, need.guard(async (t) => {
   const child = startChild(t, `
     lib.register({ attributes: ['http.route', 'http.request.method'] });
     const info = pc.processContextInfo();
@@ -54,9 +54,9 @@ test('from OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES: header, every attribute
   // protoc's schema-less decoder accepts it too.
   const raw = execFileSync('protoc', ['--decode_raw'], { input: payload, encoding: 'utf8' });
   assert.match(raw, /tlsdesc_v1_dev/, `protoc --decode_raw output lacks the schema version:\n${raw}`);
-});
+}));
 
-test('from an OpenTelemetry Resource: its attributes win, with their types', { skip, timeout: 60_000 }, async (t) => {
+test('from an OpenTelemetry Resource: its attributes win, with their types', { skip: need.skip, timeout: 60_000 }, need.guard(async (t) => {
   const child = startChild(t, `
     const { resourceFromAttributes } = require('@opentelemetry/resources');
     lib.register({ resource: resourceFromAttributes({
@@ -73,9 +73,9 @@ test('from an OpenTelemetry Resource: its attributes win, with their types', { s
     'process.runtime.name': 'node', 'process.pid': child.pid,
   });
   assert.deepEqual(ctx.attributes['threadlocal.attribute_key_map'], []);
-});
+}));
 
-test('appending a key at run time republishes: new published-at, key map extended in order', { skip, timeout: 60_000 }, async (t) => {
+test('appending a key at run time republishes: new published-at, key map extended in order', { skip: need.skip, timeout: 60_000 }, need.guard(async (t) => {
   const child = startChild(t, `
     onLine((key) => say(pc.registerAttributeKeys(key.split(','))));
     lib.register({ attributes: ['http.route'] });
@@ -92,13 +92,13 @@ test('appending a key at run time republishes: new published-at, key map extende
   child.send('http.route');
   assert.deepEqual(await child.next(), [0]);
   assert.equal(readProcessContext(child.pid).header.publishedAt, after.header.publishedAt, 'nothing new: no republish');
-});
+}));
 
 // The writer republishes until the reader has read MIN_VERSIONS distinct versions (and at least
 // 10,000 times), so a busy machine that starves either side makes the race longer, not weaker.
 const MIN_VERSIONS = 20;
 
-test('a reader racing >= 10,000 republishes never accepts a payload that fails to parse', { skip, timeout: 120_000 }, async (t) => {
+test('a reader racing >= 10,000 republishes never accepts a payload that fails to parse', { skip: need.skip, timeout: 120_000 }, need.guard(async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otel-ctx-race-'));
   const [stopFile, doneFile] = [path.join(dir, 'stop'), path.join(dir, 'done')];
   const child = startChild(t, `
@@ -152,7 +152,7 @@ test('a reader racing >= 10,000 republishes never accepts a payload that fails t
     last = n;
   }
   t.diagnostic(`${accepted.length} distinct versions read and parsed, ${retries} reads retried (mid-update)`);
-});
+}));
 
 test('bad input: clear errors, nothing published', { timeout: 30_000 }, async () => {
   process.env.OTEL_THREAD_CTX_REQUIRE_NATIVE = '1';

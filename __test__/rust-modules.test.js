@@ -41,14 +41,46 @@ function modulesOf(src) {
   return mods;
 }
 
+/**
+ * The first module of every path `text` names under `prefix::` (`crate` or `super`): `prefix::a`
+ * and each item of a group, `prefix::{a::X, b, c::{Y, Z}}` naming a, b and c.
+ */
+function namesUnder(text, prefix) {
+  const names = [];
+  const re = new RegExp(`\\b${prefix}::\\s*(\\{|[a-z_0-9]+)`, 'g');
+  for (const m of text.matchAll(re)) {
+    if (m[1] !== '{') {
+      names.push(m[1]);
+      continue;
+    }
+    // The group's items, split at its own commas (a nested group is one item).
+    let depth = 0;
+    let item = '';
+    for (let i = m.index + m[0].length; i < text.length; i++) {
+      const c = text[i];
+      if (c === '{') depth++;
+      if ((c === ',' && depth === 0) || (c === '}' && depth === 0)) {
+        const first = item.trim().match(/^[a-z_0-9]+/);
+        if (first && first[0] !== 'self') names.push(first[0]);
+        item = '';
+        if (c === '}') break;
+        continue;
+      }
+      if (c === '}') depth--;
+      item += c;
+    }
+  }
+  return names;
+}
+
 function edgesOf(src, mods) {
   const edges = new Map([...mods.keys()].map((m) => [m, new Set()]));
   for (const [m, files] of mods) {
     for (const f of files) {
       const text = fs.readFileSync(f, 'utf8');
       const topLevel = path.dirname(f) === src || (path.basename(f) === 'mod.rs' && path.dirname(path.dirname(f)) === src);
-      const names = [...text.matchAll(/\bcrate::([a-z_0-9]+)/g)].map((x) => x[1]);
-      if (topLevel) names.push(...[...text.matchAll(/\bsuper::([a-z_0-9]+)/g)].map((x) => x[1]));
+      const names = namesUnder(text, 'crate');
+      if (topLevel) names.push(...namesUnder(text, 'super'));
       for (const n of names) if (n !== m && mods.has(n)) edges.get(m).add(n);
     }
   }
@@ -89,6 +121,12 @@ test('no Rust crate has an import cycle between its top-level modules', () => {
     const cycle = findCycle(edgesOf(src, modulesOf(src)));
     assert.strictEqual(cycle, null, `${path.relative(root, src)}: modules import each other in a cycle: ${cycle && cycle.join(' -> ')}`);
   }
+});
+
+test('paths in a use group are edges too', () => {
+  const text = 'use super::{grpc::GrpcTransport, http::{HttpTransport, body}};\nuse crate::{self as me, a};\n// see crate::d';
+  assert.deepStrictEqual(namesUnder(text, 'super'), ['grpc', 'http']);
+  assert.deepStrictEqual(namesUnder(text, 'crate'), ['a', 'd']);
 });
 
 test('the cycle check finds a cycle', () => {

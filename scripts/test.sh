@@ -52,6 +52,13 @@ wait "$go_side" || go_status=$?
 cat "$go_log"
 [[ $go_status -eq 0 ]] || { echo "the Go side failed (exit $go_status): see above" >&2; exit 1; }
 
+echo "== thread-ctx without eBPF (cargo feature ebpf off), for the end-to-end test to report with =="
+# Beside the test build (~1 min of CPU: the crates whose features differ without the sampler),
+# copied out of target/test-release/, where the next cargo build or test puts its own back.
+cargo build --profile test-release -p thread-ctx --no-default-features
+mkdir -p target/no-ebpf
+cp target/test-release/thread-ctx target/no-ebpf/thread-ctx
+
 echo "== end to end: spanprofiles with a real service, agent, Collector, Jaeger and Prometheus (once, not per Node) =="
 node --test __test__/e2e/
 

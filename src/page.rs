@@ -53,13 +53,10 @@ impl Page {
         // SAFETY: ptr..ptr+len is a page we own (mapped) or were lent (borrowed).
         let wipe_error =
             unsafe { errno_of(libc::madvise(ptr.cast(), len, libc::MADV_WIPEONFORK)) }.map(|e| format!("madvise(MADV_WIPEONFORK) failed: {e}"));
-        let pin_error = match std::env::var_os("OTEL_THREAD_CTX_NO_MLOCK") {
-            Some(_) => Some("mlock skipped: OTEL_THREAD_CTX_NO_MLOCK is set".to_string()),
-            // SAFETY: as above.
-            None => unsafe { errno_of(libc::mlock(ptr.cast(), len)) }.map(|e| {
-                format!("mlock failed: {e} (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK; the record stays unpinned and a sampler may miss it while it is paged out)")
-            }),
-        };
+        // SAFETY: as above.
+        let pin_error = unsafe { errno_of(libc::mlock(ptr.cast(), len)) }.map(|e| {
+            format!("mlock failed: {e} (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK; the record stays unpinned and a sampler may miss it while it is paged out)")
+        });
         Page { backing, len, pin_error, wipe_error }
     }
 

@@ -12,6 +12,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const YAML = require('yaml');
 const { ROOT, BIN } = require('../../demo/pipeline');
+const { needs } = require('../helpers/needs');
 
 const docs = YAML.parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy', 'kubernetes', 'collector.yaml'), 'utf8')).map((d) => d.toJS());
 const configMap = docs.find((d) => d.kind === 'ConfigMap');
@@ -25,8 +26,8 @@ test('the ConfigMap is the production configuration, unchanged', () => {
   }
 });
 
-test('the Collector accepts the configuration as the DaemonSet runs it', { skip: built || process.env.REQUIRE_EBPF === '1' ? false : `${BIN.collector} missing: run "bash scripts/setup.sh"` }, () => {
-  assert.ok(built, `${BIN.collector} missing`);
+const collectorNeed = needs(!built && `${BIN.collector} missing: run "bash scripts/setup.sh"`);
+test('the Collector accepts the configuration as the DaemonSet runs it', { skip: collectorNeed.skip }, collectorNeed.guard(() => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deploy-collector-'));
   for (const [file, text] of Object.entries(configMap.data)) fs.writeFileSync(path.join(dir, file), text);
   const args = container.args.map((a) => a.replace('/conf/', `${dir}/`));
@@ -39,7 +40,7 @@ test('the Collector accepts the configuration as the DaemonSet runs it', { skip:
   assert.deepEqual(pipelines['traces/in'].exporters, ['spanprofiles']);
   assert.ok(pipelines.profiles.exporters.includes('spanprofiles'));
   assert.ok(pipelines.traces.receivers.includes('spanprofiles') && pipelines.traces.exporters.includes('span_metrics'));
-});
+}));
 
 test('the DaemonSet listens on the node where the agent and the pods send, and keeps its storage on a volume', () => {
   assert.deepEqual(container.ports.filter((p) => p.hostPort).map((p) => [p.containerPort, p.hostPort]), [[4317, 4317], [4318, 4318]]);

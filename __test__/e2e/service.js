@@ -1,7 +1,10 @@
 'use strict';
 // The end-to-end test's service: node:http with the OpenTelemetry SDK (NodeSDK, its OTLP trace
 // exporter chosen by OTEL_TRACES_EXPORTER=otlp and sent to the Collector the environment
-// names) and otel-thread-ctx's context manager, as the README wires a service. Its routes:
+// names) and otel-thread-ctx's context manager, as the README wires a service. Each request's
+// work runs in a handler span (`handle /ROUTE`, attribute e2e.handler) inside the server span, as
+// a framework's handler spans do, so that a span's own CPU (cpu.span_ms) and its trace's
+// (cpu.trace_ms) differ. Its routes:
 //   /hog    20-40 ms of synchronous CPU in hogCPU
 //   /wait   awaits a 30 ms timer and answers
 //   /alloc  allocates ~8 MB in allocateRows
@@ -39,14 +42,16 @@ function blockFor(ms) {
   Atomics.wait(blocker, 0, 0, ms);
 }
 
+const tracer = trace.getTracer('e2e-service');
+
 const routes = {
-  // The CPU the kernel gave the request (all of the process's threads, mostly this one): what the
-  // test scales its expectations by when a busy machine preempts the service.
+  // The CPU the kernel gave the request (all of the process's threads, mostly this one): what
+  // tells the test whether a busy machine preempted the service.
   '/hog': async (span) => {
     const before = process.cpuUsage();
     hogCPU(20 + Math.random() * 20);
     const used = process.cpuUsage(before);
-    span?.setAttribute('e2e.cpu_ms', (used.user + used.system) / 1000);
+    span.setAttribute('e2e.cpu_ms', (used.user + used.system) / 1000);
   },
   '/wait': () => new Promise((resolve) => setTimeout(resolve, 30)),
   '/alloc': async () => allocateRows(),
@@ -60,10 +65,16 @@ const server = http.createServer(async (req, res) => {
     res.writeHead(404).end();
     return;
   }
-  const span = trace.getSpan(context.active());
-  span?.setAttribute('http.route', route);
-  span?.updateName(`${req.method} ${route}`);
-  await handler(span);
+  const serverSpan = trace.getSpan(context.active());
+  serverSpan?.setAttribute('http.route', route);
+  serverSpan?.updateName(`${req.method} ${route}`);
+  await tracer.startActiveSpan(`handle ${route}`, { attributes: { 'e2e.handler': route } }, async (span) => {
+    try {
+      await handler(span);
+    } finally {
+      span.end();
+    }
+  });
   res.writeHead(200).end('ok');
 });
 

@@ -1,9 +1,12 @@
 'use strict';
-// End to end, every part real: a service (service.js: /hog, /wait, /alloc, /block) with NodeSDK's
+// End to end, every part real: a service (service.js: /hog, /wait, /alloc, /block, each request's
+// work in a handler span inside its server span) with NodeSDK's
 // OTLP trace exporter to the project's Collector, `thread-ctx agent --off-cpu --alloc` (eBPF) to
 // the same Collector, the spanprofiles connector joining them, spanmetrics after it, Jaeger v2
 // storing the enriched spans; every figure below is read back from Jaeger's query API.
 // Run once per CI run (scripts/test.sh), not per Node version: it tests the join, not Node.
+// The figures are issue 28's, as stated, on wall time: a machine too busy to give the service the
+// CPU they assume makes the test load it again, longer, and then fail saying so; never a lower bar.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -14,24 +17,31 @@ const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
+const { needs, canRun } = require('../helpers/needs');
 
 const SERVICE = 'e2e-shop';
 const SCRIPT = path.join(__dirname, 'service.js');
-const isRoot = process.getuid() === 0;
-const requireEbpf = process.env.REQUIRE_EBPF === '1';
+const need = needs(process.getuid() !== 0 && 'thread-ctx agent needs root to load its eBPF programs');
 const HZ = 99;
+// `thread-ctx` built without its `ebpf` feature (what a laptop without libbpf or clang builds).
+const NO_EBPF_BIN = process.env.THREAD_CTX_NO_EBPF_BIN || path.join(pipeline.ROOT, 'target', 'no-ebpf', 'thread-ctx');
 
-// The lines of hogCPU in the service: its frame is named at one of them.
-const hogLines = (() => {
-  const lines = fs.readFileSync(SCRIPT, 'utf8').split('\n');
-  const first = lines.findIndex((l) => l.startsWith('function hogCPU')) + 1;
-  const last = first + lines.slice(first - 1).findIndex((l) => l === '}');
-  return { first, last };
-})();
+// The line of hogCPU's hot loop (1-based): where nearly every sample of a /hog request is, so the
+// line its frame must be named at.
+const HOG_LOOP_LINE = fs.readFileSync(SCRIPT, 'utf8').split('\n').findIndex((l) => l.includes('acc += Math.sqrt(i)')) + 1;
+assert.ok(HOG_LOOP_LINE > 0, 'service.js has no hot loop in hogCPU');
 const namesHog = (s) => {
   const m = /^hogCPU \(service\.js:(\d+)\)/.exec(s);
-  return m !== null && Number(m[1]) >= hogLines.first && Number(m[1]) <= hogLines.last;
+  return m !== null && Number(m[1]) === HOG_LOOP_LINE;
 };
+// A phase under load counts when the service's main thread had at least this share of a CPU: the
+// figures checked (/hog on CPU >= 70 % of its time, /wait held >= 50 %) assume a service that gets
+// its CPU. A phase below it is run again, longer, up to UNDER_LOAD_TRIES times.
+const MIN_SHARE = 0.8;
+const UNDER_LOAD_TRIES = 3;
+// The service and the agent run at this nice value, so that a shared machine's other work (CI's
+// parallel builds) takes less of the CPU from them; the figures stay the issue's.
+const PRIORITY = -10;
 
 // Requests, back to back per client, while `going()`; `pause` ms between two.
 async function client(port, route, going, pause = 0) {
@@ -48,10 +58,16 @@ async function client(port, route, going, pause = 0) {
   return n;
 }
 
-// The CPU time the kernel gave process `pid` (utime + stime, in clock ticks of 10 ms).
+// The CPU time the kernel gave process `pid`'s main thread, where its JS runs (utime + stime, in
+// clock ticks of 10 ms).
 function cpuSeconds(pid) {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const fields = fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+// Nice is per thread on Linux (threads made later inherit their maker's): every thread of `pid`.
+function setPriorityOfAllThreads(pid, priority) {
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) os.setPriority(Number(tid), priority);
 }
 
 const q = (xs, p) => {
@@ -63,23 +79,13 @@ const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : String(x));
 const PARTS = ['thread_ctx.cpu.trace_ms', 'thread_ctx.cpu.other_traces_ms', 'thread_ctx.cpu.no_span_ms',
   'thread_ctx.off_cpu.trace_ms', 'thread_ctx.off_cpu.other_traces_ms', 'thread_ctx.off_cpu.no_span_ms', 'thread_ctx.off_cpu.runnable_ms'];
 const sumOfParts = (s) => PARTS.reduce((acc, k) => acc + s.attrs[k], 0);
-// CPU figures are counts of samples, one period each: a measured count n against an expected
-// count e passes when n >= e - 3 sqrt(e) (Poisson, three standard deviations), so that a few
-// samples on a starved machine neither pass nor fail by luck alone.
 const PERIOD_MS = 1000 / HZ;
-const enoughSamples = (measuredMs, expectedMs) => {
-  const e = expectedMs / PERIOD_MS;
-  return measuredMs / PERIOD_MS >= e - 3 * Math.sqrt(e);
-};
+const sum = (xs, f) => xs.reduce((a, x) => a + f(x), 0);
 const event = (s) => s.events.find((e) => e.name === 'thread_ctx.profile')?.attrs ?? {};
 
-test('spanprofiles: slow spans explained in Jaeger', {
-  skip: !isRoot && !requireEbpf ? 'needs root: thread-ctx agent loads eBPF programs (REQUIRE_EBPF=1 makes this a failure)' : false,
-  timeout: 600_000,
-}, async (t) => {
-  assert.ok(isRoot, 'REQUIRE_EBPF=1 but not root: thread-ctx agent cannot load its eBPF programs');
-  const why = pipeline.missing();
-  assert.equal(why, null, why);
+test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout: 900_000 }, need.guard(async (t) => {
+  // The built binaries: missing, a skip (a failure under REQUIRE_EBPF=1).
+  if (!canRun(t, pipeline.missing() ?? false)) return;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'spanprofiles-e2e-'));
   const procs = [];
   t.after(async () => {
@@ -97,6 +103,7 @@ test('spanprofiles: slow spans explained in Jaeger', {
   procs.push(svc);
   const agent = await pipeline.startAgent(svc.pid, collector.grpc, ['--hz', String(HZ), '--interval', '1s', '--off-cpu', '--alloc']);
   procs.push(agent);
+  for (const pid of [svc.pid, agent.child.pid]) setPriorityOfAllThreads(pid, PRIORITY);
   t.diagnostic(`${agent.command}; Collector ${path.relative(pipeline.ROOT, pipeline.BIN.collector)} with collector/spanprofiles.yaml; Jaeger on ${jaeger.queryHttp}`);
 
   // Warm up (JIT, the SDK's first export), then three phases, their spans told apart by time.
@@ -110,14 +117,24 @@ test('spanprofiles: slow spans explained in Jaeger', {
     clients.forEach(([route], i) => add(route, ns[i]));
     return { from, to: Date.now() };
   };
-  // Under load: /hog back to back, six clients of /wait, nothing else to hold the loop. At least 10 s,
-  // and on until the service has had 6 s of CPU (a busy machine gives it less per second: the
-  // checks below need enough samples of it), 40 s at most.
-  const cpuAtStart = cpuSeconds(svc.pid);
-  const loadStart = Date.now();
-  const underLoad = await phase(() => Date.now() < loadStart + 10_000 || (cpuSeconds(svc.pid) - cpuAtStart < 6 && Date.now() < loadStart + 40_000),
-    [['/hog', 0], ...Array(6).fill(['/wait', 0])]);
-  t.diagnostic(`under load for ${fmt((underLoad.to - underLoad.from) / 1000)} s; the service had ${fmt(cpuSeconds(svc.pid) - cpuAtStart)} s of CPU`);
+  // Under load: /hog back to back, six clients of /wait, nothing else to hold the loop. At least
+  // 10 s (20 s, 30 s when tried again), and on until the service's main thread has had 6 s of CPU,
+  // 40 s at most. A phase whose main thread got under MIN_SHARE of a CPU is tried again.
+  const tries = [];
+  for (let attempt = 1; attempt <= UNDER_LOAD_TRIES; attempt++) {
+    const cpuAtStart = cpuSeconds(svc.pid);
+    const loadStart = Date.now();
+    const p = await phase(() => Date.now() < loadStart + 10_000 * attempt || (cpuSeconds(svc.pid) - cpuAtStart < 6 && Date.now() < loadStart + 40_000),
+      [['/hog', 0], ...Array(6).fill(['/wait', 0])]);
+    p.share = (cpuSeconds(svc.pid) - cpuAtStart) / ((p.to - p.from) / 1000);
+    tries.push(p);
+    t.diagnostic(`under load (try ${attempt}) for ${fmt((p.to - p.from) / 1000)} s; the service's main thread had ${fmt(100 * p.share)} % of a CPU`);
+    if (p.share >= MIN_SHARE) break;
+  }
+  const underLoad = tries.reduce((best, p) => (p.share > best.share ? p : best));
+  // Why the checks under load cannot be made here, when they cannot.
+  const tooBusy = underLoad.share >= MIN_SHARE ? null
+    : `the machine is too busy to measure: the service's main thread had ${tries.map((p) => `${fmt(100 * p.share)} %`).join(', ')} of a CPU in ${tries.length} phases under load (${tries.map((p) => `${fmt((p.to - p.from) / 1000)} s`).join(', ')}); the figures checked need >= ${100 * MIN_SHARE} %`;
   // Blocking: /block every 100 ms, two clients of /wait; /alloc now and then.
   const blocking = await phase(until(Date.now() + 5000), [['/block', 100], ['/wait', 0], ['/wait', 0], ['/alloc', 50]]);
   // Alone: one client of /wait, nothing else.
@@ -130,9 +147,11 @@ test('spanprofiles: slow spans explained in Jaeger', {
   await pipeline.stop(agent);
   procs.splice(procs.indexOf(agent), 1);
   const expected = Object.values(counts).reduce((a, b) => a + b, 0);
+  let all = [];
   let spans = [];
   for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(1000)) {
-    spans = (await findSpans(jaeger.queryHttp, SERVICE, underLoad.from - 1000, end + 1000)).filter((s) => s.route);
+    all = await findSpans(jaeger.queryHttp, SERVICE, tries[0].from - 1000, end + 1000);
+    spans = all.filter((s) => s.route);
     if (spans.length >= expected) break;
   }
   t.diagnostic(`${spans.length} server spans in Jaeger for ${expected} requests`);
@@ -141,33 +160,33 @@ test('spanprofiles: slow spans explained in Jaeger', {
   t.diagnostic(`enriched: ${enriched.length} of ${spans.length}`);
   assert.ok(enriched.length >= spans.length * 0.95, `only ${enriched.length} of ${spans.length} spans were enriched`);
   const inPhase = (p, route) => enriched.filter((s) => s.route === route && s.startMs >= p.from && s.startMs < p.to);
+  // The handler spans (inside the server spans), enriched.
+  const handlers = all.filter((s) => s.attrs['e2e.handler'] !== undefined && s.attrs['thread_ctx.samples'] !== undefined);
+  const handlersInPhase = (p, route) => handlers.filter((s) => s.attrs['e2e.handler'] === route && s.startMs >= p.from && s.startMs < p.to);
 
   // How much of its time a /hog request got a CPU, by the kernel's count (the service's own
-  // process.cpuUsage): on a busy machine the service is preempted and CPU samples thin out.
+  // process.cpuUsage around hogCPU): on a busy machine the service is preempted.
   const hogs = inPhase(underLoad, '/hog');
-  const share = Math.min(1, median(hogs.map((s) => s.attrs['e2e.cpu_ms'] / s.durationMs)));
-  t.diagnostic(`/hog got the CPU ${fmt(100 * share)} % of its time (median of ${hogs.length} requests, kernel accounting)`);
+  const hogHandlers = handlersInPhase(underLoad, '/hog');
+  t.diagnostic(`/hog got the CPU ${fmt(100 * sum(hogHandlers, (s) => s.attrs['e2e.cpu_ms']) / sum(hogHandlers, (s) => s.durationMs))} % of its handlers' time (${hogHandlers.length} requests, kernel accounting)`);
 
   await t.test('/wait under load: its slowest 5 % waited for other requests on the loop, and held_by names /hog', () => {
+    assert.equal(tooBusy, null, tooBusy);
     const waits = inPhase(underLoad, '/wait').sort((a, b) => b.durationMs - a.durationMs);
-    const slowest = waits.slice(0, Math.max(5, Math.ceil(waits.length * 0.05)));
+    assert.ok(waits.length >= 100, `${waits.length} /wait spans under load`);
+    const slowest = waits.slice(0, Math.ceil(waits.length * 0.05));
     const rows = slowest.map((s) => `${fmt(s.durationMs)} ms: cpu.other_traces ${fmt(s.attrs['thread_ctx.cpu.other_traces_ms'])} ms, off_cpu.other_traces ${fmt(s.attrs['thread_ctx.off_cpu.other_traces_ms'])} ms, held_by ${JSON.stringify(event(s).held_by ?? [])}`);
     t.diagnostic(`slowest ${slowest.length} of ${waits.length} /wait:\n  ${rows.join('\n  ')}`);
-    const sum = (xs, f) => xs.reduce((a, x) => a + f(x), 0);
     const total = sum(slowest, (s) => s.durationMs);
     const cpuOther = sum(slowest, (s) => s.attrs['thread_ctx.cpu.other_traces_ms']);
     const held = cpuOther + sum(slowest, (s) => s.attrs['thread_ctx.off_cpu.other_traces_ms']);
-    // The /hog requests that held them: the CPU the kernel gave those (a busy machine preempts
-    // the service, and the thread is then off CPU with /hog still active, not sampled on CPU).
-    const holders = hogs.filter((h) => slowest.some((w) => h.startMs < w.endMs && h.endMs > w.startMs));
-    const heldShare = Math.min(1, sum(holders, (h) => h.attrs['e2e.cpu_ms']) / sum(holders, (h) => h.durationMs));
-    t.diagnostic(`other requests held them ${fmt(100 * held / total)} % of their time, ${fmt(100 * cpuOther / total)} % on CPU; the ${holders.length} /hog that held them were on CPU ${fmt(100 * heldShare)} % of their time`);
-    // Each span's figure is a few samples (±1 period each); their sum is the claim.
+    t.diagnostic(`other requests held them ${fmt(100 * held / total)} % of their time, ${fmt(100 * cpuOther / total)} % on CPU`);
+    // Each span's figure is a few samples (±1 period each); their sum is the claim, as issue 28
+    // states it: cpu.other_traces_ms >= 50 % of their duration.
     assert.ok(held / total >= 0.5, `other requests held the slowest /wait ${fmt(100 * held / total)} % of their time`);
-    // On a quiet machine heldShare is ~1 and this is the claim as stated: >= 50 % of their time.
-    assert.ok(enoughSamples(cpuOther, 0.5 * heldShare * total), `cpu.other_traces_ms is ${fmt(100 * cpuOther / total)} % of their time; expected >= 50 % x ${fmt(heldShare)} (the CPU share the /hog that held them got), less 3 sigma of ${fmt(0.5 * heldShare * total / PERIOD_MS)} samples`);
+    assert.ok(cpuOther / total >= 0.5, `cpu.other_traces_ms is ${fmt(100 * cpuOther / total)} % of the slowest /wait's time; expected >= 50 %`);
     const naming = slowest.filter((s) => (event(s).held_by ?? []).some((h) => h.startsWith('/hog ') && namesHog(h.slice(h.indexOf(': ') + 2))));
-    assert.ok(naming.length >= slowest.length * 0.8, `held_by names /hog and hogCPU (service.js:${hogLines.first}-${hogLines.last}) in ${naming.length} of ${slowest.length}`);
+    assert.ok(naming.length >= slowest.length * 0.8, `held_by names /hog and hogCPU (service.js:${HOG_LOOP_LINE}) in ${naming.length} of ${slowest.length}`);
   });
 
   await t.test('/wait alone: the loop idle, off CPU with no span, most of the time', () => {
@@ -194,14 +213,32 @@ test('spanprofiles: slow spans explained in Jaeger', {
     assert.ok(got.length >= delayed.length * 0.8, `${got.length} of ${delayed.length}`);
   });
 
-  await t.test('/hog: its own CPU, its line first in top_frames', () => {
-    const own = hogs.reduce((a, s) => a + s.attrs['thread_ctx.cpu.span_ms'], 0);
-    const total = hogs.reduce((a, s) => a + s.durationMs, 0);
-    const first = hogs.filter((s) => (event(s).top_frames ?? []).length > 0);
+  await t.test('/hog: its handler\'s own CPU, its hot loop\'s line first in top_frames', () => {
+    assert.equal(tooBusy, null, tooBusy);
+    assert.ok(hogHandlers.length >= 100, `${hogHandlers.length} /hog handler spans under load`);
+    const own = sum(hogHandlers, (s) => s.attrs['thread_ctx.cpu.span_ms']);
+    const total = sum(hogHandlers, (s) => s.durationMs);
+    // A 20-40 ms span at 99 Hz has 2-4 samples: one with none is rare, and has no top_frames.
+    const first = hogHandlers.filter((s) => (event(s).top_frames ?? []).length > 0);
     const named = first.filter((s) => namesHog(event(s).top_frames[0]));
-    t.diagnostic(`${hogs.length} /hog: cpu.span_ms ${fmt(100 * own / total)} % of their time; hogCPU first in top_frames of ${named.length} of ${first.length} with samples (e.g. ${JSON.stringify(first[0] && event(first[0]).top_frames)})`);
-    assert.ok(enoughSamples(own, 0.7 * share * total), `cpu.span_ms is ${fmt(100 * own / total)} % of /hog's time; expected >= 70 % x ${fmt(share)}, less 3 sigma`);
-    assert.ok(named.length >= first.length * 0.9, `hogCPU first in ${named.length} of ${first.length}`);
+    t.diagnostic(`${hogHandlers.length} /hog handlers: cpu.span_ms ${fmt(100 * own / total)} % of their time; hogCPU (service.js:${HOG_LOOP_LINE}) first in top_frames of ${named.length} of ${first.length} with samples (e.g. ${JSON.stringify(first[0] && event(first[0]).top_frames)})`);
+    assert.ok(own / total >= 0.7, `cpu.span_ms is ${fmt(100 * own / total)} % of /hog's handler time; expected >= 70 %`);
+    assert.ok(first.length >= hogHandlers.length * 0.8, `only ${first.length} of ${hogHandlers.length} /hog handlers have top_frames`);
+    assert.ok(named.length >= first.length * 0.9, `hogCPU at its hot loop (service.js:${HOG_LOOP_LINE}) first in ${named.length} of ${first.length}`);
+  });
+
+  await t.test('/hog: the server span\'s own CPU is not its trace\'s (the handler span inside it has it)', () => {
+    assert.equal(tooBusy, null, tooBusy);
+    assert.ok(hogs.length >= 100, `${hogs.length} /hog server spans under load`);
+    const own = sum(hogs, (s) => s.attrs['thread_ctx.cpu.span_ms']);
+    const trace = sum(hogs, (s) => s.attrs['thread_ctx.cpu.trace_ms']);
+    const total = sum(hogs, (s) => s.durationMs);
+    const sampled = hogs.filter((s) => s.attrs['thread_ctx.cpu.trace_ms'] > 0);
+    const less = sampled.filter((s) => s.attrs['thread_ctx.cpu.span_ms'] < s.attrs['thread_ctx.cpu.trace_ms']);
+    t.diagnostic(`${hogs.length} /hog server spans: cpu.trace_ms ${fmt(100 * trace / total)} % of their time, cpu.span_ms ${fmt(100 * own / total)} %; span < trace in ${less.length} of ${sampled.length} with samples`);
+    assert.ok(trace / total >= 0.7, `cpu.trace_ms is ${fmt(100 * trace / total)} % of /hog's time; expected >= 70 % (the handler's CPU is its trace's)`);
+    assert.ok(own < 0.25 * trace, `cpu.span_ms (${fmt(own)} ms) is not well under cpu.trace_ms (${fmt(trace)} ms): the server span's own code is a small part of its request`);
+    assert.ok(less.length >= sampled.length * 0.9, `cpu.span_ms < cpu.trace_ms in only ${less.length} of ${sampled.length}`);
   });
 
   await t.test('/alloc: allocates at least 3 x what /hog does', () => {
@@ -209,6 +246,7 @@ test('spanprofiles: slow spans explained in Jaeger', {
     const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const a = mean(allocs.map((s) => s.attrs['thread_ctx.alloc_bytes']));
     const h = mean(hogs.map((s) => s.attrs['thread_ctx.alloc_bytes']));
+    assert.ok(allocs.length >= 10 && hogs.length >= 10, `${allocs.length} /alloc and ${hogs.length} /hog spans`);
     const named = allocs.filter((s) => (event(s).top_alloc_frames ?? []).some((f) => f.startsWith('allocateRows (service.js:')));
     t.diagnostic(`alloc_bytes mean: /alloc ${fmt(a / 1e6)} MB over ${allocs.length}, /hog ${fmt(h / 1e6)} MB over ${hogs.length}; allocateRows in top_alloc_frames of ${named.length}`);
     assert.ok(a > 0 && a >= 3 * h, `/alloc ${a} bytes, /hog ${h}`);
@@ -245,6 +283,28 @@ test('spanprofiles: slow spans explained in Jaeger', {
     }
   });
 
+  await t.test('thread-ctx built without eBPF: no libbpf in it, and it reports the Collector\'s files as the full build does', (st) => {
+    // scripts/test.sh builds it (cargo feature `ebpf` off) into target/no-ebpf/.
+    if (!canRun(st, fs.existsSync(NO_EBPF_BIN) ? false : `${NO_EBPF_BIN} is not built: cargo build -p thread-ctx --no-default-features (scripts/test.sh does)`)) return;
+    const tree = spawnSync('cargo', ['tree', '--offline', '-p', 'thread-ctx', '--no-default-features', '-e', 'normal,build', '--prefix', 'none'], { cwd: pipeline.ROOT, encoding: 'utf8' });
+    assert.equal(tree.status, 0, tree.stderr);
+    const crates = new Set(tree.stdout.split('\n').map((l) => l.split(' ')[0]).filter(Boolean));
+    assert.ok(crates.has('thread-ctx-otlp') && crates.has('thread-ctx-output'), `cargo tree without eBPF lists ${[...crates].join(' ')}`);
+    const bpf = [...crates].filter((c) => /bpf|clang/.test(c));
+    assert.deepEqual(bpf, [], `thread-ctx without eBPF still depends on ${bpf.join(', ')}`);
+    const help = spawnSync(NO_EBPF_BIN, ['record', '1'], { encoding: 'utf8' });
+    assert.equal(help.status, 2, help.stderr);
+    assert.match(help.stderr, /record: this thread-ctx was built without eBPF/);
+    for (const args of [['report', '--otlp', collector.files.profiles], ['report', '--traces', collector.files.traces, '--slowest', '3', '--json']]) {
+      const full = spawnSync(pipeline.BIN.threadCtx, args, { encoding: 'utf8' });
+      const lean = spawnSync(NO_EBPF_BIN, args, { encoding: 'utf8' });
+      assert.equal(full.status, 0, full.stderr);
+      assert.ok(full.stdout.length > 0, `thread-ctx ${args.join(' ')} printed nothing`);
+      assert.equal(lean.status, 0, lean.stderr);
+      assert.equal(lean.stdout, full.stdout, `thread-ctx ${args[0]} ${args[1]} differs without eBPF`);
+    }
+  });
+
   await t.test('exemplars: spanmetrics histograms lead to enriched traces', async () => {
     // The metrics file: one JSON line per export.
     await sleep(1500);
@@ -264,4 +324,4 @@ test('spanprofiles: slow spans explained in Jaeger', {
     t.diagnostic(`${exemplars.size} exemplar trace ids in ${lines.length} metric exports; ${leading.length} are enriched traces in Jaeger`);
     assert.ok(leading.length >= 10, `${leading.length} exemplars lead to enriched traces`);
   });
-});
+}));

@@ -64,20 +64,17 @@ unsafe fn attach_thread(env: napi_env) -> EnvData {
             None => EnvData::failed("no record page on this thread".into()),
         };
     }
-    let forced_heap = std::env::var_os("OTEL_THREAD_CTX_HEAP_PAGE").is_some();
-    if !forced_heap {
-        match Page::map() {
-            // SAFETY: live env; the page is installed (kept alive) right after on success.
-            Ok(page) => match unsafe { external_view(env, &page) } {
-                Ok(view) => {
-                    let _ = thread_state::install(page);
-                    return EnvData { view, error: None };
-                }
-                Err(NO_EXTERNAL_BUFFERS_ALLOWED) => {}
-                Err(status) => return EnvData::failed(format!("napi_create_external_arraybuffer failed (status {status})")),
-            },
-            Err(e) => return EnvData::failed(format!("mmap of the record page failed: {e}")),
-        }
+    match Page::map() {
+        // SAFETY: live env; the page is installed (kept alive) right after on success.
+        Ok(page) => match unsafe { external_view(env, &page) } {
+            Ok(view) => {
+                let _ = thread_state::install(page);
+                return EnvData { view, error: None };
+            }
+            Err(NO_EXTERNAL_BUFFERS_ALLOWED) => {}
+            Err(status) => return EnvData::failed(format!("napi_create_external_arraybuffer failed (status {status})")),
+        },
+        Err(e) => return EnvData::failed(format!("mmap of the record page failed: {e}")),
     }
     // No external buffers: let V8 allocate two pages and use the aligned one inside (backing
     // stores never move); a strong reference keeps it alive until the environment ends.
@@ -96,6 +93,11 @@ unsafe fn attach_thread(env: napi_env) -> EnvData {
 /// # Safety
 /// `env` live; `page` must outlive the view (it is the thread's page until its teardown).
 unsafe fn external_view(env: napi_env, page: &Page) -> std::result::Result<sys::napi_ref, sys::napi_status> {
+    // Test hook (CONTRIBUTING.md): Node-API answers as a runtime built with V8's sandbox does, which
+    // official Node builds are not, so that the tests reach the refusal's handling above.
+    if std::env::var_os("OTEL_THREAD_CTX_HEAP_PAGE").is_some() {
+        return Err(NO_EXTERNAL_BUFFERS_ALLOWED);
+    }
     let mut ab = ptr::null_mut();
     // SAFETY: the page is page_size() bytes; no finalizer, since the page is not V8's to free.
     let st = unsafe { sys::napi_create_external_arraybuffer(env, page.as_ptr().cast(), page.len(), None, ptr::null_mut(), &mut ab) };

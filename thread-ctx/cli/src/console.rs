@@ -4,10 +4,8 @@
 //! `eprintln!` would panic (and the release build abort). A note is said once however many
 //! stages find it.
 
-use std::collections::HashSet;
 use std::fmt::Arguments;
 use std::io::{ErrorKind, Write};
-use std::sync::Mutex;
 
 /// One line on stderr, formatted as `format!` would; a closed stderr is ignored.
 macro_rules! say {
@@ -27,7 +25,10 @@ pub fn stderr_line(line: Arguments) {
 /// `note` on stderr after `prefix` (`thread-ctx: warning: `), unless it was said before: a note
 /// several stages give (the start of a recording warns, its profile notes the same) reaches the
 /// user once.
+#[cfg(feature = "ebpf")]
 pub fn say_once(prefix: &str, note: &str) {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
     static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.get_or_insert_with(HashSet::new).insert(note.to_string()) {

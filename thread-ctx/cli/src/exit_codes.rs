@@ -5,11 +5,13 @@
 //! in it), which the library's typed errors say of themselves, whatever their
 //! message. Anything else is a reader failure.
 
+#[cfg(feature = "ebpf")]
 use thread_ctx_agent::AgentError;
 use thread_ctx_discovery::error::{Error as DiscoveryError, ErrorKind};
 use thread_ctx_discovery::{NoWriter, WriterError};
-use thread_ctx_profile::pipeline::PipelineError;
-use thread_ctx_profile::recording::RecordingError;
+#[cfg(feature = "ebpf")]
+use thread_ctx_profile::{pipeline::PipelineError, recording::RecordingError};
+#[cfg(feature = "ebpf")]
 use thread_ctx_sampler::SamplerError;
 
 /// Success (`validate`: every record is well formed). Handlers say `ExitCode::SUCCESS`.
@@ -59,6 +61,19 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
 }
 
+/// A usage error: `command` is one of `record` and `agent`, which this build (without feature
+/// `ebpf`) does not have, or a command that does not exist.
+#[cfg(not(feature = "ebpf"))]
+pub fn not_built(command: &str) -> anyhow::Error {
+    match command {
+        "record" | "agent" => usage(format!(
+            "{command}: this thread-ctx was built without eBPF (cargo feature `ebpf`), so it cannot sample; \
+             it reads what a Collector or `record` wrote (report, flamegraph) and processes by ptrace (inspect, dump, validate)"
+        )),
+        _ => usage(format!("unrecognized subcommand '{command}' (see thread-ctx --help)")),
+    }
+}
+
 /// A usage error unless `path` (given with `flag`) is a file.
 pub fn existing_file(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
     if path.is_file() {
@@ -89,14 +104,17 @@ fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     fn said<E: std::error::Error + 'static>(cause: &(dyn std::error::Error + 'static), kind: fn(&E) -> ErrorKind) -> Option<ErrorKind> {
         cause.downcast_ref::<E>().map(kind)
     }
-    said::<TargetError>(cause, |e| e.kind)
+    let kind = said::<TargetError>(cause, |e| e.kind)
         .or_else(|| said(cause, DiscoveryError::kind))
         .or_else(|| said(cause, NoWriter::kind))
-        .or_else(|| said(cause, WriterError::kind))
+        .or_else(|| said(cause, WriterError::kind));
+    #[cfg(feature = "ebpf")]
+    let kind = kind
         .or_else(|| said(cause, SamplerError::kind))
         .or_else(|| said(cause, PipelineError::kind))
         .or_else(|| said(cause, RecordingError::kind))
-        .or_else(|| said(cause, AgentError::kind))
+        .or_else(|| said(cause, AgentError::kind));
+    kind
 }
 
 #[cfg(test)]
@@ -116,6 +134,11 @@ mod tests {
         assert_eq!(code_of(&unwritable), EXIT_READER_FAILED, "only reading the target says no permission");
         assert_eq!(code_of(&usage("--hz: too high").context("x")), EXIT_USAGE);
         assert_eq!(code_of(&anyhow::anyhow!("something else")), EXIT_READER_FAILED);
+    }
+
+    #[cfg(feature = "ebpf")]
+    #[test]
+    fn sampling_errors_pick_the_code() {
         let bpf = anyhow::Error::from(SamplerError::NeedsPrivilege { what: "loading".into() });
         assert_eq!(code_of(&bpf.context("starting the sampler")), EXIT_NO_PERMISSION);
         let through_pipeline = anyhow::Error::from(PipelineError::Sampler(SamplerError::NeedsPrivilege { what: "loading".into() }));

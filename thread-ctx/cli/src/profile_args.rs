@@ -6,13 +6,15 @@
 
 use crate::console::say;
 use crate::exit_codes::usage;
+#[cfg(feature = "ebpf")]
 use crate::sampling_args::SamplingArgs;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use thread_ctx_model::{Entry, Filter, Profile};
 use thread_ctx_output::kind::Kind;
 use thread_ctx_output::{flame, pprof};
-use thread_ctx_profile::{Filter, Profile};
 
+#[cfg(feature = "ebpf")]
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ProfileArgs {
     #[command(flatten)]
@@ -123,6 +125,7 @@ impl FilterArgs {
 }
 
 /// What the run must do for the profile outputs.
+#[cfg(feature = "ebpf")]
 #[derive(Debug, Clone)]
 pub struct ProfilePlan {
     pub filter: Filter,
@@ -130,6 +133,7 @@ pub struct ProfilePlan {
     pub symbolize: bool,
 }
 
+#[cfg(feature = "ebpf")]
 impl ProfileArgs {
     /// Validates the flags; errors name the flag at fault.
     pub fn plan(&self, user_stacks: bool) -> Result<ProfilePlan> {
@@ -185,7 +189,7 @@ impl ProfileFiles {
             }
         };
         if let Some(p) = &self.pprof {
-            let sum = |keep: &dyn Fn(&thread_ctx_profile::Entry) -> bool| profile.entries.iter().filter(|e| keep(e)).map(|e| e.count).sum::<u64>();
+            let sum = |keep: &dyn Fn(&Entry) -> bool| profile.entries.iter().filter(|e| keep(e)).map(|e| e.count).sum::<u64>();
             let off = if profile.off_cpu_traced { format!(", {} off-CPU intervals", sum(&|e| e.kind.is_off_cpu())) } else { String::new() };
             let alloc = if profile.alloc_traced { format!(", {} allocation samples", sum(&|e| e.kind.is_alloc())) } else { String::new() };
             let what = format!("{} CPU samples{off}{alloc}", sum(&|e| e.kind.is_cpu()));
@@ -227,7 +231,7 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ebpf"))]
 mod tests {
     use super::*;
 

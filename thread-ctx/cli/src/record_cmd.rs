@@ -322,7 +322,7 @@ impl<W: Write> Observer for Live<W> {
             return;
         }
         let frames = if self.frames { process.name_now(sample) } else { None };
-        let line = sample_line(event, sample, process.key_map(), self.monotonic_to_unix_ns, frames.as_deref());
+        let line = sample_line(event.to_json(process.key_map()), sample, self.monotonic_to_unix_ns, frames.as_deref());
         if let Err(err) = writeln!(self.out, "{line}") {
             self.write_error = Some(err);
         }

@@ -14,13 +14,13 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use thread_ctx_discovery::printable::printable;
+use thread_ctx_model::Filter;
 use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
 use thread_ctx_otlp::received::{read_exporter_file, resolve};
 use thread_ctx_output::pprof;
 use thread_ctx_output::selection::selection_summary;
 use thread_ctx_output::summary::{GroupBy, Summary, NO_ROUTE_HINT, ROUTE_KEY};
 use thread_ctx_output::top;
-use thread_ctx_profile::Filter;
 
 /// Resource attributes shown first, in this order; the others are counted.
 const RESOURCE_SHOWN: [&str; 12] = [

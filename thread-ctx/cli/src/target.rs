@@ -5,7 +5,10 @@
 use crate::exit_codes::TargetError;
 use anyhow::Result;
 use thread_ctx_discovery::error::{Error, ErrorKind};
-use thread_ctx_discovery::{process, Discovery, NoWriter, Writer, WriterError};
+use thread_ctx_discovery::{process, Discovery, NoWriter};
+#[cfg(feature = "ebpf")]
+use thread_ctx_discovery::{Writer, WriterError};
+#[cfg(feature = "ebpf")]
 use thread_ctx_sampler::error::PRIVILEGE_HINT;
 
 /// How a command reads its target.
@@ -14,12 +17,14 @@ pub enum Access {
     /// /proc and ptrace (`inspect`, `dump`, `validate`): root or the target's own user may.
     Ptrace,
     /// eBPF (`record`): only root, whoever owns the target.
+    #[cfg(feature = "ebpf")]
     Ebpf,
 }
 
 /// Who may read process `pid` this way.
 pub fn permission_hint(pid: i32, access: Access) -> String {
     match (access, process::owner_uid(pid)) {
+        #[cfg(feature = "ebpf")]
         (Access::Ebpf, _) => PRIVILEGE_HINT.to_string(),
         (Access::Ptrace, Some(uid)) => format!("run thread-ctx as root (sudo) or as the target's user (uid {uid})"),
         (Access::Ptrace, None) => "run thread-ctx as root (sudo) or as the target's user".into(),
@@ -49,6 +54,7 @@ pub fn explain(e: Error, pid: i32, access: Access) -> anyhow::Error {
 }
 
 /// The writer object the sampler reads, or why there is none.
+#[cfg(feature = "ebpf")]
 pub fn sampled_writer(d: &Discovery, access: Access) -> Result<&Writer> {
     d.sampled_writer().map_err(|e| match e {
         WriterError::None(none) => no_writer(none, access),
@@ -86,6 +92,7 @@ mod tests {
         assert_eq!(code_of(&explain(Error::NoProcess { pid: 7 }, 7, Access::Ptrace)), EXIT_TARGET_GONE);
     }
 
+    #[cfg(feature = "ebpf")]
     #[test]
     fn objects_unreadable_for_want_of_permission_are_a_permission_error() {
         let skipped = |path: &str, errno| SkippedObject {

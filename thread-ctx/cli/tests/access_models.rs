@@ -2,8 +2,8 @@
 //! model classified, static vs DTV access, the exact ids per thread, and the
 //! `validate` exit codes. Needs `cc` (gcc + libc6-dev) and ptrace rights (root).
 
-mod common;
 use common::*;
+use thread_ctx_test_support::process as common;
 
 fn check_model(w: &WriterProcess, model: &str, access_kind: &str) {
     let inspect = json_of("inspect", w.pid, 0);

@@ -23,8 +23,8 @@
 //! pids are asserted about.
 
 mod alloc_common;
-mod collector_common;
-mod common;
+use thread_ctx_test_support::collector as collector_common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use collector_common::{Collector, ResolvedSample, SilentListener};

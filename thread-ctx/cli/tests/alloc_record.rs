@@ -17,7 +17,7 @@
 //! machine the service gets less CPU and allocates less.
 
 mod alloc_common;
-mod common;
+use thread_ctx_test_support::process as common;
 
 use alloc_common::{alloc_uprobe_links, node_of, service, table_mb, Attribution, CAP, WANT};
 use common::{ebpf_or_skip, one_at_a_time, thread_ctx, thread_ctx_until};

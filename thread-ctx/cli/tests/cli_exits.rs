@@ -5,8 +5,8 @@
 //! process's main thread (records that thread only, and says whose it is).
 //! The eBPF ones skip visibly when not root.
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::*;
 use sampler_common::spinners;
@@ -134,8 +134,7 @@ fn a_process_that_is_gone_exits_6() {
 
 #[test]
 fn dump_without_permission_exits_5_and_says_who_may_read() {
-    if !is_root() {
-        let _ = writeln_stderr("SKIPPED dump_without_permission_exits_5_and_says_who_may_read: needs root to drop to another user");
+    if !can_run("dump_without_permission_exits_5_and_says_who_may_read", (!is_root()).then_some("it needs root to drop to another user")) {
         return;
     }
     let w = c_writer(&fixtures().writer_le, &[], &[]);
@@ -149,8 +148,7 @@ fn dump_without_permission_exits_5_and_says_who_may_read() {
 
 #[test]
 fn record_without_ebpf_rights_exits_5() {
-    if !is_root() {
-        let _ = writeln_stderr("SKIPPED record_without_ebpf_rights_exits_5: needs root to drop to another user");
+    if !can_run("record_without_ebpf_rights_exits_5", (!is_root()).then_some("it needs root to drop to another user")) {
         return;
     }
     // A writer of the same unprivileged user: discovery works, loading eBPF does not.
@@ -226,8 +224,7 @@ fn a_closed_pipe_ends_every_command_quietly_with_its_code() {
 /// as the target's user (which would fail next, at loading eBPF).
 #[test]
 fn record_of_another_users_process_says_ebpf_needs_root() {
-    if !is_root() {
-        let _ = writeln_stderr("SKIPPED record_of_another_users_process_says_ebpf_needs_root: needs root to drop to another user");
+    if !can_run("record_of_another_users_process_says_ebpf_needs_root", (!is_root()).then_some("it needs root to drop to another user")) {
         return;
     }
     let w = c_writer(&fixtures().writer_le, &[], &[]);

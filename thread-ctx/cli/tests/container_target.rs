@@ -6,8 +6,8 @@
 //! in the library's placement, in `record`'s summary, and in the resource the agent sends a real
 //! OpenTelemetry Collector, which `thread-ctx report --pid HOST_PID` then finds.
 
-mod collector_common;
-mod common;
+use thread_ctx_test_support::collector as collector_common;
+use thread_ctx_test_support::process as common;
 
 use collector_common::Collector;
 use common::*;

@@ -10,8 +10,8 @@
 //! Without root the demo falls back to `thread-ctx dump` snapshots and says so (run here as uid
 //! 65534 through setpriv when the tests run as root).
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::package_dir;
 use sampler_common::*;

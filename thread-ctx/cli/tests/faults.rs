@@ -1,10 +1,10 @@
 //! Faults degrade gracefully: threads exiting mid-read, a thread already traced
 //! by someone else, and a reader without the rights to read the target.
 
-mod common;
 use common::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use thread_ctx_test_support::process as common;
 
 const MIN_SIGNALS: usize = 3000;
 const MIN_DUMPS: usize = 3;

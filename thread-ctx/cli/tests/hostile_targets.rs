@@ -7,7 +7,6 @@
 //! whatever is still true in the same process, and reads a good process
 //! next to them as usual.
 
-mod common;
 use common::*;
 use prost::Message;
 use serde_json::Value;
@@ -17,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use thread_ctx_discovery::process_context_proto::{any_value, string_value, AnyValue, ArrayValue, KeyValue, ProcessContext};
+use thread_ctx_test_support::process as common;
 
 fn work_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

@@ -17,9 +17,9 @@
 //!
 //! Needs the built addon, the V8 addon and Node 22, 24, 26 (scripts/setup.sh); root for eBPF.
 
-mod common;
-mod sampler_common;
-mod timeline_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
+use thread_ctx_test_support::timeline as timeline_common;
 
 use common::{json_of, node_command_on, package_dir, rows_of, start_process, test_file, writeln_stderr, NodeRuntime, WriterProcess};
 use sampler_common::*;

@@ -6,8 +6,8 @@
 //! and the built addon (`npm run build` at the repository root; the V8 addon
 //! and Node 22, 24, 26 from scripts/setup.sh).
 
-mod common;
 use common::*;
+use thread_ctx_test_support::process as common;
 
 fn node_writer(env: &[(&str, &str)]) -> WriterProcess {
     node_writer_on(&NodeRuntime::ON_PATH, &[], env)

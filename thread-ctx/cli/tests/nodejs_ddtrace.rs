@@ -12,7 +12,7 @@
 //! `record` (eBPF), whose samples inside each function must link to that
 //! function's span, by dd-trace's own ids, on its own thread.
 
-mod common;
+use thread_ctx_test_support::process as common;
 
 use common::{
     ebpf_or_skip, fail_clearly_if_ptrace_denied, one_at_a_time, test_file, thread_ctx, thread_ctx_until, writeln_stderr, NodeRuntime, STARTUP,

@@ -12,7 +12,7 @@
 //! published before). A process that declares the schema without a layout the
 //! reader can trust is refused in one line.
 
-mod common;
+use thread_ctx_test_support::process as common;
 
 use common::{c_writer, cc, ebpf_or_skip, one_at_a_time, test_file, thread_ctx_until, ReaderRun, WriterProcess};
 use serde_json::Value;

@@ -6,7 +6,7 @@
 //! its profile written; a perf map an earlier process with the same pid left
 //! behind is not used.
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;

@@ -6,7 +6,7 @@
 //! V8 writes the jitdump through a 2 MB buffer, so the workload compiles
 //! throwaway code until twoLoops' records are on disk before it says it runs.
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;

@@ -7,7 +7,7 @@
 //!   blocked time, a span awaiting a 50 ms timer gets none (the event loop
 //!   idles in epoll with no span published).
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;

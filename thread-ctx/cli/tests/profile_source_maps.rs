@@ -6,7 +6,7 @@
 //! the generated position kept beside them. Its two hot functions live in two
 //! files both named `index.ts`: the summary tells them apart.
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;

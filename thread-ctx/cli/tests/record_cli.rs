@@ -1,8 +1,8 @@
 //! `thread-ctx record` as a command in a pipeline: a reader that closes stdout
 //! early (`| head -2`) ends the recording at once, with exit 0 and no error.
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use sampler_common::*;
 use std::io::{BufRead, BufReader};

@@ -4,7 +4,7 @@
 //! trace, by span, and `--top` folding the rest into one "other" row, each
 //! with its groups' top frames.
 
-mod common;
+use thread_ctx_test_support::process as common;
 mod profile_common;
 
 use common::*;

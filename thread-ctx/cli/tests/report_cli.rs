@@ -5,8 +5,8 @@
 //! it draws for one process, span or trace; and its exit codes. (The demo test runs it on what the
 //! agent sent for a live service.)
 
-mod collector_common;
-mod otlp_common;
+use thread_ctx_test_support::collector as collector_common;
+use thread_ctx_test_support::otlp_request as otlp_common;
 
 use collector_common::{Collector, Received};
 use otlp_common::{config, example_request, BUILD_ID, SPAN_1, TRACE_ID};

@@ -6,8 +6,8 @@
 //! static TLS (TLSDESC resolved static), dynamic TLS (DTV walk, forced with
 //! GLIBC_TUNABLES), initial exec (a .so linked at startup) and local exec.
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::{assert_dump_matches, c_writer, json_of, FORCE_DYNAMIC_TLS};
 use object::{Object, ObjectSymbol};

@@ -12,8 +12,8 @@
 //!
 //! Needs `node` and the built addon (`npm run build` at the repository root).
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::{node_command_on, package_dir, start_writer, test_file, NodeRuntime, Published, WriterProcess, FORCE_DYNAMIC_TLS};
 use sampler_common::*;

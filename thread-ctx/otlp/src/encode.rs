@@ -25,8 +25,8 @@ use opentelemetry_proto::tonic::profiles::v1development as otlp;
 use thread_ctx_discovery::cgroup_cpu::CpuThrottling;
 use thread_ctx_discovery::maps::Mapping as MapsLine;
 use thread_ctx_discovery::process_context_proto::Resource;
-use thread_ctx_profile::symbolized::StackFrame;
-use thread_ctx_profile::{Entry, FrameKind, Profile, Value};
+use thread_ctx_model::symbolized::StackFrame;
+use thread_ctx_model::{Entry, FrameKind, Profile, Value};
 
 pub const FRAME_TYPE: &str = "profile.frame.type";
 pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
@@ -42,7 +42,7 @@ pub const OFF_CPU_STATE: &str = "thread.off_cpu.state";
 pub const CGROUP_THROTTLED_NS: &str = "thread_ctx.cgroup.cpu.throttled_ns";
 pub const CGROUP_NR_THROTTLED: &str = "thread_ctx.cgroup.cpu.nr_throttled";
 pub const CGROUP_PATH: &str = "thread_ctx.cgroup.path";
-use thread_ctx_profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
+use thread_ctx_model::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// One process's profile over one window.
 pub struct ProcessWindow<'a> {
@@ -388,8 +388,8 @@ pub(crate) mod tests {
             _ => None,
         }
     }
-    use thread_ctx_profile::symbolized::{Observation, StackFrame};
-    use thread_ctx_profile::{Frame, SampleKind};
+    use thread_ctx_model::symbolized::{Observation, StackFrame};
+    use thread_ctx_model::{Frame, SampleKind};
 
     /// A V8 process's window: JS, JIT and native frames (a mapping with a build id), a CPU entry
     /// with a span and attributes, an off-CPU one without.

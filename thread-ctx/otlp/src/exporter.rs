@@ -21,7 +21,8 @@ use super::config::ExporterConfig;
 use super::outcome::{Delivered, SendError};
 use super::retry::RetryPolicy;
 use super::stats::{Count, ExporterStats};
-use super::transport::{Transport, TransportError};
+use super::transport::Transport;
+use super::transport_error::TransportError;
 
 /// Sends OTLP profiles requests in the background. See the module documentation.
 pub struct Exporter {

@@ -13,7 +13,7 @@ use tonic_types::StatusExt;
 
 use super::config::{Compression, ExporterConfig, Protocol};
 use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
-use super::transport::TransportError;
+use super::transport_error::TransportError;
 use super::USER_AGENT;
 
 /// Largest answer accepted: an export response is a few bytes.

@@ -12,7 +12,7 @@ use url::Url;
 
 use super::config::{Compression, ExporterConfig, Protocol};
 use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
-use super::transport::TransportError;
+use super::transport_error::TransportError;
 use super::USER_AGENT;
 
 const PROTOBUF: &str = "application/x-protobuf";

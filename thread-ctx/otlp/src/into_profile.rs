@@ -14,10 +14,10 @@ use crate::encode::{BUILD_ID_GNU, FRAME_TYPE, OFF_CPU_STATE, THREAD_ID, THREAD_N
 use crate::received::{ResolvedFrame, ResolvedMapping, ResolvedSample};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use thread_ctx_discovery::maps::Mapping;
-use thread_ctx_profile::symbolized::{Observation, StackFrame};
-use thread_ctx_profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos, Value};
+use thread_ctx_model::symbolized::{Observation, StackFrame};
+use thread_ctx_model::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos, Value};
 
-use thread_ctx_profile::symbolized::KERNEL_MAPPING;
+use thread_ctx_model::symbolized::KERNEL_MAPPING;
 /// The device that mappings rebuilt from OTLP are filed under (the profile keys build ids by
 /// device and inode; OTLP has neither).
 const OTLP_DEVICE: &str = "otlp";
@@ -175,6 +175,7 @@ impl Builder {
             column: if pos.is_none() && kind == FrameKind::Js { positive(f.column) } else { None },
             pos,
             generated: None,
+            tier: None,
         };
         if let Some(m) = f.mapping.as_ref().filter(|m| m.filename.starts_with('/')) {
             self.mapping(m);

@@ -38,6 +38,7 @@ mod stats;
 mod to_otlp;
 pub mod traces;
 mod transport;
+mod transport_error;
 
 pub use config::{Compression, ConfigError, ExporterConfig, Overrides, Protocol, DEFAULT_QUEUE_CAPACITY, HTTP_PROFILES_PATH};
 pub use exporter::{Exporter, StartCause, StartError};

@@ -3,8 +3,8 @@
 
 use super::encode::{export_request, ProcessWindow};
 use super::Exporter;
-use thread_ctx_profile::sink::{SinkError, WindowSink};
-use thread_ctx_profile::window::Window;
+use thread_ctx_model::sink::{SinkError, WindowSink};
+use thread_ctx_model::window::Window;
 
 pub struct OtlpSink {
     pub exporter: Exporter,

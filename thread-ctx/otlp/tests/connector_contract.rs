@@ -26,10 +26,10 @@ use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, ResourceSpans, Scope
 use prost::Message;
 use std::path::{Path, PathBuf};
 use thread_ctx_discovery::process_context_proto::{string_value, AnyValue as CtxValue, KeyValue as CtxKeyValue, Resource};
+use thread_ctx_model::symbolized::{Observation, StackFrame};
+use thread_ctx_model::{Entry, Frame, Profile, SampleKind};
 use thread_ctx_otlp::encode::{export_request, ProcessWindow};
 use thread_ctx_otlp::traces::read_traces_file;
-use thread_ctx_profile::symbolized::{Observation, StackFrame};
-use thread_ctx_profile::{Entry, Frame, Profile, SampleKind};
 
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../collector/spanprofilesconnector/testdata/agent").join(name)

@@ -13,7 +13,7 @@ use inferno::flamegraph::color::{MultiPalette, Palette};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use thread_ctx_profile::{Entry, Filter, FrameKind, Profile};
+use thread_ctx_model::{Entry, Filter, FrameKind, Profile};
 
 fn stack_line(p: &Profile, e: &Entry) -> String {
     let thread = p.thread_name(e.tid).map(str::to_string).unwrap_or_else(|| format!("tid {}", e.tid));
@@ -76,8 +76,8 @@ pub fn write_svg(path: &Path, p: &Profile, filter: &Filter, kind: Kind, subtitle
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_profile::symbolized::StackFrame;
-    use thread_ctx_profile::{Frame, SampleKind};
+    use thread_ctx_model::symbolized::StackFrame;
+    use thread_ctx_model::{Frame, SampleKind};
 
     fn profile(off_cpu: bool) -> Profile {
         let mut p = Profile::default();

@@ -1,7 +1,7 @@
 //! What a table's rows are ([`GroupBy`]: a record attribute such as `http.route`, the trace, or
 //! the span instance) and which row a sample or profile entry falls in ([`Group`]).
 
-use thread_ctx_profile::{Entry, Sample};
+use thread_ctx_model::{Entry, Sample};
 
 /// Distinct groups kept; samples of later ones are counted in one overflow row.
 pub const MAX_GROUPS: usize = 100_000;

@@ -3,7 +3,7 @@
 //! stacks and the summary of a `--trace`/`--span`/`--attr` selection, so that all three speak
 //! of the same samples, and the flame graph's title and subtitle say which.
 
-use thread_ctx_profile::{Entry, Filter, Profile};
+use thread_ctx_model::{Entry, Filter, Profile};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -134,7 +134,7 @@ impl Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_profile::SampleKind;
+    use thread_ctx_model::SampleKind;
 
     fn profile() -> Profile {
         let mut p = Profile::default();

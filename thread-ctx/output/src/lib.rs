@@ -3,7 +3,7 @@
 //! allocations), gzipped pprof ([`pprof`], one file per window with
 //! [`pprof_dir`]), folded stacks and SVG flame graphs ([`flame`]) of the
 //! samples a [`kind`] names, and `record`'s [`jsonl`] lines. [`pprof_dir`] is
-//! a window sink (`thread_ctx_profile::sink`); what a Collector received
+//! a window sink (`thread_ctx_model::sink`); what a Collector received
 //! comes back as a profile through `thread_ctx_otlp::into_profile`.
 
 pub mod alloc_summary;

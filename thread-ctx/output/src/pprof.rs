@@ -15,8 +15,8 @@ use foldhash::{HashMap, HashMapExt};
 use prost::Message;
 use std::io::{Read, Write};
 use thread_ctx_discovery::ids::{hex, parse_hex};
-use thread_ctx_profile::symbolized::StackFrame;
-use thread_ctx_profile::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos};
+use thread_ctx_model::symbolized::StackFrame;
+use thread_ctx_model::{Entry, Frame, FrameKind, Measure, Profile, SampleKind, SourcePos};
 
 /// pprof's messages, generated from proto/pprof/profile.proto by build.rs.
 mod pb {
@@ -31,7 +31,7 @@ pub const LABEL_SERVICE_NAME: &str = "service.name";
 pub const LABEL_OFF_CPU: &str = "off_cpu";
 /// Every label key that is not a record attribute.
 const OWN_LABELS: [&str; 6] = [LABEL_TRACE_ID, LABEL_SPAN_ID, LABEL_THREAD_ID, LABEL_THREAD_NAME, LABEL_SERVICE_NAME, LABEL_OFF_CPU];
-use thread_ctx_profile::symbolized::{KERNEL_MAPPING, KERNEL_START};
+use thread_ctx_model::symbolized::{KERNEL_MAPPING, KERNEL_START};
 
 /// What the profile says about its recording.
 #[derive(Debug, Clone, Default)]
@@ -282,7 +282,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile> {
         // A JS location whose line differs from its function's start was sampled at that line.
         let at = loc.line.first().filter(|l| kind == FrameKind::Js && l.line > 0 && Some(l.line as u32) != line);
         let pos = at.map(|l| SourcePos { line: l.line as u32, column: (l.column > 0).then_some(l.column as u32) });
-        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos, generated: None });
+        let frame = profile.intern(Frame { kind, name, file, line, column: None, pos, generated: None, tier: None });
         frames.insert(loc.id, StackFrame { addr: loc.address, frame, kernel });
     }
     for smp in &pp.sample {

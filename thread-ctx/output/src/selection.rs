@@ -6,7 +6,7 @@
 use super::kind::Kind;
 use super::summary::{GroupBy, Summary};
 use super::top::top_frames;
-use thread_ctx_profile::{Filter, Profile};
+use thread_ctx_model::{Filter, Profile};
 
 /// "selection (trace 4bf9…): 37 of 1,204 CPU samples" (the samples of `kind`: what the flame
 /// graph and folded stacks draw), then the selection's table. Rows are the selection's spans
@@ -35,8 +35,8 @@ pub fn selection_summary(p: &Profile, filter: &Filter, kind: Kind, by: &GroupBy,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_profile::symbolized::{Entry, StackFrame};
-    use thread_ctx_profile::Frame;
+    use thread_ctx_model::symbolized::{Entry, StackFrame};
+    use thread_ctx_model::Frame;
 
     fn profile() -> Profile {
         let mut p = Profile::default();

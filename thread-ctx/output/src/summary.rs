@@ -17,8 +17,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use thread_ctx_discovery::container::Placement;
 use thread_ctx_discovery::ids::hex;
-use thread_ctx_profile::{Entry, Sample, SampleKind};
-use thread_ctx_sampler::CtxState;
+use thread_ctx_model::CtxState;
+use thread_ctx_model::{Entry, Sample, SampleKind};
 
 /// Distinct (group, trace or span) pairs kept to count each group's traces or spans.
 pub const MAX_MEMBERS: usize = 200_000;
@@ -443,7 +443,7 @@ fn truncate(s: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_profile::sample::Attrs;
+    use thread_ctx_model::sample::Attrs;
 
     /// A CPU sample as the decode stage makes it: a span only when the record was valid and had ids.
     fn sample(state: CtxState, trace: u8, span: u8, route: Option<&str>) -> Sample<'static> {

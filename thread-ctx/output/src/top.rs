@@ -7,8 +7,8 @@
 use super::native_name::short_native_name;
 use super::summary::{Group, GroupBy, GroupNotes};
 use std::collections::HashMap;
-use thread_ctx_profile::FrameKind;
-use thread_ctx_profile::{Entry, Profile};
+use thread_ctx_model::FrameKind;
+use thread_ctx_model::{Entry, Profile};
 
 fn top_frame(p: &Profile, e: &Entry, files: &HashMap<&str, &str>) -> Option<String> {
     let f = e.stack.iter().map(|f| p.frame(f)).find(|f| f.kind == FrameKind::Js).or_else(|| e.stack.first().map(|f| p.frame(f)))?;
@@ -22,7 +22,7 @@ fn top_frame(p: &Profile, e: &Entry, files: &HashMap<&str, &str>) -> Option<Stri
 pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
     let mut per_group: HashMap<Group, HashMap<String, u64>> = HashMap::new();
     // JS files by the shortest path suffix that tells them apart (two index.js are not one).
-    let files = thread_ctx_profile::frame::unique_suffixes(p.frames.iter().filter(|f| f.kind == FrameKind::Js).filter_map(|f| f.file.as_deref()));
+    let files = thread_ctx_model::frame::unique_suffixes(p.frames.iter().filter(|f| f.kind == FrameKind::Js).filter_map(|f| f.file.as_deref()));
     for e in p.entries.iter().filter(|e| e.kind.is_cpu()) {
         let Some(group) = by.group_of_entry(e) else { continue };
         let name = top_frame(p, e, &files).unwrap_or_else(|| "(no stack)".into());
@@ -47,8 +47,8 @@ pub fn top_frames(p: &Profile, by: &GroupBy, n: usize) -> GroupNotes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thread_ctx_profile::symbolized::StackFrame;
-    use thread_ctx_profile::{Frame, SourcePos};
+    use thread_ctx_model::symbolized::StackFrame;
+    use thread_ctx_model::{Frame, SourcePos};
 
     #[test]
     fn names_the_innermost_js_function_else_the_leaf_per_group() {

@@ -8,13 +8,14 @@
 //! `Array.prototype.map`) is named by its pc as before: V8's jitdump or perf
 //! map when the process writes them, the ELF symbol for a builtin.
 
-use super::frame::{Frame, SourcePos};
+use super::frame::{Frame, JsTier, SourcePos};
 use super::js_key::{JsKey, JS_FRAME_BY_CODE};
 use thread_ctx_discovery::maps::Mapping;
 use thread_ctx_discovery::remote_memory::RemoteMemory;
 use thread_ctx_sampler::event::{JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
 use thread_ctx_sampler::V8Process;
 use thread_ctx_v8::cache::CacheSize;
+use thread_ctx_v8::code::Tier;
 use thread_ctx_v8::memory::{Fault, HeapMemory};
 use thread_ctx_v8::namer::{CacheSizes, Stats};
 use thread_ctx_v8::tagged::smi_word;
@@ -42,7 +43,17 @@ pub struct JsNamed {
 fn frame_of(f: thread_ctx_v8::JsFrame) -> Frame {
     Frame {
         pos: f.line.map(|line| SourcePos { line, column: f.column }),
+        tier: f.tier.map(tier_of),
         ..Frame::js(&f.function, f.script.as_deref(), f.function_line, f.function_column)
+    }
+}
+
+fn tier_of(t: Tier) -> JsTier {
+    match t {
+        Tier::Interpreted => JsTier::Interpreted,
+        Tier::Baseline => JsTier::Baseline,
+        Tier::Maglev => JsTier::Maglev,
+        Tier::Turbofan => JsTier::Turbofan,
     }
 }
 

@@ -12,14 +12,13 @@
 //!    [`Profile`] ([`symbolized`]): what every output renders.
 //!
 //! Stages 1 and 2 never read the target; stage 3 does. A [`Filter`] selects
-//! entries for an output. The [`pipeline`] runs the stages for many processes;
+//! entries for an output. What they make (samples, profiles, windows and the
+//! sink they end in) is the data model of `thread-ctx-model`, re-exported here. The [`pipeline`] runs the stages for many processes;
 //! a [`recording`] runs it for one process, once (`thread-ctx record`).
 
 pub mod aggregate;
 pub mod builder;
 pub mod decode;
-pub mod filter;
-pub mod frame;
 pub mod jitdump;
 pub mod js_key;
 pub mod js_names;
@@ -28,21 +27,18 @@ pub mod perf_map;
 pub mod perf_map_reader;
 pub mod pipeline;
 pub mod recording;
-pub mod sample;
-pub mod sink;
 pub mod source_map;
 pub mod symbol_pages;
-pub mod symbolized;
 pub mod symbolizer;
-pub mod window;
 
 pub use aggregate::Aggregate;
 pub use builder::ProfileBuilder;
 pub use decode::{Decoder, StackLosses};
-pub use filter::Filter;
-pub use frame::{Frame, FrameKind, Generated, SourcePos};
 pub use native_symbols::NativeSymbols;
-pub use sample::{Measure, Sample, SampleKind, Value};
-pub use symbolized::{Entry, Profile};
 pub use symbolizer::Symbolizer;
-pub use window::{Window, WindowProcess};
+
+// The data model the stages make, under the paths this crate's users have always named it by.
+pub use thread_ctx_model::{filter, frame, sample, sink, symbolized, window};
+pub use thread_ctx_model::{
+    Entry, Filter, Frame, FrameKind, Generated, Measure, Profile, Sample, SampleKind, SourcePos, Value, Window, WindowProcess,
+};

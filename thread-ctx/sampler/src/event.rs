@@ -7,6 +7,8 @@ use super::skel::types::{js_frame, sample_event};
 use serde_json::{json, Value};
 use thread_ctx_discovery::ctx_record::{decode_attrs, Header, HEADER_SIZE};
 use thread_ctx_discovery::ids::hex;
+/// What the sampler read of one JS frame, as the data model carries it.
+pub use thread_ctx_model::js_frame::{JsFrameSlots, JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
 
 /// Size of `struct sample_event` (bpf/sampler_abi.h asserts the same layout): the largest record.
 pub const EVENT_SIZE: usize = 4168;
@@ -19,22 +21,6 @@ const _: () = assert!(std::mem::offset_of!(sample_event, attrs) == EVENT_HEAD_SI
 /// `struct js_frame` (bpf/sampler_abi.h asserts it too).
 pub const JS_FRAME_SIZE: usize = 32;
 const _: () = assert!(std::mem::size_of::<js_frame>() == JS_FRAME_SIZE);
-/// `JS_FRAME_OFFSET_REGISTER`: `bytecode_offset` is the interpreter's offset register.
-pub const JS_FRAME_OFFSET_REGISTER: u16 = 1;
-/// `JS_FRAME_LEAF_STACK`: the event's leaf words are the words at the stack pointer.
-pub const JS_FRAME_LEAF_STACK: u16 = 2;
-
-/// What the sampler read of one JS frame (`struct js_frame`): the frame of `user_stack[depth]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct JsFrameSlots {
-    pub depth: u16,
-    pub flags: u16,
-    /// The frame's SharedFunctionInfo (tagged), read through its JSFunction at sample time.
-    pub shared: u64,
-    pub bytecode_array: u64,
-    pub bytecode_offset: u64,
-}
-
 const EVENT_CPU_SAMPLE: u8 = 0;
 const EVENT_OFF_CPU: u8 = 1;
 const EVENT_ALLOC: u8 = 2;
@@ -106,17 +92,16 @@ fn stack(bytes: i32, buf: &[u64]) -> Result<Vec<u64>, i32> {
     Ok(buf[..n].iter().copied().take_while(|&ip| ip != 0).collect())
 }
 
-impl JsFrameSlots {
-    fn from_raw(f: &js_frame) -> Self {
-        JsFrameSlots { depth: f.depth, flags: f.flags, shared: f.shared, bytecode_array: f.bytecode_array, bytecode_offset: f.bytecode_offset }
-    }
+/// One `struct js_frame` as the skeleton has it.
+fn js_frame_from_raw(f: &js_frame) -> JsFrameSlots {
+    JsFrameSlots { depth: f.depth, flags: f.flags, shared: f.shared, bytecode_array: f.bytecode_array, bytecode_offset: f.bytecode_offset }
+}
 
-    /// One `struct js_frame` as the ring buffer holds it.
-    fn from_bytes(b: &[u8]) -> Self {
-        let w = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        let h = |at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().expect("2 bytes"));
-        JsFrameSlots { shared: w(0), bytecode_array: w(8), bytecode_offset: w(16), depth: h(24), flags: h(26) }
-    }
+/// One `struct js_frame` as the ring buffer holds it.
+fn js_frame_from_bytes(b: &[u8]) -> JsFrameSlots {
+    let w = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let h = |at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().expect("2 bytes"));
+    JsFrameSlots { shared: w(0), bytecode_array: w(8), bytecode_offset: w(16), depth: h(24), flags: h(26) }
 }
 
 impl Event {
@@ -155,7 +140,7 @@ impl Event {
         at += user;
         words(at, kernel, &mut raw.kernel_stack);
         at += kernel;
-        let js_frames = bytes[at..at + js].chunks_exact(JS_FRAME_SIZE).map(JsFrameSlots::from_bytes).collect();
+        let js_frames = bytes[at..at + js].chunks_exact(JS_FRAME_SIZE).map(js_frame_from_bytes).collect();
         at += js;
         words(at, leaf, &mut raw.leaf_words);
         at += leaf;
@@ -198,7 +183,7 @@ impl Event {
             attrs,
             user_stack: stack(raw.user_stack_bytes, &raw.user_stack),
             kernel_stack: stack(raw.kernel_stack_bytes, &raw.kernel_stack),
-            js_frames: raw.js[..(raw.js_frame_count as usize).min(raw.js.len())].iter().map(JsFrameSlots::from_raw).collect(),
+            js_frames: raw.js[..(raw.js_frame_count as usize).min(raw.js.len())].iter().map(js_frame_from_raw).collect(),
             leaf_words: raw.leaf_words[..(raw.leaf_word_count as usize).min(raw.leaf_words.len())].to_vec(),
             value: raw.value,
             preempted: raw.flags & EVENT_FLAG_PREEMPTED != 0,

@@ -19,8 +19,8 @@
 //!
 //! Every read is bounded ([`memory::Budget`]): a heap that lies (cycles, huge
 //! lengths, wrong types) costs a bounded read and a counted [`Miss`], never a
-//! hang or a panic. [`image`] holds heaps in memory for the tests and the fuzz
-//! targets.
+//! hang or a panic. `image` (feature `test-support`, never in a build that
+//! ships) holds heaps in memory for the tests and the fuzz targets.
 //!
 //! The crate reads the target only through [`memory::HeapMemory`]; the agent
 //! gives it its reader of another process's memory.
@@ -32,6 +32,7 @@ pub mod error;
 pub mod frame;
 pub mod function;
 pub mod heap;
+#[cfg(any(test, feature = "test-support"))]
 pub mod image;
 pub mod layout;
 pub mod memory;

@@ -7,11 +7,10 @@
 //! `thread-ctx report` uses too).
 //!
 //! Also [`SilentListener`], an endpoint that accepts connections and never answers.
-#![allow(dead_code)]
 
 use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -36,7 +35,7 @@ pub fn collector_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("OTELCOL_BIN") {
         return bin.into();
     }
-    let bin = workspace_root().join("target/otelcol/otelcol-thread-ctx");
+    let bin = crate::workspace_root().join("target/otelcol/otelcol-thread-ctx");
     assert!(
         bin.exists(),
         "the OTLP tests need the OpenTelemetry Collector at {}: build it with `bash scripts/build-collector.sh` \
@@ -44,10 +43,6 @@ pub fn collector_binary() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
 }
 
 /// A free loopback port (bound and released: another process could take it in between, which
@@ -99,15 +94,17 @@ impl Collector {
     }
 
     /// Chosen ports and a directory, not started: for tests where the endpoint is down at first.
+    /// (No `Default`: it takes ports and makes a directory, it is not a value.)
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Collector {
-        let config = std::fs::read_to_string(workspace_root().join("collector/config.yaml")).unwrap();
+        let config = std::fs::read_to_string(crate::workspace_root().join("collector/config.yaml")).unwrap();
         Collector::with_config(&config)
     }
 
     /// Like [`Collector::new`] with another configuration (YAML). It may use
     /// `${env:OTELCOL_GRPC_ENDPOINT}`, `${env:OTELCOL_HTTP_ENDPOINT}` and `${env:OTELCOL_OUTPUT}`.
     pub fn with_config(yaml: &str) -> Collector {
-        let dir = tempfile::Builder::new().prefix("otelcol-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dir = tempfile::Builder::new().prefix("otelcol-").tempdir_in(crate::target_tmpdir()).unwrap();
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, yaml).unwrap();
         Collector {

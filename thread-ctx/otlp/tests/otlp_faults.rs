@@ -4,8 +4,8 @@
 //! bounded (a full queue drops the oldest, counted), deliver once the endpoint is back, and
 //! account for every request.
 
-mod collector_common;
-mod otlp_common;
+use thread_ctx_test_support::collector as collector_common;
+use thread_ctx_test_support::otlp_request as otlp_common;
 
 use std::time::{Duration, Instant};
 

@@ -22,9 +22,9 @@
 //! usually still inside its own window, and the loop spends little CPU outside
 //! callbacks).
 
-mod common;
-mod sampler_common;
-mod timeline_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
+use thread_ctx_test_support::timeline as timeline_common;
 
 use common::{node_command_on, package_dir, start_writer, test_file, NodeRuntime, WriterProcess};
 use sampler_common::*;

@@ -35,6 +35,29 @@ pub struct Generated {
     pub pos: Option<SourcePos>,
 }
 
+/// The V8 tier whose code a JS frame ran in, as V8's heap says (the code object at its pc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JsTier {
+    /// Ignition, the bytecode interpreter.
+    Interpreted,
+    /// Sparkplug, the baseline compiler.
+    Baseline,
+    Maglev,
+    Turbofan,
+}
+
+impl JsTier {
+    /// Its name in `record --format jsonl --frames` lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            JsTier::Interpreted => "interpreted",
+            JsTier::Baseline => "baseline",
+            JsTier::Maglev => "maglev",
+            JsTier::Turbofan => "turbofan",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
     pub kind: FrameKind,
@@ -50,24 +73,35 @@ pub struct Frame {
     pub pos: Option<SourcePos>,
     /// JS renamed by its script's source map: the generated position.
     pub generated: Option<Box<Generated>>,
+    /// JS named from V8's heap: the tier its code ran in (None: named otherwise, or not said).
+    pub tier: Option<JsTier>,
 }
 
 impl Frame {
     pub fn unknown(name: String, file: Option<String>) -> Self {
-        Frame { kind: FrameKind::Unknown, name, file, line: None, column: None, pos: None, generated: None }
+        Frame { kind: FrameKind::Unknown, name, file, line: None, column: None, pos: None, generated: None, tier: None }
     }
 
     pub fn native(name: &str, file: Option<&str>) -> Self {
-        Frame { kind: FrameKind::Native, name: name.into(), file: file.map(str::to_string), line: None, column: None, pos: None, generated: None }
+        Frame {
+            kind: FrameKind::Native,
+            name: name.into(),
+            file: file.map(str::to_string),
+            line: None,
+            column: None,
+            pos: None,
+            generated: None,
+            tier: None,
+        }
     }
 
     pub fn kernel(name: &str) -> Self {
-        Frame { kind: FrameKind::Kernel, name: name.into(), file: None, line: None, column: None, pos: None, generated: None }
+        Frame { kind: FrameKind::Kernel, name: name.into(), file: None, line: None, column: None, pos: None, generated: None, tier: None }
     }
 
     /// A JS function starting at `line`:`column` of `file`, position unknown.
     pub fn js(name: &str, file: Option<&str>, line: Option<u32>, column: Option<u32>) -> Self {
-        Frame { kind: FrameKind::Js, name: name.into(), file: file.map(str::to_string), line, column, pos: None, generated: None }
+        Frame { kind: FrameKind::Js, name: name.into(), file: file.map(str::to_string), line, column, pos: None, generated: None, tier: None }
     }
 
     /// The line to show for this frame: where it was sampled, else where its function starts.

@@ -3,8 +3,7 @@
 //! from a base endpoint, headers from the environment, gzip, throttling with `Retry-After`,
 //! gateway errors, a permanent refusal with a `google.rpc.Status` body, and partial success.
 
-mod collector_common;
-mod otlp_common;
+use thread_ctx_test_support::otlp_request as otlp_common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};

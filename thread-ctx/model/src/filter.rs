@@ -1,6 +1,6 @@
 //! `--trace`, `--span`, `--attr key=value`: which entries a flame graph keeps.
 
-use super::symbolized::Entry;
+use crate::symbolized::Entry;
 use thread_ctx_discovery::ids::{hex, parse_hex};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

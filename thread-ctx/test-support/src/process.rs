@@ -1,7 +1,6 @@
 //! Shared harness for thread-ctx's integration tests: builds the C test writers
 //! with the system C compiler, runs writer processes until they report "ready",
 //! and runs the real `thread-ctx` binary against them.
-#![allow(dead_code)]
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -33,7 +32,7 @@ fn fixture_src(name: &str) -> PathBuf {
 
 /// A file under thread-ctx/cli/tests (fixture sources, scripts).
 pub fn test_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(rel)
+    crate::workspace_root().join("thread-ctx/cli/tests").join(rel)
 }
 
 /// Compiles with the system C compiler, failing with the compiler's message.
@@ -47,7 +46,7 @@ pub fn cc(args: &[&str]) {
 pub fn fixtures() -> &'static Fixtures {
     static F: OnceLock<Fixtures> = OnceLock::new();
     F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("thread-ctx-fixtures-{}", std::process::id()));
+        let dir = crate::target_tmpdir().join(format!("thread-ctx-fixtures-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
@@ -176,7 +175,7 @@ pub struct ReaderRun {
 }
 
 pub fn thread_ctx(args: &[&str]) -> ReaderRun {
-    let out = Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(args).output().expect("running thread-ctx");
+    let out = Command::new(crate::thread_ctx_binary()).args(args).output().expect("running thread-ctx");
     ReaderRun {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -196,7 +195,7 @@ pub fn thread_ctx_into_closed_pipe(args: &[&str]) -> std::process::ExitStatus {
         OwnedFd::from_raw_fd(fds[1])
     };
     let stderr = write_end.try_clone().expect("dup of the pipe's write end");
-    Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+    Command::new(crate::thread_ctx_binary())
         .args(args)
         .stdout(Stdio::from(write_end))
         .stderr(Stdio::from(stderr))
@@ -211,7 +210,7 @@ pub fn thread_ctx_into_closed_pipe(args: &[&str]) -> std::process::ExitStatus {
 /// first line: before sampling starts it would end `record` unhandled.
 pub fn thread_ctx_until(args: &[&str], mut enough: impl FnMut(Option<&str>) -> bool) -> ReaderRun {
     let mut child =
-        Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("running thread-ctx");
+        Command::new(crate::thread_ctx_binary()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("running thread-ctx");
     let (stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -316,7 +315,7 @@ pub fn assert_dump_matches_of<'v>(v: &'v Value, published: &[Published], writer:
 
 /// The repository root, where `npm run build` puts the addon; fails clearly when it is not built.
 pub fn package_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
+    let root = crate::workspace_root();
     let addon = root.join("otel-thread-ctx.linux-x64-gnu.node");
     assert!(
         addon.exists(),
@@ -379,18 +378,23 @@ pub fn node_command_on(runtime: &NodeRuntime, script: &Path, node_flags: &[&str]
     cmd
 }
 
-/// True when this test can load eBPF. Otherwise prints why and returns false,
-/// or panics when REQUIRE_EBPF=1 (CI runs as root and must not skip).
+/// The one rule for a test that needs what a machine may lack (root, eBPF, a tool, a Node
+/// version, a built binary): true when nothing is `missing`; otherwise it prints why it is
+/// skipped and returns false, or panics with why when REQUIRE_EBPF=1 (CI runs as root and must
+/// not skip). libtest cannot mark a test skipped at run time: the SKIPPED line is the record.
+pub fn can_run(test: &str, missing: Option<&str>) -> bool {
+    let Some(why) = missing else { return true };
+    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
+    assert!(!required, "{test}: REQUIRE_EBPF=1, but {why}");
+    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why} (set REQUIRE_EBPF=1 to make this a failure)");
+    false
+}
+
+/// True when this test can load eBPF (root); else [`can_run`]'s skip or failure.
 pub fn ebpf_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let required = std::env::var("REQUIRE_EBPF").map(|v| v == "1").unwrap_or(false);
-    assert!(!required, "{test}: REQUIRE_EBPF=1 but not running as root: eBPF needs root (run the tests as root)");
-    // Straight to the process's stderr: libtest hides eprintln! output of passing tests.
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: eBPF needs root (set REQUIRE_EBPF=1 to make this a failure)");
-    false
+    can_run(test, (unsafe { libc::geteuid() } != 0).then_some("eBPF needs root (run the tests as root)"))
 }
 
 /// Makes `cmd` run as uid/gid 65534 (nobody): a reader without rights. Needs root.

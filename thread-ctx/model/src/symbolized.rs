@@ -3,8 +3,8 @@
 //! are symbolized frames, plus what the outputs need around them (mappings,
 //! build ids, thread names, notes, clocks).
 
-use super::frame::Frame;
-use super::sample::{Measure, SampleKind};
+use crate::frame::Frame;
+use crate::sample::{Measure, SampleKind};
 use foldhash::HashMap;
 use thread_ctx_discovery::maps::Mapping;
 
@@ -169,7 +169,7 @@ impl Profile {
     }
 
     /// Adds an entry known to be distinct from every other (the builder's entries are).
-    pub(crate) fn push_distinct(&mut self, e: Entry) {
+    pub fn push_distinct(&mut self, e: Entry) {
         self.entries.push(e);
     }
 

@@ -12,7 +12,6 @@
 //!   inside carries exactly that span;
 //! - an ended piece burns after its span's end(), in a context that still holds the span: a
 //!   reading inside carries no span.
-#![allow(dead_code)]
 
 use serde_json::Value;
 use std::collections::HashMap;

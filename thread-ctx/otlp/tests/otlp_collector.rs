@@ -3,8 +3,8 @@
 //! with and without gzip, as the Collector's file exporter writes it; an endpoint that does not
 //! serve profiles is reported as a permanent error.
 
-mod collector_common;
-mod otlp_common;
+use thread_ctx_test_support::collector as collector_common;
+use thread_ctx_test_support::otlp_request as otlp_common;
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! For the exporter tests: a small hand-built OTLP profiles request that uses every table of
 //! the dictionary (a mapping with a build id, JS and native frames, links, sample attributes),
 //! what it must resolve to, and exporter configurations that read no environment variables.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,7 +12,7 @@ use thread_ctx_otlp::profiles::{
 use thread_ctx_otlp::resource::Resource;
 use thread_ctx_otlp::{ExportProfilesServiceRequest, ExporterConfig, Overrides, RetryPolicy};
 
-use crate::collector_common::{ResolvedFrame, ResolvedMapping, ResolvedSample};
+use crate::collector::{ResolvedFrame, ResolvedMapping, ResolvedSample};
 
 pub const TRACE_ID: [u8; 16] = [0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36];
 pub const SPAN_1: [u8; 8] = [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7];

@@ -1,24 +1,27 @@
 //! Harness for the eBPF sampler tests: root check (skip visibly, or fail under
 //! REQUIRE_EBPF=1), one sampling run at a time, and running the sampler on a pid
 //! with the access discovery resolved for it.
-#![allow(dead_code)]
 
-use crate::common::{cc, STARTUP};
-use std::path::{Path, PathBuf};
+use crate::process::{cc, STARTUP};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use thread_ctx_discovery::discover;
 use thread_ctx_discovery::RecordReach;
 use thread_ctx_discovery::TlsAccess;
-use thread_ctx_profile::pipeline::process_alive;
 use thread_ctx_sampler::{Counters, CtxState, Event, Sampler, SamplerOptions};
 
-#[allow(unused_imports)] // not every test that includes this module uses them
-pub use crate::common::{ebpf_or_skip, one_at_a_time};
+pub use crate::process::{ebpf_or_skip, one_at_a_time};
+
+/// Whether process `pid` still exists (signal 0 checks it, whatever our rights over it).
+pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks existence/permission.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 || *libc::__errno_location() != libc::ESRCH }
+}
 
 /// A file under thread-ctx/cli/tests, as a string for command lines.
 pub fn src(rel: &str) -> String {
-    crate::common::test_file(rel).to_str().unwrap().to_string()
+    crate::process::test_file(rel).to_str().unwrap().to_string()
 }
 
 /// The spinner (sampler_fixtures/spinner.c) built once per test binary, one per access model.
@@ -32,7 +35,7 @@ pub struct Spinners {
 pub fn spinners() -> &'static Spinners {
     static B: OnceLock<Spinners> = OnceLock::new();
     B.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sampler-c-{}", std::process::id()));
+        let dir = crate::target_tmpdir().join(format!("sampler-c-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
         let (record, spinner) = (src("fixtures/ctx_record.c"), src("sampler_fixtures/spinner.c"));
@@ -159,7 +162,7 @@ pub struct JsonlRun {
 /// Runs the real `thread-ctx record` binary on `pid` and parses its JSON lines.
 pub fn record_jsonl(pid: i32, hz: u32, duration: &str) -> JsonlRun {
     let args = ["record", &pid.to_string(), "--hz", &hz.to_string(), "--duration", duration, "--format", "jsonl"];
-    let r = crate::common::thread_ctx(&args);
+    let r = crate::process::thread_ctx(&args);
     assert_eq!(r.code, 0, "expected `thread-ctx {}` to exit 0, it exited {}; stderr:\n{}", args.join(" "), r.code, r.stderr);
     let samples = r
         .stdout
@@ -177,7 +180,7 @@ pub fn record_jsonl_until(pid: i32, hz: u32, cap: Duration, mut enough: impl FnM
     let cap = format!("{}s", cap.as_secs());
     let args = ["record", &pid.to_string(), "--hz", &hz.to_string(), "--duration", &cap, "--format", "jsonl"];
     let mut samples = Vec::new();
-    let r = crate::common::thread_ctx_until(&args, |line| {
+    let r = crate::process::thread_ctx_until(&args, |line| {
         if let Some(l) = line {
             let n = samples.len() + 1;
             samples.push(serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl line {n}: invalid JSON ({e}): {l}")));
