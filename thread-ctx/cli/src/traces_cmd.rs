@@ -3,28 +3,77 @@
 //! (`thread_ctx_output::slow_requests`), as text or JSON.
 
 use crate::console::{print_stdout, println_stdout, say};
-use crate::exit_codes::existing_file;
+use crate::exit_codes::{existing_file, usage};
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
-use thread_ctx_otlp::traces::read_traces_file;
-use thread_ctx_output::slow_requests::{mean, report, Explanation, Report};
+use thread_ctx_otlp::traces::{scan_traces_file, SpanSelection, TracesScan, HELD_SHOWN};
+use thread_ctx_output::slow_requests::{mean, Explanation, Latencies, Report};
 
-pub fn run(path: &Path, slowest: usize, top: usize, as_json: bool) -> Result<ExitCode> {
+/// How `report --traces` was asked to run: `selected_by` names the flags behind `selection`.
+pub struct TracesReport<'a> {
+    pub selection: SpanSelection,
+    pub selected_by: Vec<&'static str>,
+    pub slowest: usize,
+    pub top: usize,
+    pub json: bool,
+    pub path: &'a Path,
+}
+
+/// `report --traces`: the file is read twice, a message at a time (each route's latency first,
+/// then its slowest 1 % explained), so memory does not grow with the spans' contents.
+pub fn run(how: TracesReport) -> Result<ExitCode> {
+    let path = how.path;
     existing_file("--traces", path)?;
-    let (spans, tail) = read_traces_file(path)?;
-    if tail > 0 {
-        say!("thread-ctx: note: the last {tail} bytes of {} are not a whole message yet (is the Collector still writing?): left out", path.display());
+    let mut latencies = Latencies::new(how.slowest);
+    let scan = scan_traces_file(path, &how.selection, None, |s| latencies.add(&s))?;
+    if scan.incomplete_tail > 0 {
+        say!(
+            "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
+            scan.incomplete_tail,
+            path.display()
+        );
     }
+    check_selection(&how.selected_by, &scan, path)?;
+    let mut tails = latencies.tails();
+    scan_traces_file(path, &how.selection, Some(scan.whole_bytes), |s| tails.add(&s))?;
     // --top 0 means all, as for the profile summary.
-    let r = report(&spans, slowest, if top == 0 { usize::MAX } else { top });
-    if as_json {
+    let r = tails.finish(if how.top == 0 { usize::MAX } else { how.top });
+    let source = if scan.selected < scan.spans {
+        format!("{} (selected {} of its {} spans)", path.display(), scan.selected, scan.spans)
+    } else {
+        path.display().to_string()
+    };
+    if how.json {
         println_stdout(&serde_json::to_string_pretty(&to_json(&r, path))?)?;
     } else {
-        print_stdout(&r.render(&path.display().to_string()))?;
+        print_stdout(&r.render(&source))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A selection that kept no span is a usage error naming its flags and what the file holds.
+fn check_selection(given: &[&str], scan: &TracesScan, path: &Path) -> Result<()> {
+    if given.is_empty() || scan.selected > 0 {
+        return Ok(());
+    }
+    let list = |items: Vec<String>| {
+        let more = if items.len() >= HELD_SHOWN { ", …" } else { "" };
+        if items.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{}{more}", items.join(", "))
+        }
+    };
+    Err(usage(format!(
+        "{}: no span of {} matches ({} spans; services {}; process.pid {})",
+        given.join("/"),
+        path.display(),
+        scan.spans,
+        list(scan.services.iter().cloned().collect()),
+        list(scan.pids.iter().map(i64::to_string).collect()),
+    )))
 }
 
 fn explanation(e: &Explanation) -> Value {
