@@ -123,7 +123,7 @@ async function viaAgentAndCollector() {
     await pipeline.stop(agent);
     const windows = agent.lines.filter((l) => l.includes(': window ')).length;
     const last = agent.lines.filter((l) => l.includes('stopped')).pop() ?? '(no final line)';
-    console.log(`agent: SIGTERM after ${windows} windows; ${last.replace(/^thread-ctx agent: /, '')}`);
+    console.log(`agent: SIGTERM after ${windows} windows; ${last.replace(/^\S+ thread-ctx agent: /, '')}`);
     await settled(collector.files.traces, 2000, 30_000);
     // The connector sends its metrics every second: the last spans are in the next send.
     if (prometheus) {

@@ -3,9 +3,12 @@ package spanprofilesconnector
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // Config is the `spanprofiles` connector's configuration. Every field has a default
@@ -101,4 +104,47 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Metrics.validate())
 	return errors.Join(errs...)
+}
+
+// Unmarshal reads the configuration as the Collector would, but first checks every duration and
+// number given as text, so that an error quotes the value: the Collector's own decoding drops it
+// (`SPANPROFILES_MAX_WAIT=abc` gave "invalid duration"), which leaves an operator guessing which
+// setting, or which environment variable expanded into it, was wrong.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := errors.Join(textErrors(conf, reflect.TypeOf(*c), "")...); err != nil {
+		return err
+	}
+	return conf.Unmarshal(c)
+}
+
+// textErrors checks the durations and whole numbers of struct type t (nested structs too, under
+// their key) that conf gives as text, and quotes each one that does not parse.
+func textErrors(conf *confmap.Conf, t reflect.Type, prefix string) []error {
+	var errs []error
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("mapstructure")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key, kind := prefix+tag, t.Field(i).Type
+		if kind.Kind() == reflect.Struct {
+			errs = append(errs, textErrors(conf, kind, key+confmap.KeyDelimiter)...)
+			continue
+		}
+		raw, isText := conf.Get(key).(string)
+		if !isText {
+			continue
+		}
+		switch {
+		case kind == reflect.TypeOf(time.Duration(0)):
+			if _, err := time.ParseDuration(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: invalid duration %q: expected a number and a unit, e.g. 30s, 1m30s, 500ms", key, raw))
+			}
+		case kind.Kind() == reflect.Int:
+			if _, err := strconv.Atoi(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: invalid number %q: expected a whole number", key, raw))
+			}
+		}
+	}
+	return errs
 }

@@ -2,6 +2,7 @@ package spanprofilesconnector
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,29 @@ func TestConfigFromYAMLValues(t *testing.T) {
 
 	_, err = load("spanprofiles/typo")
 	require.ErrorContains(t, err, "max_wiat")
+}
+
+// A value the Collector cannot decode is quoted, with its setting: an environment variable
+// expanded into it (`max_wait: ${env:SPANPROFILES_MAX_WAIT}`) is found by its value.
+func TestConfigDecodingErrorsQuoteTheValue(t *testing.T) {
+	for given, want := range map[string]string{
+		"max_wait=abc":                  `max_wait: invalid duration "abc": expected a number and a unit`,
+		"retention=5 minutes":           `retention: invalid duration "5 minutes"`,
+		"max_pending_spans=lot":         `max_pending_spans: invalid number "lot": expected a whole number`,
+		"top_frames=3.5":                `top_frames: invalid number "3.5"`,
+		"metrics::flush_interval=often": `metrics::flush_interval: invalid duration "often"`,
+	} {
+		t.Run(given, func(t *testing.T) {
+			key, value, _ := strings.Cut(given, "=")
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			require.ErrorContains(t, confmap.NewFromStringMap(map[string]any{key: value}).Unmarshal(cfg), want)
+		})
+	}
+	// A good duration still decodes.
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_wait": "45s", "max_samples": 1000}).Unmarshal(cfg))
+	assert.Equal(t, 45*time.Second, cfg.MaxWait)
+	assert.Equal(t, 1000, cfg.MaxSamples)
 }
 
 func TestConfigErrorsSayWhatIsExpected(t *testing.T) {

@@ -1,10 +1,10 @@
 //! `thread-ctx agent`: continuous profiling of every process on the host that
 //! publishes span context (or of `--pid`s), one window every `--interval`,
 //! streamed as OTLP/Profiles to a Collector and/or written as pprof files.
-//! One status line per window on stderr; SIGTERM/SIGINT send the last window
-//! and exit 0.
+//! One status line per window on stderr, each line after its time (RFC 3339);
+//! SIGTERM/SIGINT send the last window and exit 0.
 
-use crate::console::say;
+use crate::console::say_stamped;
 use crate::duration::{parse_duration, parse_interval};
 use crate::exit_codes::usage;
 use crate::sampling_args::SamplingArgs;
@@ -92,7 +92,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     };
     let files = args.pprof_dir.as_ref().map(|d| format!(", pprof files in {}", d.display())).unwrap_or_default();
     let alloc = if args.sampling.alloc { ", allocations" } else { "" };
-    say!("thread-ctx agent: sampling {target} at {} Hz{alloc}, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
+    say_stamped!("thread-ctx agent: sampling {target} at {} Hz{alloc}, {}s windows, {sink}{files}", args.hz, args.interval.as_secs_f64());
     let end = args.duration.map(|d| Instant::now() + d);
     let stop = || STOP.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
     let mut last_error = None;
@@ -105,10 +105,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         agent.run_until(until, &stop, &mut sinks(&mut notes, &mut otlp, &mut files_sink))?;
         let stats = agent.end_window()?;
         for note in agent.take_notes() {
-            say!("thread-ctx agent: {note}");
+            say_stamped!("thread-ctx agent: {note}");
         }
         let export = otlp.as_ref().map(|o| o.exporter.stats());
-        say!("{}", stats.status_line(export.as_ref(), &mut last_error));
+        say_stamped!("{}", stats.status_line(export.as_ref(), &mut last_error));
         if stop() || agent.all_given_exited() {
             break;
         }
@@ -116,13 +116,13 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     // The last window: symbolized and handed over, then sent.
     let unfinished = agent.finish(SHUTDOWN_GRACE, &mut sinks(&mut notes, &mut otlp, &mut files_sink));
     if unfinished > 0 {
-        say!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
+        say_stamped!("thread-ctx agent: {unfinished} windows were still being symbolized at exit and are lost");
     }
     if let Some(o) = otlp {
         let stats = o.exporter.shutdown(SHUTDOWN_GRACE);
-        say!("thread-ctx agent: stopped; {stats}");
+        say_stamped!("thread-ctx agent: stopped; {stats}");
     } else {
-        say!("thread-ctx agent: stopped");
+        say_stamped!("thread-ctx agent: stopped");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -144,7 +144,7 @@ struct ProcessNotes;
 impl WindowSink for ProcessNotes {
     fn write(&mut self, w: &Window) -> Result<(), SinkError> {
         for note in w.processes.iter().flat_map(|p| &p.profile.process_notes) {
-            say!("thread-ctx agent: {note}");
+            say_stamped!("thread-ctx agent: {note}");
         }
         Ok(())
     }
@@ -169,7 +169,7 @@ fn exporter_for(args: &AgentArgs) -> Result<Option<Exporter>> {
         usage(e.to_string().replacen("override", flag, 1))
     })?;
     if let Some(note) = config.port_note() {
-        say!("thread-ctx agent: note: {note}");
+        say_stamped!("thread-ctx agent: note: {note}");
     }
     Exporter::start(config).map(Some).map_err(|e| usage(e.to_string()))
 }

@@ -15,6 +15,21 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// One line on stderr after the time it is said (RFC 3339, UTC, milliseconds): what a
+/// long-running command (the agent) says is read later, in a journal or a pod's log, beside
+/// other programs' lines.
+macro_rules! say_stamped {
+    ($($arg:tt)*) => {
+        $crate::console::stderr_line(format_args!("{} {}", $crate::console::now_rfc3339(), format_args!($($arg)*)))
+    };
+}
+pub(crate) use say_stamped;
+
+/// Now, as `2026-12-07T10:57:43.123Z`.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// The line on stderr, whole (one write of a locked stderr); any failure is ignored: the
 /// user cannot be told on a stream that is gone.
 pub fn stderr_line(line: Arguments) {

@@ -52,14 +52,15 @@ pub struct FilterArgs {
     /// --alloc) [default: cpu+off-cpu when off-CPU time was recorded, else cpu].
     #[arg(long, value_enum, value_name = "KIND")]
     pub kind: Option<KindArg>,
-    /// Flame graph and folded stacks: only this trace's samples.
+    /// Flame graph and folded stacks: only this trace's samples (report --traces: its spans).
     #[arg(long, value_name = "TRACE_ID")]
     pub trace: Option<String>,
-    /// Flame graph and folded stacks: only this span's samples.
+    /// Flame graph and folded stacks: only this span's samples (report --traces: that span).
     #[arg(long, value_name = "SPAN_ID")]
     pub span: Option<String>,
     /// Flame graph and folded stacks: only samples whose record carries this attribute
-    /// (repeatable; all must match), e.g. http.route=/users/:id.
+    /// (repeatable; all must match), e.g. http.route=/users/:id (report --traces: spans whose
+    /// attributes, or their resource's, carry it).
     #[arg(long, value_name = "KEY=VALUE")]
     pub attr: Vec<String>,
 }

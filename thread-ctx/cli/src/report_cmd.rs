@@ -8,15 +8,16 @@
 use crate::console::{print_stdout, say};
 use crate::exit_codes::{existing_file, usage};
 use crate::profile_args::ProfileFiles;
-use crate::traces_cmd;
+use crate::traces_cmd::{self, TracesReport};
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use thread_ctx_discovery::printable::printable;
 use thread_ctx_model::Filter;
 use thread_ctx_otlp::into_profile::{processes, ReceivedProcess};
 use thread_ctx_otlp::received::{read_exporter_file, resolve};
+use thread_ctx_otlp::traces::SpanSelection;
 use thread_ctx_output::pprof;
 use thread_ctx_output::selection::selection_summary;
 use thread_ctx_output::summary::{GroupBy, Summary, NO_ROUTE_HINT, ROUTE_KEY};
@@ -54,10 +55,10 @@ pub struct ReportArgs {
     /// With --traces: the report as JSON, for scripts.
     #[arg(long, requires = "traces")]
     pub json: bool,
-    /// Only this process (its resource's process.pid); repeatable.
+    /// Only this process (its resource's process.pid); repeatable. With --traces: only its spans.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<u32>,
-    /// Only processes of this service.name.
+    /// Only processes of this service.name (with --traces: only its spans).
     #[arg(long, value_name = "NAME")]
     pub service: Option<String>,
     /// Summary rows: `span` (each span instance), `trace`, or a sample attribute by its key,
@@ -75,10 +76,45 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let (otlp, traces) = (args.otlp.clone(), args.traces.clone());
     match (otlp, traces) {
-        (_, Some(traces)) => traces_cmd::run(&traces, args.slowest, args.top, args.json),
+        (_, Some(file)) => traces_report(&args, &file),
         (Some(otlp), None) => profiles(args, otlp),
         (None, None) => Err(usage("--otlp FILE or --traces FILE: what should be read?")),
     }
+}
+
+/// `report --traces`: the selection flags choose spans; the flags of a profile are refused.
+fn traces_report(args: &ReportArgs, path: &Path) -> Result<ExitCode> {
+    let files = &args.files;
+    let refused = [
+        (args.by.is_some(), "--by", "it chooses the rows of a profile's summary; --traces reports requests by route"),
+        (files.pprof.is_some(), "--pprof", "spans are not samples: draw a profile with report --otlp"),
+        (files.flamegraph.is_some(), "--flamegraph", "spans are not samples: draw a profile with report --otlp"),
+        (files.folded.is_some(), "--folded", "spans are not samples: fold a profile with report --otlp"),
+        (files.select.kind.is_some(), "--kind", "it chooses which samples of a profile are drawn; spans have no kind"),
+    ];
+    if let Some((_, flag, why)) = refused.into_iter().find(|(given, _, _)| *given) {
+        return Err(usage(format!("{flag}: not with --traces: {why}")));
+    }
+    let select = &files.select;
+    let filter = select.filter()?;
+    let selected_by = [
+        (!args.pid.is_empty(), "--pid"),
+        (args.service.is_some(), "--service"),
+        (select.trace.is_some(), "--trace"),
+        (select.span.is_some(), "--span"),
+        (!select.attr.is_empty(), "--attr"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    let selection = SpanSelection {
+        pids: args.pid.clone(),
+        service: args.service.clone(),
+        trace_id: filter.trace_id,
+        span_id: filter.span_id,
+        attrs: filter.attrs,
+    };
+    traces_cmd::run(TracesReport { selection, selected_by, slowest: args.slowest, top: args.top, json: args.json, path })
 }
 
 /// `report --otlp`: what the Collector received of the agent's profiles.

@@ -127,7 +127,9 @@ fn the_agent_says_once_per_process_that_its_js_frames_stay_unnamed() {
     let fallback = r.stderr.lines().filter(|l| l.contains("no v8dbg symbols") && l.contains("falling back to the perf map")).count();
     assert_eq!(fallback, 1, "why its JS frames are not named from its heap, said once:\n{}", r.stderr);
     assert!(
-        notes[0].starts_with("thread-ctx agent: ") && notes[0].contains(&format!("process {pid}")) && notes[0].contains("--perf-prof"),
+        notes[0].split_once(' ').is_some_and(|(_, said)| said.starts_with("thread-ctx agent: "))
+            && notes[0].contains(&format!("process {pid}"))
+            && notes[0].contains("--perf-prof"),
         "{}",
         notes[0]
     );

@@ -293,3 +293,247 @@ fn traces_explain_the_slowest_requests_per_route() {
         assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
     }
 }
+
+/// `traces_file`'s spans, then a second message: two requests of service "billing" (pid 4343).
+fn two_services_file(dir: &std::path::Path) -> PathBuf {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, ResourceSpans, ScopeSpans, Span, TracesData};
+    use prost::Message;
+    let kv = |k: &str, v: Value| KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() };
+    let request = |i: u8, ms: u64| Span {
+        trace_id: vec![i; 16],
+        span_id: vec![i; 8],
+        name: "POST /pay".into(),
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: 1_000_000_000,
+        end_time_unix_nano: 1_000_000_000 + ms * 1_000_000,
+        attributes: vec![kv("http.route", Value::StringValue("/pay".into()))],
+        ..Default::default()
+    };
+    let billing = TracesData {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", Value::StringValue("billing".into())), kv("process.pid", Value::IntValue(4343))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans { spans: vec![request(0xb1, 12), request(0xb2, 14)], ..Default::default() }],
+            ..Default::default()
+        }],
+    };
+    let path = traces_file(dir);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let message = billing.encode_to_vec();
+    bytes.extend((message.len() as u32).to_be_bytes());
+    bytes.extend(message);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Random bytes from a fixed seed (xorshift): the same "garbage" every run.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn traces_files_that_hold_no_whole_message_and_selections_that_match_nothing_exit_with_their_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_services_file(dir.path());
+    let f = file.to_str().unwrap();
+    let three = dir.path().join("three-bytes.pb");
+    std::fs::write(&three, [1, 2, 3]).unwrap();
+    let random = dir.path().join("random.pb");
+    std::fs::write(&random, noise(100 * 1024)).unwrap();
+    let svg = dir.path().join("x.svg");
+    let cases: [(&[&str], i32, &str); 9] = [
+        (&["--traces", three.to_str().unwrap()], 3, "holds 3 bytes, less than one message's 4-byte size"),
+        (&["--traces", random.to_str().unwrap()], 3, "expected the Collector file exporter's proto format of traces"),
+        (&["--traces", f, "--service", "no-such-svc"], 2, "--service: no span of"),
+        (&["--traces", f, "--pid", "1"], 2, "--pid: no span of"),
+        (&["--traces", f, "--trace", &"ff".repeat(16), "--service", "shop"], 2, "--service/--trace: no span of"),
+        (&["--traces", f, "--by", "span"], 2, "--by: not with --traces"),
+        (&["--traces", f, "--flamegraph", svg.to_str().unwrap()], 2, "--flamegraph: not with --traces"),
+        (&["--traces", f, "--kind", "cpu"], 2, "--kind: not with --traces"),
+        (&["--traces", f, "--attr", "novalue"], 2, "--attr: expected KEY=VALUE"),
+    ];
+    for (args, code, message) in cases {
+        let out = report(args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
+        assert!(stdout.is_empty(), "{args:?}: no report on stdout:\n{stdout}");
+    }
+    // What the file holds, so that the user can choose.
+    let out = report(&["--traces", f, "--service", "no-such-svc"]);
+    assert!(text(&out).1.contains("(103 spans; services billing, shop; process.pid 4343)"), "{:?}", text(&out));
+    assert!(!svg.exists(), "nothing drawn");
+}
+
+#[test]
+fn traces_selections_apply_to_the_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_services_file(dir.path());
+    let f = file.to_str().unwrap();
+    let routes = |args: &[&str]| {
+        let out = report(args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}:\n{stdout}\n{stderr}");
+        let table = stdout.split("\n\n").nth(1).unwrap_or_else(|| panic!("{stdout}"));
+        let rows: Vec<(String, String)> = table.lines().skip(1).map(|l| (columns(l)[0].to_string(), columns(l)[1].to_string())).collect();
+        (stdout.lines().next().unwrap().to_string(), rows)
+    };
+    let (head, rows) = routes(&["--traces", f]);
+    assert_eq!(rows, [("/wait".to_string(), "100".to_string()), ("/pay".into(), "2".into())], "{head}");
+    let (head, rows) = routes(&["--traces", f, "--service", "billing"]);
+    assert_eq!(rows, [("/pay".to_string(), "2".to_string())]);
+    assert!(head.starts_with(&format!("{f} (selected 2 of its 103 spans): 2 spans, 2 requests of 1 routes")), "{head}");
+    let (_, rows) = routes(&["--traces", f, "--pid", "4343"]);
+    assert_eq!(rows, [("/pay".to_string(), "2".to_string())]);
+    let (_, rows) = routes(&["--traces", f, "--attr", "http.route=/wait", "--trace", &"c8".repeat(16)]);
+    assert_eq!(rows, [("/wait".to_string(), "1".to_string())], "one trace of /wait");
+    let (_, rows) = routes(&["--traces", f, "--span", &"b2".repeat(8)]);
+    assert_eq!(rows, [("/pay".to_string(), "1".to_string())]);
+}
+
+/// A Collector's traces file far larger than what the report needs in memory: the report reads
+/// it a message at a time (it held every span before: 805 MB of RSS for a 139 MB file). The
+/// peak RSS is read from /proc while it runs and from the kernel's account when it exits.
+#[test]
+fn traces_report_memory_stays_bounded_on_a_large_file() {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, span::SpanKind, ResourceSpans, ScopeSpans, Span, TracesData};
+    use prost::Message;
+    use std::io::Write;
+    const FILE_BYTES: u64 = 160 << 20;
+    const RSS_BOUND_KIB: u64 = 32 << 10;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-large-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("traces.pb");
+    let kv = |k: &str, v: Value| KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() };
+    let strings =
+        |xs: Vec<String>| Value::ArrayValue(ArrayValue { values: xs.into_iter().map(|s| AnyValue { value: Some(Value::StringValue(s)) }).collect() });
+    // One message: a batch of 1,000 enriched spans of 20 routes, each ~1 KB with its event.
+    let batch = |n: u64| {
+        let spans = (0..1000u64)
+            .map(|i| {
+                let k = n * 1000 + i;
+                let route = format!("/route/{}", k % 20);
+                Span {
+                    trace_id: k.to_be_bytes().repeat(2),
+                    span_id: k.to_be_bytes().to_vec(),
+                    name: format!("GET {route}"),
+                    kind: SpanKind::Server as i32,
+                    start_time_unix_nano: 1_000_000_000 + k,
+                    end_time_unix_nano: 1_000_000_000 + k + 1_000_000 + (k * 7919) % 50_000_000,
+                    attributes: vec![
+                        kv("http.route", Value::StringValue(route)),
+                        kv("thread_ctx.cpu.trace_ms", Value::DoubleValue(1.5)),
+                        kv("thread_ctx.cpu.other_traces_ms", Value::DoubleValue(3.0)),
+                        kv("thread_ctx.samples", Value::IntValue(6)),
+                    ],
+                    events: vec![Event {
+                        name: "thread_ctx.profile".into(),
+                        attributes: vec![
+                            kv(
+                                "top_frames",
+                                strings((0..5).map(|f| format!("handler{f} (/srv/app/routes/file{}.js:{}) 20%", k % 97, f * 10)).collect()),
+                            ),
+                            kv(
+                                "held_by",
+                                strings((0..5).map(|h| format!("/route/{h} {:032x} 0.6ms: hog{h} (/srv/app/hog.js:{h})", k + h)).collect()),
+                            ),
+                        ],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }
+            })
+            .collect();
+        TracesData {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource { attributes: vec![kv("service.name", Value::StringValue("big".into()))], ..Default::default() }),
+                scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+                ..Default::default()
+            }],
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let (mut written, mut batches) = (0u64, 0u64);
+    while written < FILE_BYTES {
+        let message = batch(batches).encode_to_vec();
+        out.write_all(&(message.len() as u32).to_be_bytes()).unwrap();
+        out.write_all(&message).unwrap();
+        written += 4 + message.len() as u64;
+        batches += 1;
+    }
+    out.flush().unwrap();
+    drop(out);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(["report", "--traces", path.to_str().unwrap(), "--slowest", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Read the pipes on threads, so the child never waits on a full pipe.
+    let mut stdout_pipe = child.stdout.take().unwrap();
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let (mut o, mut e) = (String::new(), String::new());
+        std::io::Read::read_to_string(&mut stdout_pipe, &mut o).unwrap();
+        std::io::Read::read_to_string(&mut stderr_pipe, &mut e).unwrap();
+        (o, e)
+    });
+    // VmHWM (the peak) from /proc, until the process has exited (its status then has no Vm lines).
+    let mut proc_peak_kib = 0u64;
+    let status_file = format!("/proc/{pid}/status");
+    let mut polls = 0u32;
+    let peak_now = || {
+        let status = std::fs::read_to_string(&status_file).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+    };
+    while let Some(kib) = peak_now() {
+        proc_peak_kib = proc_peak_kib.max(kib);
+        polls += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The kernel's own account of the peak, when it is reaped.
+    let mut wstatus = 0;
+    // SAFETY: a plain rusage struct filled by the kernel for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child, whose pid std has not reaped (we never call wait on it).
+    let reaped = unsafe { libc::wait4(pid, &mut wstatus, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let (stdout, stderr) = reading.join().unwrap();
+    drop(child);
+    // bench/report-traces-memory.sh measures other builds on the same file.
+    if let Some(keep) = std::env::var_os("REPORT_TRACES_KEEP_FILE") {
+        std::fs::rename(&path, &keep).unwrap_or_else(|e| panic!("keeping the file as {keep:?}: {e}"));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(libc::WIFEXITED(wstatus) && libc::WEXITSTATUS(wstatus) == 0, "exit {wstatus}:\n{stdout}\n{stderr}");
+    let spans = batches * 1000;
+    assert!(stdout.contains(&format!(": {spans} spans, {spans} requests of 20 routes ({spans} enriched by spanprofiles)")), "{stdout}");
+    assert!(stdout.contains("the 3 slowest requests:"), "{stdout}");
+    assert!(polls > 0, "the report ran too briefly to be read from /proc");
+    let peak_kib = (usage.ru_maxrss as u64).max(proc_peak_kib);
+    assert!(
+        peak_kib <= RSS_BOUND_KIB,
+        "report --traces of a {} MiB file ({spans} spans) peaked at {} MiB of RSS (/proc VmHWM {} MiB, rusage {} MiB): more than {} MiB",
+        written >> 20,
+        peak_kib >> 10,
+        proc_peak_kib >> 10,
+        usage.ru_maxrss >> 10,
+        RSS_BOUND_KIB >> 10
+    );
+}

@@ -12,7 +12,7 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::config::{Compression, ExporterConfig, Protocol};
-use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
+use super::outcome::{broken_exchange, protocol_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
 use super::transport_error::TransportError;
 use super::USER_AGENT;
 
@@ -65,7 +65,13 @@ impl GrpcTransport {
 /// retried (the Collector's memory_limiter refuses with it while it sheds load), after the
 /// server's `RetryInfo` delay when it gives one.
 pub(crate) fn classify(status: &Status) -> SendError {
-    let reason = with_mismatch_hint(Protocol::Grpc, describe(status));
+    let reason = describe(status);
+    // A status made locally from a broken connection (it has a source error), as opposed to
+    // one the server sent; or an answer in the other protocol, whatever code tonic gave it.
+    let local = matches!(status.code(), Code::Unknown | Code::Internal) && status.source().is_some();
+    if local || protocol_mismatch_hint(Protocol::Grpc, &reason).is_some() {
+        return broken_exchange(Protocol::Grpc, reason);
+    }
     match status.code() {
         Code::Cancelled
         | Code::DeadlineExceeded
@@ -74,9 +80,6 @@ pub(crate) fn classify(status: &Status) -> SendError {
         | Code::Unavailable
         | Code::DataLoss
         | Code::ResourceExhausted => SendError::Retryable { reason, retry_after: status.get_details_retry_info().and_then(|info| info.retry_delay) },
-        // A status made locally from a broken connection (it has a source error), as opposed
-        // to one the server sent.
-        Code::Unknown | Code::Internal if status.source().is_some() => SendError::Retryable { reason, retry_after: None },
         Code::Unimplemented => SendError::Permanent { reason: format!("{NOT_SERVED_HINT} ({reason})") },
         _ => SendError::Permanent { reason },
     }

@@ -11,7 +11,7 @@ use reqwest::{Client, StatusCode};
 use url::Url;
 
 use super::config::{Compression, ExporterConfig, Protocol};
-use super::outcome::{with_mismatch_hint, Delivered, SendError, NOT_SERVED_HINT};
+use super::outcome::{broken_exchange, Delivered, SendError, NOT_SERVED_HINT};
 use super::transport_error::TransportError;
 use super::USER_AGENT;
 
@@ -67,12 +67,11 @@ impl HttpTransport {
             let response = self.client.post(self.url.clone()).headers(self.headers.clone()).body(body).send().await.map_err(transport_error)?;
             let status = response.status();
             let retry_after = retry_after(response.headers());
-            let is_protobuf = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with(PROTOBUF));
+            let content_type = response.headers().get(CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            let is_protobuf = content_type.as_deref().is_some_and(|v| v.starts_with(PROTOBUF));
             let body = read_bounded(response).await.map_err(transport_error)?;
             if status.is_success() {
-                // An empty or undecodable body still means the request was taken.
-                let answer = ExportProfilesServiceResponse::decode(body.as_slice()).unwrap_or_default();
-                return Ok(Delivered::from_response(&answer));
+                return taken(status, content_type.as_deref(), &body);
             }
             Err(classify(status, retry_after, &error_text(&body, is_protobuf)))
         };
@@ -81,6 +80,62 @@ impl HttpTransport {
             Err(_) => Err(SendError::Retryable { reason: format!("no answer within {} ms", self.timeout.as_millis()), retry_after: None }),
         }
     }
+}
+
+/// A success is an OTLP answer: `application/x-protobuf` holding an `ExportProfilesServiceResponse`
+/// (empty when everything was taken). Anything else answering 2xx (a web page, a proxy's own
+/// reply) did not take the profiles: a refusal naming what answered, not retried (the same
+/// endpoint answers the same way).
+fn taken(status: StatusCode, content_type: Option<&str>, body: &[u8]) -> Result<Delivered, SendError> {
+    if !content_type.is_some_and(|t| t.starts_with(PROTOBUF)) {
+        return Err(SendError::Permanent {
+            reason: format!(
+                "{}, not an OTLP response ({PROTOBUF}): the endpoint is not an OTLP/HTTP receiver; {NOT_OTLP_HINT}",
+                answered(status, content_type, body)
+            ),
+        });
+    }
+    match ExportProfilesServiceResponse::decode(body) {
+        Ok(answer) => Ok(Delivered::from_response(&answer)),
+        Err(e) => Err(SendError::Permanent {
+            reason: format!(
+                "{}, which does not decode as an OTLP ExportProfilesServiceResponse ({e}); {NOT_OTLP_HINT}",
+                answered(status, content_type, body)
+            ),
+        }),
+    }
+}
+
+/// What to check when something other than an OTLP receiver answered.
+const NOT_OTLP_HINT: &str = "check --endpoint (OTEL_EXPORTER_OTLP_ENDPOINT): an OpenTelemetry Collector's OTLP receiver serves \
+     http/protobuf on port 4318 and grpc on 4317 by default";
+
+/// `HTTP 200 OK with Content-Type text/html (a page titled "Jaeger UI")`: who answered, in words.
+pub(crate) fn answered(status: StatusCode, content_type: Option<&str>, body: &[u8]) -> String {
+    let kind = content_type.map_or_else(|| "no Content-Type".to_string(), |t| format!("Content-Type {}", printable(t, 80)));
+    let what = match page_title(body) {
+        Some(title) => format!("a page titled \"{title}\""),
+        None if body.is_empty() => "an empty body".to_string(),
+        None => format!("{} bytes starting {:?}", body.len(), printable(&String::from_utf8_lossy(&body[..body.len().min(48)]), 48)),
+    };
+    format!("the endpoint answered HTTP {status} with {kind} ({what})")
+}
+
+/// The `<title>` of an HTML page, if the body is one.
+fn page_title(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(&body[..body.len().min(8192)]);
+    let lower = text.to_ascii_lowercase();
+    let open = lower.find("<title")?;
+    let start = open + lower[open..].find('>')? + 1;
+    let end = start + lower[start..].find("</title")?;
+    Some(printable(text[start..end].trim(), 80))
+}
+
+/// At most `max` characters, control characters escaped: a server's words printed on our line.
+fn printable(s: &str, max: usize) -> String {
+    let cut = s.char_indices().nth(max).map_or(s.len(), |(at, _)| at);
+    let more = if cut < s.len() { "…" } else { "" };
+    format!("{}{more}", thread_ctx_discovery::printable::printable(&s[..cut]))
 }
 
 /// The OTLP/HTTP rule: 429, 502, 503 and 504 are transient; other failures would fail again.
@@ -109,7 +164,7 @@ fn transport_error(e: reqwest::Error) -> SendError {
     if e.is_builder() {
         SendError::Permanent { reason }
     } else {
-        SendError::Retryable { reason: with_mismatch_hint(Protocol::HttpProtobuf, reason), retry_after: None }
+        broken_exchange(Protocol::HttpProtobuf, reason)
     }
 }
 
@@ -143,12 +198,10 @@ fn error_text(body: &[u8], is_protobuf: bool) -> String {
             return status.message;
         }
     }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    match text.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
+    if let Some(title) = page_title(body) {
+        return format!("a page titled \"{title}\"");
     }
+    printable(String::from_utf8_lossy(body).trim(), 200)
 }
 
 #[cfg(test)]
@@ -184,11 +237,38 @@ mod tests {
     }
 
     #[test]
+    fn a_success_is_an_otlp_answer_and_anything_else_names_what_answered() {
+        use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesPartialSuccess;
+        assert_eq!(taken(StatusCode::OK, Some(PROTOBUF), &[]).unwrap().rejected_profiles, 0, "an empty answer: all taken");
+        let partial = ExportProfilesServiceResponse {
+            partial_success: Some(ExportProfilesPartialSuccess { rejected_profiles: 2, error_message: "no sample_type".into() }),
+        };
+        let d = taken(StatusCode::OK, Some("application/x-protobuf; charset=binary"), &partial.encode_to_vec()).unwrap();
+        assert_eq!((d.rejected_profiles, d.message.as_str()), (2, "no sample_type"));
+        let page = b"<!doctype html>\n<html><head><TITLE> Jaeger UI </TITLE></head><body>\x1b[31m</body></html>";
+        let Err(SendError::Permanent { reason }) = taken(StatusCode::OK, Some("text/html; charset=utf-8"), page) else { panic!() };
+        assert!(
+            reason.starts_with(
+                "the endpoint answered HTTP 200 OK with Content-Type text/html; charset=utf-8 (a page titled \"Jaeger UI\"), not an OTLP response"
+            ),
+            "{reason}"
+        );
+        assert!(reason.contains("port 4318"), "{reason}");
+        let Err(SendError::Permanent { reason }) = taken(StatusCode::NO_CONTENT, None, &[]) else { panic!() };
+        assert!(reason.starts_with("the endpoint answered HTTP 204 No Content with no Content-Type (an empty body)"), "{reason}");
+        let Err(SendError::Permanent { reason }) = taken(StatusCode::OK, Some("application/json"), b"{\"ok\":\ttrue}") else { panic!() };
+        assert!(reason.contains(r#"(12 bytes starting "{\"ok\":\\ttrue}")"#), "control characters escaped: {reason}");
+        let Err(SendError::Permanent { reason }) = taken(StatusCode::OK, Some(PROTOBUF), &[0xff; 9]) else { panic!() };
+        assert!(reason.contains("does not decode as an OTLP ExportProfilesServiceResponse"), "{reason}");
+    }
+
+    #[test]
     fn error_bodies_are_read_as_status_messages_or_short_text() {
         let status = tonic_types::Status { code: 3, message: "bad profile".into(), details: vec![] };
         assert_eq!(error_text(&status.encode_to_vec(), true), "bad profile");
         assert_eq!(error_text(b"  plain words \n", false), "plain words");
         let long = "x".repeat(500);
         assert_eq!(error_text(long.as_bytes(), false).chars().count(), 201);
+        assert_eq!(error_text(b"<html><title>404 Not Found</title><body>nginx</body></html>", false), "a page titled \"404 Not Found\"");
     }
 }

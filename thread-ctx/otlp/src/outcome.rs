@@ -61,17 +61,34 @@ pub(crate) fn protocol_mismatch_hint(protocol: Protocol, reason: &str) -> Option
     })
 }
 
-/// `reason`, followed by the protocol mismatch hint when it applies.
-pub(crate) fn with_mismatch_hint(protocol: Protocol, reason: String) -> String {
+/// A broken exchange is worth another attempt, unless the endpoint answered in the other
+/// protocol: then every attempt would fail alike, and the operator must change a setting.
+pub(crate) fn broken_exchange(protocol: Protocol, reason: String) -> SendError {
     match protocol_mismatch_hint(protocol, &reason) {
-        Some(hint) => format!("{reason}; {hint}"),
-        None => reason,
+        Some(hint) => SendError::Permanent { reason: format!("{reason}; {hint}") },
+        None => SendError::Retryable { reason, retry_after: None },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reason, with the hint when it applies; whether the failure is retried.
+    fn with_mismatch_hint(protocol: Protocol, reason: String) -> String {
+        match broken_exchange(protocol, reason) {
+            SendError::Permanent { reason } => reason,
+            SendError::Retryable { reason, .. } => reason,
+        }
+    }
+
+    #[test]
+    fn an_answer_in_the_other_protocol_is_not_retried_and_other_broken_exchanges_are() {
+        let grpc_to_http = "gRPC Unknown: transport error: http2 error: connection error detected: frame with invalid size";
+        assert!(matches!(broken_exchange(Protocol::Grpc, grpc_to_http.into()), SendError::Permanent { .. }));
+        let reset = "gRPC Unknown: transport error: connection reset by peer";
+        assert!(matches!(broken_exchange(Protocol::Grpc, reset.into()), SendError::Retryable { retry_after: None, .. }));
+    }
 
     #[test]
     fn the_words_of_each_mismatch_get_the_hint_naming_ports_and_the_flag() {

@@ -68,7 +68,7 @@ impl std::fmt::Display for ExporterStats {
         let d = self.dropped();
         write!(
             f,
-            "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {}; {} queued now",
+            "exported {} requests ({} OTLP Sample messages: one per stack, thread and span), {} retries, dropped {} (queue full {}, gave up {}, at shutdown {}), refused {} ({} profiles rejected in part); {} queued now",
             self.sent.requests,
             self.sent.samples,
             self.retries,
@@ -77,6 +77,7 @@ impl std::fmt::Display for ExporterStats {
             self.dropped_retries_exhausted.requests,
             self.dropped_shutdown.requests,
             self.failed.requests,
+            self.rejected_profiles,
             self.queued.requests + self.in_flight.requests
         )
     }

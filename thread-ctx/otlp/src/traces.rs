@@ -3,9 +3,12 @@
 //! names are the contract of docs/spanprofiles.md, which the connector (Go) writes; a field of
 //! the wrong type is read as absent, never trusted.
 
-use crate::received::decode_messages;
-use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
-use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, TracesData};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, Span as OtlpSpan, TracesData};
+use prost::Message;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::Path;
 use thread_ctx_discovery::ids::hex;
 use thread_ctx_output::file_error::{FileError, Result};
@@ -22,6 +25,9 @@ pub const OFF_CPU_NO_SPAN_MS: &str = "thread_ctx.off_cpu.no_span_ms";
 pub const OFF_CPU_RUNNABLE_MS: &str = "thread_ctx.off_cpu.runnable_ms";
 pub const ALLOC_BYTES: &str = "thread_ctx.alloc_bytes";
 pub const SAMPLES: &str = "thread_ctx.samples";
+/// The route the connector gave an entry span without `http.route`, and where it came from.
+pub const ROUTE: &str = "thread_ctx.route";
+pub const ROUTE_SOURCE: &str = "thread_ctx.route.source";
 pub const PROFILE_EVENT: &str = "thread_ctx.profile";
 pub const TOP_FRAMES: &str = "top_frames";
 pub const HELD_BY: &str = "held_by";
@@ -30,63 +36,209 @@ pub const HELD_BY_OTHERS_MS: &str = "held_by_others_ms";
 pub const HELD_BY_ROUTES: &str = "held_by_routes";
 pub const TOP_ALLOC_FRAMES: &str = "top_alloc_frames";
 
-/// The spans of a file exporter's traces output, and the bytes at its end that are not a whole
-/// message yet (the Collector may still be writing).
-pub fn read_traces_file(path: &Path) -> Result<(Vec<Span>, usize)> {
-    let bytes = std::fs::read(path).map_err(|e| FileError::io("reading", path, e))?;
-    if bytes.first() == Some(&b'{') {
-        return Err(FileError::Invalid(format!(
-            "{}: looks like the file exporter's json format: expected its proto format (`format: proto` in the Collector's file exporter)",
-            path.display()
-        )));
+/// Which spans a report reads (`report --traces` with `--pid`, `--service`, `--trace`, `--span`,
+/// `--attr`); every given part must match. Empty: all of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpanSelection {
+    /// The resource's `process.pid` is one of these.
+    pub pids: Vec<u32>,
+    /// The resource's `service.name`.
+    pub service: Option<String>,
+    pub trace_id: Option<[u8; 16]>,
+    pub span_id: Option<[u8; 8]>,
+    /// Each pair is among the span's attributes (else its resource's), values as text.
+    pub attrs: Vec<(String, String)>,
+}
+
+/// What a pass over a traces file met.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TracesScan {
+    pub messages: usize,
+    /// Spans in the file, and those the selection kept (given to the visitor).
+    pub spans: usize,
+    pub selected: usize,
+    /// Bytes of whole messages read: a second pass reads exactly these, however much the
+    /// Collector has written since.
+    pub whole_bytes: u64,
+    /// Bytes at the end that are not a whole message yet (the Collector may still be writing).
+    pub incomplete_tail: u64,
+    /// The services and processes (`process.pid`) the file holds, for a selection that matches
+    /// none of them to say what it could have chosen; at most [`HELD_SHOWN`] of each.
+    pub services: BTreeSet<String>,
+    pub pids: BTreeSet<i64>,
+}
+
+/// How many services and pids a scan keeps to name (a file of many says "…").
+pub const HELD_SHOWN: usize = 32;
+
+/// Reads a file exporter's traces output one message at a time, so that memory holds one
+/// message however large the file (issue: 805 MB of RSS for a 139 MB file when it was read
+/// whole), and gives each selected span to `visit`. Reads at most `limit` bytes (a second pass
+/// gives the first pass's `whole_bytes`). A file that is not the `proto` format of traces, or
+/// holds bytes but no whole message, is an error naming what it looks like.
+pub fn scan_traces_file(path: &Path, selection: &SpanSelection, limit: Option<u64>, mut visit: impl FnMut(Span)) -> Result<TracesScan> {
+    let file = File::open(path).map_err(|e| FileError::io("reading", path, e))?;
+    let size = file.metadata().map_err(|e| FileError::io("reading", path, e))?.len();
+    let end = limit.map_or(size, |l| l.min(size));
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut scan = TracesScan::default();
+    let mut message = Vec::new();
+    let mut first = [0u8; 4];
+    while end - scan.whole_bytes >= 4 {
+        reader.read_exact(&mut first).map_err(|e| FileError::io("reading", path, e))?;
+        if scan.whole_bytes == 0 && first[0] == b'{' {
+            return Err(FileError::Invalid(format!("{}: looks like the file exporter's json format: {EXPECTED}", path.display())));
+        }
+        let len = u64::from(u32::from_be_bytes(first));
+        if end - scan.whole_bytes - 4 < len {
+            break;
+        }
+        if len > MAX_MESSAGE_BYTES {
+            return Err(FileError::Invalid(format!(
+                "{}: the message at byte {} claims {len} bytes, more than any Collector batch ({} MiB): {EXPECTED}",
+                path.display(),
+                scan.whole_bytes,
+                MAX_MESSAGE_BYTES >> 20
+            )));
+        }
+        message.resize(len as usize, 0);
+        reader.read_exact(&mut message).map_err(|e| FileError::io("reading", path, e))?;
+        let data = TracesData::decode(message.as_slice()).map_err(|cause| {
+            FileError::in_file(path, "not the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData)")(FileError::Decode {
+                what: format!("the message at byte {} ({len} bytes) is not an OTLP TracesData", scan.whole_bytes),
+                cause,
+            })
+        })?;
+        scan.messages += 1;
+        scan.whole_bytes += 4 + len;
+        for rs in &data.resource_spans {
+            let attrs = rs.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
+            let service = str_attr(attrs, "service.name").unwrap_or(UNKNOWN_SERVICE);
+            let pid = int_attr(attrs, "process.pid");
+            if scan.services.len() < HELD_SHOWN {
+                scan.services.insert(service.to_string());
+            }
+            if let Some(pid) = pid.filter(|_| scan.pids.len() < HELD_SHOWN) {
+                scan.pids.insert(pid);
+            }
+            let resource_kept = selection.service.as_deref().is_none_or(|s| s == service)
+                && (selection.pids.is_empty() || pid.is_some_and(|p| selection.pids.iter().any(|&q| i64::from(q) == p)));
+            for s in rs.scope_spans.iter().flat_map(|ss| &ss.spans) {
+                scan.spans += 1;
+                if resource_kept && selects(selection, s, attrs) {
+                    scan.selected += 1;
+                    visit(span_of(s, service));
+                }
+            }
+        }
+        // A message can be large (a batch of spans); do not keep its buffer past a megabyte.
+        if message.capacity() > 1 << 20 {
+            message = Vec::new();
+        }
     }
-    let (messages, tail) = decode_messages::<TracesData>(&bytes, "TracesData")
-        .map_err(FileError::in_file(path, "not the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData)"))?;
-    Ok((messages.iter().flat_map(spans_of).collect(), tail))
+    scan.incomplete_tail = end - scan.whole_bytes;
+    if scan.messages == 0 && end > 0 {
+        return Err(FileError::Invalid(format!("{}: {}: {EXPECTED}", path.display(), no_whole_message(&first, end))));
+    }
+    Ok(scan)
+}
+
+/// The largest message read: a file exporter writes one export batch per message, and OTLP
+/// receivers take 4 MiB by default; a size past this is not a batch but damage, and must not
+/// make the reader allocate it.
+const MAX_MESSAGE_BYTES: u64 = 256 << 20;
+
+const EXPECTED: &str = "expected the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData, `format: proto`)";
+const UNKNOWN_SERVICE: &str = "unknown_service";
+
+/// Why a file of `len` bytes starting with `head` holds no whole message.
+fn no_whole_message(head: &[u8; 4], len: u64) -> String {
+    match head {
+        _ if len < 4 => format!("holds {len} bytes, less than one message's 4-byte size"),
+        [0x1f, 0x8b, ..] => "is gzip data (a pprof profile?), not a single whole message".into(),
+        _ => format!("holds {len} bytes, and its first message claims {} after its 4-byte size: no whole message", u32::from_be_bytes(*head)),
+    }
+}
+
+/// Whether the selection's span parts hold for `s` (its resource's attributes `resource`).
+fn selects(selection: &SpanSelection, s: &OtlpSpan, resource: &[KeyValue]) -> bool {
+    selection.trace_id.is_none_or(|t| s.trace_id == t)
+        && selection.span_id.is_none_or(|id| s.span_id == id)
+        && selection.attrs.iter().all(|(k, v)| {
+            let of = |attrs: &[KeyValue]| attrs.iter().find(|kv| kv.key == *k).and_then(|kv| kv.value.as_ref()).map(value_text);
+            of(&s.attributes).or_else(|| of(resource)).is_some_and(|text| text == *v)
+        })
+}
+
+/// An attribute's value as `--attr` compares it.
+fn value_text(v: &AnyValue) -> String {
+    match &v.value {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The spans of a file exporter's traces output, and the bytes at its end that are not a whole
+/// message yet. Holds every span: for tests and small files; a report streams
+/// ([`scan_traces_file`]).
+pub fn read_traces_file(path: &Path) -> Result<(Vec<Span>, usize)> {
+    let mut spans = Vec::new();
+    let scan = scan_traces_file(path, &SpanSelection::default(), None, |s| spans.push(s))?;
+    Ok((spans, scan.incomplete_tail as usize))
 }
 
 /// Every span of a message, with its resource's service name.
 pub fn spans_of(data: &TracesData) -> Vec<Span> {
     let mut out = Vec::new();
     for rs in &data.resource_spans {
-        let service = rs.resource.as_ref().and_then(|r| str_attr(&r.attributes, "service.name")).unwrap_or("unknown_service").to_string();
-        for s in rs.scope_spans.iter().flat_map(|ss| &ss.spans) {
-            let joined = s.attributes.iter().any(|kv| kv.key == SAMPLES).then(|| {
-                let event = s.events.iter().find(|e| e.name == PROFILE_EVENT);
-                let list = |k: &str| event.map(|e| strings(&e.attributes, k)).unwrap_or_default();
-                Joined {
-                    cpu_span_ms: f64_attr(&s.attributes, CPU_SPAN_MS).unwrap_or(0.0),
-                    cpu_trace_ms: f64_attr(&s.attributes, CPU_TRACE_MS).unwrap_or(0.0),
-                    cpu_other_traces_ms: f64_attr(&s.attributes, CPU_OTHER_TRACES_MS).unwrap_or(0.0),
-                    cpu_no_span_ms: f64_attr(&s.attributes, CPU_NO_SPAN_MS).unwrap_or(0.0),
-                    off_cpu_trace_ms: f64_attr(&s.attributes, OFF_CPU_TRACE_MS),
-                    off_cpu_other_traces_ms: f64_attr(&s.attributes, OFF_CPU_OTHER_TRACES_MS),
-                    off_cpu_no_span_ms: f64_attr(&s.attributes, OFF_CPU_NO_SPAN_MS),
-                    off_cpu_runnable_ms: f64_attr(&s.attributes, OFF_CPU_RUNNABLE_MS),
-                    alloc_bytes: i64_attr(&s.attributes, ALLOC_BYTES),
-                    samples: i64_attr(&s.attributes, SAMPLES).unwrap_or(0),
-                    top_frames: list(TOP_FRAMES),
-                    held_by: list(HELD_BY),
-                    held_by_others: event.and_then(|e| i64_attr(&e.attributes, HELD_BY_OTHERS)).unwrap_or(0),
-                    held_by_others_ms: event.and_then(|e| f64_attr(&e.attributes, HELD_BY_OTHERS_MS)).unwrap_or(0.0),
-                    held_by_routes: list(HELD_BY_ROUTES),
-                    top_alloc_frames: list(TOP_ALLOC_FRAMES),
-                }
-            });
-            out.push(Span {
-                trace_id: hex(&s.trace_id),
-                span_id: hex(&s.span_id),
-                service: service.clone(),
-                name: s.name.clone(),
-                route: str_attr(&s.attributes, "http.route").map(str::to_string),
-                entry: s.kind == SpanKind::Server as i32 || s.parent_span_id.is_empty(),
-                start_unix_ns: s.start_time_unix_nano,
-                duration_ns: s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano),
-                joined,
-            });
-        }
+        let service = rs.resource.as_ref().and_then(|r| str_attr(&r.attributes, "service.name")).unwrap_or(UNKNOWN_SERVICE);
+        out.extend(rs.scope_spans.iter().flat_map(|ss| &ss.spans).map(|s| span_of(s, service)));
     }
     out
+}
+
+/// One span as the report reads it.
+fn span_of(s: &OtlpSpan, service: &str) -> Span {
+    // Enriched: the connector's event (the figures on it are those the samples support).
+    let event = s.events.iter().find(|e| e.name == PROFILE_EVENT);
+    let enriched = event.is_some() || s.attributes.iter().any(|kv| kv.key == SAMPLES);
+    let joined = enriched.then(|| {
+        let list = |k: &str| event.map(|e| strings(&e.attributes, k)).unwrap_or_default();
+        Joined {
+            cpu_span_ms: f64_attr(&s.attributes, CPU_SPAN_MS),
+            cpu_trace_ms: f64_attr(&s.attributes, CPU_TRACE_MS),
+            cpu_other_traces_ms: f64_attr(&s.attributes, CPU_OTHER_TRACES_MS),
+            cpu_no_span_ms: f64_attr(&s.attributes, CPU_NO_SPAN_MS),
+            off_cpu_trace_ms: f64_attr(&s.attributes, OFF_CPU_TRACE_MS),
+            off_cpu_other_traces_ms: f64_attr(&s.attributes, OFF_CPU_OTHER_TRACES_MS),
+            off_cpu_no_span_ms: f64_attr(&s.attributes, OFF_CPU_NO_SPAN_MS),
+            off_cpu_runnable_ms: f64_attr(&s.attributes, OFF_CPU_RUNNABLE_MS),
+            alloc_bytes: i64_attr(&s.attributes, ALLOC_BYTES),
+            samples: i64_attr(&s.attributes, SAMPLES),
+            top_frames: list(TOP_FRAMES),
+            held_by: list(HELD_BY),
+            held_by_others: event.and_then(|e| i64_attr(&e.attributes, HELD_BY_OTHERS)).unwrap_or(0),
+            held_by_others_ms: event.and_then(|e| f64_attr(&e.attributes, HELD_BY_OTHERS_MS)).unwrap_or(0.0),
+            held_by_routes: list(HELD_BY_ROUTES),
+            top_alloc_frames: list(TOP_ALLOC_FRAMES),
+        }
+    });
+    let own_route = str_attr(&s.attributes, "http.route");
+    Span {
+        trace_id: hex(&s.trace_id),
+        span_id: hex(&s.span_id),
+        service: service.to_string(),
+        name: s.name.clone(),
+        route: own_route.or_else(|| str_attr(&s.attributes, ROUTE)).map(str::to_string),
+        route_source: if own_route.is_some() { None } else { str_attr(&s.attributes, ROUTE_SOURCE).map(str::to_string) },
+        entry: s.kind == SpanKind::Server as i32 || s.parent_span_id.is_empty(),
+        start_unix_ns: s.start_time_unix_nano,
+        duration_ns: s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano),
+        joined,
+    }
 }
 
 fn value<'a>(attrs: &'a [KeyValue], k: &str) -> Option<&'a any_value::Value> {
@@ -104,6 +256,14 @@ fn f64_attr(attrs: &[KeyValue], k: &str) -> Option<f64> {
     match value(attrs, k)? {
         any_value::Value::DoubleValue(v) if v.is_finite() => Some(*v),
         any_value::Value::IntValue(v) => Some(*v as f64),
+        _ => None,
+    }
+}
+
+fn int_attr(attrs: &[KeyValue], k: &str) -> Option<i64> {
+    match value(attrs, k)? {
+        any_value::Value::IntValue(v) => Some(*v),
+        any_value::Value::StringValue(s) => s.parse().ok(),
         _ => None,
     }
 }
@@ -206,8 +366,8 @@ pub(crate) mod tests {
         );
         assert_eq!(s.duration_ns, 81_200_000);
         let j = s.joined.as_ref().unwrap();
-        assert_eq!((j.cpu_other_traces_ms, j.off_cpu_other_traces_ms, j.samples), (40.4, Some(43.5), 4));
-        assert_eq!(j.cpu_no_span_ms, 0.0, "a string where a double belongs is not trusted");
+        assert_eq!((j.cpu_other_traces_ms, j.off_cpu_other_traces_ms, j.samples), (Some(40.4), Some(43.5), Some(4)));
+        assert_eq!(j.cpu_no_span_ms, None, "a string where a double belongs is not trusted");
         assert_eq!((j.off_cpu_trace_ms, j.alloc_bytes), (None, None), "absent: the agent did not measure them");
         assert_eq!(j.held_by, ["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"]);
         assert_eq!((j.held_by_others, j.held_by_others_ms, j.off_cpu_runnable_ms), (2, 26.2, Some(2.5)));
@@ -220,5 +380,63 @@ pub(crate) mod tests {
         let e = read_traces_file(&path).unwrap_err().to_string();
         assert!(e.contains("not an OTLP TracesData"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Bytes that hold no whole message are not a file the Collector is still writing: its
+    /// first message would be whole by now.
+    #[test]
+    fn a_file_of_no_whole_message_is_refused_and_an_empty_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("traces.pb");
+        for (bytes, said) in [
+            (vec![1, 2, 3], "holds 3 bytes, less than one message's 4-byte size"),
+            (vec![0, 1, 0, 0, 7, 7], "holds 6 bytes, and its first message claims 65536 after its 4-byte size"),
+            (vec![0x1f, 0x8b, 8, 0, 0], "is gzip data"),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            let e = read_traces_file(&path).unwrap_err().to_string();
+            assert!(e.contains(said) && e.contains("expected the Collector file exporter's proto format of traces"), "{e}");
+        }
+        let mut huge = vec![0x20, 0, 0, 0];
+        huge.resize(1 << 20, 0);
+        std::fs::write(&path, &huge).unwrap();
+        assert!(read_traces_file(&path).is_err());
+        std::fs::write(&path, []).unwrap();
+        assert_eq!(read_traces_file(&path).unwrap(), (vec![], 0));
+    }
+
+    #[test]
+    fn a_selection_keeps_the_spans_of_its_resource_ids_and_attributes() {
+        use any_value::Value::*;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("traces.pb");
+        let mut billing = traces();
+        let resource = billing.resource_spans[0].resource.as_mut().unwrap();
+        resource.attributes = vec![kv("service.name", StringValue("billing".into())), kv("process.pid", IntValue(4343))];
+        std::fs::write(&path, crate::received::tests::framed(&[traces(), billing])).unwrap();
+        let kept = |selection: SpanSelection| {
+            let mut names = Vec::new();
+            let scan = scan_traces_file(&path, &selection, None, |s| names.push(format!("{}/{}", s.service, s.name))).unwrap();
+            assert_eq!((scan.spans, scan.selected, scan.messages), (4, names.len(), 2));
+            assert_eq!(scan.services.iter().collect::<Vec<_>>(), ["billing", "shop"]);
+            assert_eq!(scan.pids.iter().collect::<Vec<_>>(), [&4343]);
+            names
+        };
+        assert_eq!(kept(SpanSelection::default()).len(), 4);
+        assert_eq!(kept(SpanSelection { service: Some("billing".into()), ..Default::default() }), ["billing/GET /wait", "billing/db"]);
+        assert_eq!(kept(SpanSelection { pids: vec![4343], ..Default::default() }), ["billing/GET /wait", "billing/db"]);
+        assert_eq!(kept(SpanSelection { pids: vec![1], ..Default::default() }), Vec::<String>::new());
+        assert_eq!(kept(SpanSelection { span_id: Some([0xee; 8]), ..Default::default() }), ["shop/db", "billing/db"]);
+        let wait = SpanSelection { attrs: vec![("http.route".into(), "/wait".into())], trace_id: Some([0xab; 16]), ..Default::default() };
+        assert_eq!(kept(wait), ["shop/GET /wait", "billing/GET /wait"]);
+        let of_resource = SpanSelection { attrs: vec![("process.pid".into(), "4343".into())], ..Default::default() };
+        assert_eq!(kept(of_resource), ["billing/GET /wait", "billing/db"]);
+        // A second pass reads what the first read, however much was written since.
+        let first = scan_traces_file(&path, &SpanSelection::default(), None, |_| ()).unwrap();
+        let mut grown = std::fs::read(&path).unwrap();
+        grown.extend(crate::received::tests::framed(&[traces()]));
+        std::fs::write(&path, grown).unwrap();
+        let again = scan_traces_file(&path, &SpanSelection::default(), Some(first.whole_bytes), |_| ()).unwrap();
+        assert_eq!((again.spans, again.whole_bytes, again.incomplete_tail), (4, first.whole_bytes, 0));
     }
 }

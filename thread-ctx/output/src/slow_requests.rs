@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 /// What the connector wrote on a span (its attributes and its `thread_ctx.profile` event).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Joined {
-    pub cpu_span_ms: f64,
-    pub cpu_trace_ms: f64,
-    pub cpu_other_traces_ms: f64,
-    pub cpu_no_span_ms: f64,
+    /// Present when samples of the span's thread supported them (docs/spanprofiles.md: the
+    /// connector writes no figure the samples do not support).
+    pub cpu_span_ms: Option<f64>,
+    pub cpu_trace_ms: Option<f64>,
+    pub cpu_other_traces_ms: Option<f64>,
+    pub cpu_no_span_ms: Option<f64>,
     /// Present when the agent traced off-CPU time.
     pub off_cpu_trace_ms: Option<f64>,
     pub off_cpu_other_traces_ms: Option<f64>,
@@ -22,7 +24,7 @@ pub struct Joined {
     pub off_cpu_runnable_ms: Option<f64>,
     /// Present when the agent traced allocations.
     pub alloc_bytes: Option<i64>,
-    pub samples: i64,
+    pub samples: Option<i64>,
     pub top_frames: Vec<String>,
     pub held_by: Vec<String>,
     /// The traces that held the thread but are not in `held_by`, and their ms: with `held_by`'s
@@ -43,6 +45,9 @@ pub struct Span {
     pub service: String,
     pub name: String,
     pub route: Option<String>,
+    /// Where `route` came from when the span had no `http.route`: the connector named it by the
+    /// route its samples carried (`samples`) or its method and templated path (`path`).
+    pub route_source: Option<String>,
     /// A server span or a root: one request.
     pub entry: bool,
     pub start_unix_ns: u64,
@@ -52,7 +57,8 @@ pub struct Span {
 }
 
 impl Span {
-    /// The route it is reported under: its `http.route`, else its name.
+    /// The route it is reported under: its `http.route`, else the connector's name for it
+    /// (`thread_ctx.route`), else its name.
     pub fn route_or_name(&self) -> &str {
         self.route.as_deref().unwrap_or(&self.name)
     }
@@ -137,6 +143,8 @@ pub struct Explanation {
     pub requests: usize,
     /// The requests among them the connector enriched: the parts below are theirs.
     pub enriched: usize,
+    /// Enriched requests that carried the CPU fields: the CPU figures are means over these.
+    pub cpu_measured: usize,
     pub duration_ms: f64,
     pub own_cpu_ms: f64,
     pub other_requests_cpu_ms: f64,
@@ -165,69 +173,91 @@ pub struct Explanation {
     pub alloc_frames: Vec<(String, f64)>,
 }
 
-impl Explanation {
-    pub fn of(spans: &[&Span], top: usize) -> Explanation {
-        let mut e = Explanation { requests: spans.len(), ..Default::default() };
-        let mut own: BTreeMap<String, f64> = BTreeMap::new();
-        let mut alloc: BTreeMap<String, f64> = BTreeMap::new();
-        let mut held: BTreeMap<String, (f64, BTreeMap<String, f64>)> = BTreeMap::new();
-        for s in spans {
-            let Some(j) = &s.joined else { continue };
-            e.enriched += 1;
-            e.duration_ms += s.duration_ms();
-            e.own_cpu_ms += j.cpu_trace_ms;
-            e.other_requests_cpu_ms += j.cpu_other_traces_ms;
-            e.no_span_cpu_ms += j.cpu_no_span_ms;
-            if let (Some(other), Some(own), Some(idle)) = (j.off_cpu_other_traces_ms, j.off_cpu_trace_ms, j.off_cpu_no_span_ms) {
-                e.off_cpu_measured += 1;
-                e.other_requests_off_cpu_ms += other;
-                e.blocked_in_it_ms += own;
-                e.idle_ms += idle;
-            }
-            if let Some(runnable) = j.off_cpu_runnable_ms {
-                e.runnable_measured += 1;
-                e.cpu_starved_ms += runnable;
-            }
-            if let Some(bytes) = j.alloc_bytes {
-                e.alloc_measured += 1;
-                e.alloc_bytes += bytes;
-            }
-            e.samples += j.samples;
-            for (frame, share) in j.top_frames.iter().filter_map(|f| parse_frame(f)) {
-                *own.entry(frame).or_default() += share * j.cpu_trace_ms;
-            }
-            for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
-                *alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
-            }
-            let routes: Vec<RouteHold> = j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)).collect();
-            if routes.is_empty() {
-                // Spans of a connector before held_by_routes: its listed traces only.
-                for h in j.held_by.iter().filter_map(|h| parse_holder(h)) {
-                    let slot = held.entry(h.who).or_default();
-                    slot.0 += h.ms;
-                    *slot.1.entry(h.frame).or_default() += h.ms;
-                }
-            }
-            for r in routes {
-                match r.frame {
-                    Some(frame) => {
-                        let slot = held.entry(r.route).or_default();
-                        slot.0 += r.ms;
-                        *slot.1.entry(frame).or_default() += r.ms;
-                    }
-                    None => e.held_by_rest_ms += r.ms,
-                }
+/// An [`Explanation`] summed span by span, so that a report need not hold the spans it explains.
+#[derive(Debug, Default)]
+pub struct ExplanationSum {
+    e: Explanation,
+    own: BTreeMap<String, f64>,
+    alloc: BTreeMap<String, f64>,
+    held: BTreeMap<String, (f64, BTreeMap<String, f64>)>,
+}
+
+impl ExplanationSum {
+    pub fn add(&mut self, s: &Span) {
+        let e = &mut self.e;
+        e.requests += 1;
+        let Some(j) = &s.joined else { return };
+        e.enriched += 1;
+        e.duration_ms += s.duration_ms();
+        if let (Some(own), Some(other), Some(none)) = (j.cpu_trace_ms, j.cpu_other_traces_ms, j.cpu_no_span_ms) {
+            e.cpu_measured += 1;
+            e.own_cpu_ms += own;
+            e.other_requests_cpu_ms += other;
+            e.no_span_cpu_ms += none;
+        }
+        if let (Some(other), Some(own), Some(idle)) = (j.off_cpu_other_traces_ms, j.off_cpu_trace_ms, j.off_cpu_no_span_ms) {
+            e.off_cpu_measured += 1;
+            e.other_requests_off_cpu_ms += other;
+            e.blocked_in_it_ms += own;
+            e.idle_ms += idle;
+        }
+        if let Some(runnable) = j.off_cpu_runnable_ms {
+            e.runnable_measured += 1;
+            e.cpu_starved_ms += runnable;
+        }
+        if let Some(bytes) = j.alloc_bytes {
+            e.alloc_measured += 1;
+            e.alloc_bytes += bytes;
+        }
+        e.samples += j.samples.unwrap_or(0);
+        for (frame, share) in j.top_frames.iter().filter_map(|f| parse_frame(f)) {
+            *self.own.entry(frame).or_default() += share * j.cpu_trace_ms.unwrap_or(0.0);
+        }
+        for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
+            *self.alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
+        }
+        let routes: Vec<RouteHold> = j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)).collect();
+        if routes.is_empty() {
+            // Spans of a connector before held_by_routes: its listed traces only.
+            for h in j.held_by.iter().filter_map(|h| parse_holder(h)) {
+                let slot = self.held.entry(h.who).or_default();
+                slot.0 += h.ms;
+                *slot.1.entry(h.frame).or_default() += h.ms;
             }
         }
-        e.own_frames = heaviest(own, top);
-        e.alloc_frames = heaviest(alloc, top);
+        for r in routes {
+            match r.frame {
+                Some(frame) => {
+                    let slot = self.held.entry(r.route).or_default();
+                    slot.0 += r.ms;
+                    *slot.1.entry(frame).or_default() += r.ms;
+                }
+                None => e.held_by_rest_ms += r.ms,
+            }
+        }
+    }
+
+    /// The explanation, with the `top` heaviest frames and holders (the rest of the holders'
+    /// time in `held_by_rest_ms`).
+    pub fn finish(self, top: usize) -> Explanation {
+        let mut e = self.e;
+        e.own_frames = heaviest(self.own, top);
+        e.alloc_frames = heaviest(self.alloc, top);
         let mut by_who: Vec<(String, f64, String)> =
-            held.into_iter().map(|(who, (ms, frames))| (who, ms, heaviest(frames, 1).pop().map(|f| f.0).unwrap_or_default())).collect();
+            self.held.into_iter().map(|(who, (ms, frames))| (who, ms, heaviest(frames, 1).pop().map(|f| f.0).unwrap_or_default())).collect();
         by_who.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         e.held_by_rest_ms += by_who.iter().skip(top).map(|h| h.1).sum::<f64>();
         by_who.truncate(top);
         e.held_by = by_who;
         e
+    }
+}
+
+impl Explanation {
+    pub fn of(spans: &[&Span], top: usize) -> Explanation {
+        let mut sum = ExplanationSum::default();
+        spans.iter().for_each(|s| sum.add(s));
+        sum.finish(top)
     }
 
     /// The text block: one line per part, with its share of the requests' time. A part the
@@ -239,29 +269,36 @@ impl Explanation {
         let frames = |fs: &[(String, f64)]| fs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>().join(", ");
         let mut out = String::new();
         // A part's mean per request over the requests that measured it, and its share of their time.
-        let mut line = |what: &str, ms: f64, measured: usize, more: String| {
+        let line = |what: &str, ms: f64, measured: usize, more: String| {
             let share = mean(self.duration_ms, self.enriched).map_or(0.0, |d| if d > 0.0 { 100.0 * ms / measured as f64 / d } else { 0.0 });
-            out += &format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64);
+            format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64)
         };
         let own_top = if self.own_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.own_frames)) };
-        line("own CPU", self.own_cpu_ms, self.enriched, own_top);
-        line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.enriched, String::new());
-        line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.enriched, String::new());
+        if self.cpu_measured > 0 {
+            out += &line("own CPU", self.own_cpu_ms, self.cpu_measured, own_top);
+            out += &line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.cpu_measured, String::new());
+            out += &line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.cpu_measured, String::new());
+        } else {
+            out += &format!("{indent}{:<38}not measured: no sample of their thread supported a figure\n", "CPU");
+        }
         if self.off_cpu_measured > 0 {
-            line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
-            line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
-            line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+            out += &line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
+            out += &line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            out += &line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
             if self.runnable_measured > 0 {
-                line("waiting for a CPU (preempted, throttled)", self.cpu_starved_ms, self.runnable_measured, String::new());
+                out += &line("waiting for a CPU (preempted, throttled)", self.cpu_starved_ms, self.runnable_measured, String::new());
             }
         } else {
             out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
         }
         if !self.held_by.is_empty() {
             let per = |ms: f64| ms / self.enriched as f64;
-            let mut held: Vec<String> = self.held_by.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", per(*ms))).collect();
-            if self.held_by_rest_ms > 0.0 {
-                held.push(format!("others {:.1} ms", per(self.held_by_rest_ms)));
+            // A holder whose mean rounds to 0.0 ms names nothing: it counts in `others`.
+            let (named, tiny): (Vec<_>, Vec<_>) = self.held_by.iter().partition(|h| per(h.1) >= 0.05);
+            let mut held: Vec<String> = named.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", per(*ms))).collect();
+            let rest = self.held_by_rest_ms + tiny.iter().map(|h| h.1).sum::<f64>();
+            if rest > 0.0 {
+                held.push(format!("others {:.1} ms", per(rest)));
             }
             let all = self.held_by.iter().map(|h| h.1).sum::<f64>() + self.held_by_rest_ms;
             out += &format!("{indent}{:<38}{} (= {:.1} ms)\n", "held by", held.join(", "), per(all));
@@ -294,6 +331,8 @@ fn heaviest(m: BTreeMap<String, f64>, n: usize) -> Vec<(String, f64)> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteReport {
     pub route: String,
+    /// Where the route came from when its spans had no `http.route` (`samples`, `path`).
+    pub route_source: Option<String>,
     pub requests: usize,
     pub enriched: usize,
     pub p50_ms: f64,
@@ -322,35 +361,45 @@ pub struct Inflicted {
 
 /// Who made others wait, from each request's `held_by_routes`: the `top` heaviest holders
 /// (route and line), the rest in one `(others)` row, so that the rows add up to `waiting_ms`.
-fn inflicted(entries: &[&Span], top: usize) -> (Vec<Inflicted>, f64) {
-    let mut by: BTreeMap<(String, Option<String>), (f64, u64)> = BTreeMap::new();
-    let mut waiting = 0.0;
-    for j in entries.iter().filter_map(|s| s.joined.as_ref()) {
-        waiting += j.cpu_other_traces_ms + j.off_cpu_other_traces_ms.unwrap_or(0.0);
+#[derive(Debug, Default)]
+struct InflictedSum {
+    by: BTreeMap<(String, Option<String>), (f64, u64)>,
+    waiting: f64,
+}
+
+impl InflictedSum {
+    /// One request (an entry span).
+    fn add(&mut self, s: &Span) {
+        let Some(j) = &s.joined else { return };
+        self.waiting += j.cpu_other_traces_ms.unwrap_or(0.0) + j.off_cpu_other_traces_ms.unwrap_or(0.0);
         for r in j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)) {
-            let slot = by.entry((r.route, r.frame)).or_default();
+            let slot = self.by.entry((r.route, r.frame)).or_default();
             slot.0 += r.ms;
             // One delayed request: this span.
             slot.1 += 1;
         }
     }
-    let mut rows: Vec<Inflicted> =
-        by.into_iter().map(|((route, frame), (ms, delayed))| Inflicted { route, frame, ms, delayed, share: 0.0 }).collect();
-    rows.sort_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.route.cmp(&b.route)).then_with(|| a.frame.cmp(&b.frame)));
-    if rows.len() > top {
-        let rest = rows.split_off(top);
-        rows.push(Inflicted {
-            route: "(others)".into(),
-            frame: None,
-            ms: rest.iter().map(|r| r.ms).sum(),
-            delayed: rest.iter().map(|r| r.delayed).sum(),
-            share: 0.0,
-        });
+
+    fn finish(self, top: usize) -> (Vec<Inflicted>, f64) {
+        let waiting = self.waiting;
+        let mut rows: Vec<Inflicted> =
+            self.by.into_iter().map(|((route, frame), (ms, delayed))| Inflicted { route, frame, ms, delayed, share: 0.0 }).collect();
+        rows.sort_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.route.cmp(&b.route)).then_with(|| a.frame.cmp(&b.frame)));
+        if rows.len() > top {
+            let rest = rows.split_off(top);
+            rows.push(Inflicted {
+                route: "(others)".into(),
+                frame: None,
+                ms: rest.iter().map(|r| r.ms).sum(),
+                delayed: rest.iter().map(|r| r.delayed).sum(),
+                share: 0.0,
+            });
+        }
+        for r in &mut rows {
+            r.share = if waiting > 0.0 { r.ms / waiting } else { 0.0 };
+        }
+        (rows, waiting)
     }
-    for r in &mut rows {
-        r.share = if waiting > 0.0 { r.ms / waiting } else { 0.0 };
-    }
-    (rows, waiting)
 }
 
 /// The report of a file's spans.
@@ -368,36 +417,157 @@ pub struct Report {
 
 /// The report: routes by request count, then name; `slowest` single requests explained.
 pub fn report(spans: &[Span], slowest: usize, top: usize) -> Report {
-    let mut by_route: BTreeMap<&str, Vec<&Span>> = BTreeMap::new();
-    for s in spans.iter().filter(|s| s.entry) {
-        by_route.entry(s.route_or_name()).or_default().push(s);
+    let mut latencies = Latencies::new(slowest);
+    spans.iter().for_each(|s| latencies.add(s));
+    let mut tails = latencies.tails();
+    spans.iter().for_each(|s| tails.add(s));
+    tails.finish(top)
+}
+
+/// A report's first pass over the spans: each route's durations (8 bytes a request, the one
+/// part of the report that grows with the file), and the `slowest` requests. Spans come one at
+/// a time, so a file is streamed: a second pass ([`Tails`]) explains each route's slowest 1 %.
+#[derive(Debug, Default)]
+pub struct Latencies {
+    spans: usize,
+    routes: BTreeMap<String, RouteLatency>,
+    slowest: Vec<Span>,
+    slowest_wanted: usize,
+    inflicted: InflictedSum,
+}
+
+#[derive(Debug, Default)]
+struct RouteLatency {
+    durations_ns: Vec<u64>,
+    enriched: usize,
+    /// Where the route came from (its first request's `route_source`).
+    source: Option<String>,
+}
+
+impl Latencies {
+    /// Keeps the `slowest` slowest requests whole, to explain one by one.
+    pub fn new(slowest: usize) -> Latencies {
+        Latencies { slowest_wanted: slowest, ..Default::default() }
     }
-    let mut routes: Vec<RouteReport> = by_route
-        .into_iter()
-        .map(|(route, mut reqs)| {
-            reqs.sort_by_key(|s| s.duration_ns);
-            let q = |p: f64| reqs[((p * reqs.len() as f64).ceil() as usize).clamp(1, reqs.len()) - 1].duration_ms();
-            let tail = reqs.len().div_ceil(100);
-            let tail_spans = &reqs[reqs.len() - tail..];
-            RouteReport {
-                route: route.to_string(),
-                requests: reqs.len(),
-                enriched: reqs.iter().filter(|s| s.joined.is_some()).count(),
-                p50_ms: q(0.5),
-                p90_ms: q(0.9),
-                p99_ms: q(0.99),
-                max_ms: q(1.0),
-                slowest: Explanation::of(tail_spans, top),
-                slowest_from_ms: tail_spans[0].duration_ms(),
-            }
-        })
-        .collect();
-    routes.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.route.cmp(&b.route)));
-    let mut entries: Vec<&Span> = spans.iter().filter(|s| s.entry).collect();
-    let (inflicted, waiting_ms) = inflicted(&entries, top);
-    entries.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then_with(|| a.trace_id.cmp(&b.trace_id)));
-    let slowest = entries.into_iter().take(slowest).map(|s| ((*s).clone(), Explanation::of(&[s], top))).collect();
-    Report { spans: spans.len(), routes, inflicted, waiting_ms, slowest }
+
+    pub fn add(&mut self, s: &Span) {
+        self.spans += 1;
+        if !s.entry {
+            return;
+        }
+        let route = match self.routes.get_mut(s.route_or_name()) {
+            Some(r) => r,
+            None => self.routes.entry(s.route_or_name().to_string()).or_default(),
+        };
+        if route.durations_ns.is_empty() {
+            route.source = s.route_source.clone();
+        }
+        route.durations_ns.push(s.duration_ns);
+        route.enriched += usize::from(s.joined.is_some());
+        self.inflicted.add(s);
+        // The slowest first, ties by trace id, then in file order (a stable sort of them all).
+        let after = |k: &Span| k.duration_ns > s.duration_ns || (k.duration_ns == s.duration_ns && k.trace_id <= s.trace_id);
+        let at = self.slowest.partition_point(after);
+        if at < self.slowest_wanted {
+            self.slowest.insert(at, s.clone());
+            self.slowest.truncate(self.slowest_wanted);
+        }
+    }
+
+    /// The latency of every route, and what the second pass must explain: per route, the
+    /// requests from its slowest 1 %'s shortest duration up. Of the requests that last exactly
+    /// that long, the tail holds the last ones met (as a stable sort by duration would).
+    pub fn tails(self) -> Tails {
+        let routes = self
+            .routes
+            .into_iter()
+            .map(|(route, mut r)| {
+                let reqs = &mut r.durations_ns;
+                reqs.sort_unstable();
+                let n = reqs.len();
+                let ms = |ns: u64| ns as f64 / 1e6;
+                let q = |p: f64| ms(reqs[((p * n as f64).ceil() as usize).clamp(1, n) - 1]);
+                let tail = n.div_ceil(100);
+                let from = reqs[n - tail];
+                let equal_in_tail = reqs[n - tail..].iter().take_while(|&&d| d == from).count();
+                let equal = reqs.partition_point(|&d| d <= from) - reqs.partition_point(|&d| d < from);
+                let report = RouteReport {
+                    route: route.clone(),
+                    route_source: r.source.clone(),
+                    requests: n,
+                    enriched: r.enriched,
+                    p50_ms: q(0.5),
+                    p90_ms: q(0.9),
+                    p99_ms: q(0.99),
+                    max_ms: q(1.0),
+                    slowest: Explanation::default(),
+                    slowest_from_ms: ms(from),
+                };
+                (route, RouteTail { report, from_ns: from, skip_equal: equal - equal_in_tail, sum: ExplanationSum::default() })
+            })
+            .collect();
+        Tails { spans: self.spans, routes, slowest: self.slowest, inflicted: self.inflicted }
+    }
+}
+
+/// A report's second pass: the same spans again, in the same order, each route's slowest 1 %
+/// summed as they come.
+#[derive(Debug)]
+pub struct Tails {
+    spans: usize,
+    routes: BTreeMap<String, RouteTail>,
+    slowest: Vec<Span>,
+    inflicted: InflictedSum,
+}
+
+#[derive(Debug)]
+struct RouteTail {
+    report: RouteReport,
+    from_ns: u64,
+    /// Requests of exactly `from_ns` still to pass over before the tail's own.
+    skip_equal: usize,
+    sum: ExplanationSum,
+}
+
+impl Tails {
+    pub fn add(&mut self, s: &Span) {
+        if !s.entry {
+            return;
+        }
+        let Some(r) = self.routes.get_mut(s.route_or_name()) else { return };
+        if s.duration_ns < r.from_ns {
+            return;
+        }
+        if s.duration_ns == r.from_ns && r.skip_equal > 0 {
+            r.skip_equal -= 1;
+            return;
+        }
+        r.sum.add(s);
+    }
+
+    pub fn finish(self, top: usize) -> Report {
+        let mut routes: Vec<RouteReport> = self.routes.into_values().map(|r| RouteReport { slowest: r.sum.finish(top), ..r.report }).collect();
+        routes.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.route.cmp(&b.route)));
+        let slowest = self
+            .slowest
+            .into_iter()
+            .map(|s| {
+                let e = Explanation::of(&[&s], top);
+                (s, e)
+            })
+            .collect();
+        let (inflicted, waiting_ms) = self.inflicted.finish(top);
+        Report { spans: self.spans, routes, inflicted, waiting_ms, slowest }
+    }
+}
+
+/// What the report says of a route the connector named because its spans had no `http.route`.
+pub fn route_source_note(source: Option<&str>) -> Option<&'static str> {
+    match source? {
+        "samples" => Some("no http.route on its spans: the route is the one their samples carried"),
+        "path" => Some("no http.route on its spans: the route is their method and templated path"),
+        _ => None,
+    }
 }
 
 impl Report {
@@ -431,6 +601,9 @@ impl Report {
                 if e.requests == 1 { "" } else { "s" },
                 r.slowest_from_ms
             );
+            if let Some(note) = route_source_note(r.route_source.as_deref()) {
+                out += &format!("  ({note})\n");
+            }
             out += &e.render("  ");
         }
         if !self.slowest.is_empty() {
@@ -455,6 +628,7 @@ mod tests {
             service: "shop".into(),
             name: format!("GET {route}"),
             route: Some(route.into()),
+            route_source: None,
             entry: true,
             start_unix_ns: 1,
             duration_ns: (ms * 1e6) as u64,
@@ -464,12 +638,14 @@ mod tests {
 
     fn waited(ms: f64) -> Joined {
         Joined {
-            cpu_trace_ms: 1.0,
-            cpu_other_traces_ms: ms * 0.6,
+            cpu_span_ms: Some(1.0),
+            cpu_trace_ms: Some(1.0),
+            cpu_other_traces_ms: Some(ms * 0.6),
+            cpu_no_span_ms: Some(0.0),
             off_cpu_other_traces_ms: Some(ms * 0.1),
             off_cpu_no_span_ms: Some(ms * 0.3 - 1.0),
             off_cpu_trace_ms: Some(0.0),
-            samples: 4,
+            samples: Some(4),
             top_frames: vec!["respond (service.js:40) 100%".into()],
             held_by: vec![format!("/hog 4bf92f3577b34da6a3ce929d0e0e4736 {:.1}ms: hogCPU (service.js:24)", ms * 0.7)],
             ..Default::default()
@@ -530,7 +706,10 @@ mod tests {
     /// who-made-others-wait table sums it over the requests.
     fn held(ms_hog: f64, ms_block: f64, rest: f64) -> Joined {
         Joined {
-            cpu_other_traces_ms: ms_hog,
+            cpu_span_ms: Some(0.0),
+            cpu_trace_ms: Some(0.0),
+            cpu_other_traces_ms: Some(ms_hog),
+            cpu_no_span_ms: Some(0.0),
             off_cpu_other_traces_ms: Some(ms_block + rest),
             off_cpu_trace_ms: Some(0.0),
             off_cpu_no_span_ms: Some(1.0),
@@ -605,5 +784,30 @@ mod tests {
         assert!(text.contains("off CPU                               not measured: the agent ran without --off-cpu"), "{text}");
         assert!(!text.contains("idle (waiting"), "{text}");
         assert!(text.contains("allocated                                  3.00 MB"), "the mean over the one span that measured it: {text}");
+    }
+
+    /// A span whose thread no sample supported carries no CPU field: the report says the CPU
+    /// was not measured rather than 0 ms; holders that round to 0.0 ms count in `others`; a
+    /// route the connector named says where it came from.
+    #[test]
+    fn unmeasured_cpu_tiny_holders_and_named_routes_say_so() {
+        let no_cpu = Joined {
+            cpu_span_ms: None,
+            cpu_trace_ms: None,
+            cpu_other_traces_ms: None,
+            cpu_no_span_ms: None,
+            samples: None,
+            held_by: vec!["(unknown) 4bf92f3577b34da6a3ce929d0e0e4736 0.0ms: (no stack)".into()],
+            ..waited(40.0)
+        };
+        let mut s = span("/quote/:sku", 40.0, Some(no_cpu));
+        s.route_source = Some("samples".into());
+        let r = report(&[s], 0, 3);
+        assert_eq!(r.routes[0].slowest.cpu_measured, 0);
+        let text = r.render("traces.pb");
+        assert!(text.contains("CPU                                   not measured: no sample of their thread supported a figure"), "{text}");
+        assert!(!text.contains("own CPU"), "{text}");
+        assert!(!text.contains("(unknown)"), "{text}");
+        assert!(text.contains("(no http.route on its spans: the route is the one their samples carried)"), "{text}");
     }
 }
