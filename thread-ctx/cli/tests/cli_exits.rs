@@ -233,3 +233,40 @@ fn record_of_another_users_process_says_ebpf_needs_root() {
     assert!(r.stderr.contains("eBPF needs root"), "{}", r.stderr);
     assert!(!r.stderr.contains("target's user"), "running as the target's user would not load eBPF either: {}", r.stderr);
 }
+
+/// Every agent setting that cannot be used, from a flag or from the environment, is refused
+/// before anything starts (exit 2), quoting the value given, so that an operator finds which
+/// line of a unit file or a pod spec is wrong.
+#[test]
+fn agent_config_errors_quote_the_bad_value() {
+    let agent = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_thread-ctx"));
+        cmd.arg("agent").args(args).env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").env_remove("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let endpoint = ["--endpoint", "http://127.0.0.1:9"];
+    /// Flags, environment, and the value the message must quote.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 11] = [
+        (&["--interval", "500ms"], &[], "'500ms'"),
+        (&["--hz", "0"], &[], "'0'"),
+        (&["--duration", "5x"], &[], "'5x'"),
+        (&["--process-timeout", "abc"], &[], "'abc'"),
+        (&["--pprof-dir", "/nonexistent/dir"], &[], "/nonexistent/dir"),
+        (&["--protocol", "grpcx", "--endpoint", "http://127.0.0.1:9"], &[], "\"grpcx\""),
+        (&["--endpoint", "ftp//nowhere"], &[], "\"ftp//nowhere\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")], "\"thrift\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "abc")], "\"abc\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_COMPRESSION", "zip")], "\"zip\""),
+        (&endpoint, &[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")], "\"novalue\""),
+    ];
+    for (args, env, quoted) in cases {
+        let (code, stderr) = agent(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(quoted), "{args:?} {env:?}: expected the value {quoted} in: {stderr}");
+    }
+}
