@@ -5,7 +5,7 @@
 
 use super::ctx_state::{
     Counters, CtxState, COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_CPU_SAMPLE_NS,
-    COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_SAMPLES,
+    COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_NS, COUNTER_OFF_CPU_SAMPLES,
 };
 use super::error::SamplerError;
 use super::event::{Event, EVENT_SIZE};
@@ -250,6 +250,7 @@ impl Sampler {
                 COUNTER_ALLOC_VALID | COUNTER_ALLOC_OTHER => c.alloc_sent += sum,
                 COUNTER_ALLOC_DROPPED => c.alloc_dropped = sum,
                 COUNTER_CPU_SAMPLE_NS => c.cpu_sample_ns = sum,
+                COUNTER_OFF_CPU_NS => c.off_cpu_ns = sum,
                 i if (i as usize) < CtxState::ALL.len() => c.per_state[i as usize] = sum,
                 _ => {}
             }

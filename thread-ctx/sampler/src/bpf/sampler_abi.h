@@ -119,7 +119,8 @@ enum counter_index {
 	COUNTER_ALLOC_OTHER = CTX_STATE_COUNT + 4,   /* allocation samples sent without one */
 	COUNTER_ALLOC_DROPPED = CTX_STATE_COUNT + 5, /* allocation samples lost: ring buffer full */
 	COUNTER_CPU_SAMPLE_NS = CTX_STATE_COUNT + 6, /* ns the CPU program ran for tracked threads' ticks, while time_samples is set */
-	COUNTER_COUNT = CTX_STATE_COUNT + 7,
+	COUNTER_OFF_CPU_NS = CTX_STATE_COUNT + 7,    /* ns the off-CPU program ran for tracked threads' switches (out and in), while time_samples is set */
+	COUNTER_COUNT = CTX_STATE_COUNT + 8,
 };
 
 enum event_kind {
