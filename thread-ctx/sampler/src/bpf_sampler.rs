@@ -296,6 +296,19 @@ pub struct V8Walk {
     /// Where the embedded builtins run in the process: node's text, and the copy V8 may map
     /// next to its code (empty ranges when absent).
     pub builtins: [(u64, u64); 2],
+    /// Where a walk that finds no JS frame goes on (the thread's last exit from JS), when known.
+    pub exit: Option<ExitFrameWalk>,
+}
+
+/// How the BPF walk finds a thread's last exit from JS (thread-ctx-v8's `IsolateLayout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitFrameWalk {
+    /// Where the thread's `Isolate*` is from its thread pointer.
+    pub isolate_tp_offset: i64,
+    /// Byte offset of the isolate's `c_entry_fp`.
+    pub c_entry_fp: u64,
+    /// Exit frame types (bit n: type n), which the frame's marker must name.
+    pub exit_frame_types: u64,
 }
 
 impl V8Walk {
@@ -309,6 +322,11 @@ impl V8Walk {
         for (i, (start, end)) in self.builtins.iter().enumerate() {
             v.builtins_start[i] = *start;
             v.builtins_end[i] = *end;
+        }
+        if let Some(exit) = self.exit {
+            v.isolate_tp_offset = exit.isolate_tp_offset;
+            v.c_entry_fp = exit.c_entry_fp;
+            v.exit_frame_types = exit.exit_frame_types;
         }
     }
 }

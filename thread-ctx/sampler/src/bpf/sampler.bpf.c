@@ -78,6 +78,7 @@ int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 			r.bp = ctx->regs.rbp;
 			r.r9 = ctx->regs.r9;
 			r.r12 = ctx->regs.r12;
+			r.fsbase = BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), thread.fsbase);
 			regs = &r;
 		} else if (!task_user_regs(bpf_get_current_task_btf(), &r)) {
 			regs = &r;
