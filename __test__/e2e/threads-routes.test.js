@@ -84,7 +84,8 @@ test('two services in PID namespaces of their own are both enriched; spans are m
   procs.push(jaeger);
   const collector = await pipeline.startCollector(dir, jaeger.otlpGrpc, '10s');
   procs.push(collector);
-  const unshare = ['unshare', '--pid', '--fork'];
+  // --kill-child: when unshare is stopped, its service gets SIGTERM (and flushes its spans).
+  const unshare = ['unshare', '--pid', '--fork', '--kill-child=SIGTERM'];
   const nest = await pipeline.startService(NEST, collector.http, { OTEL_SERVICE_NAME: 'nest-shop' }, unshare);
   procs.push(nest);
   const shop = await pipeline.startService(SHOP, collector.http, { OTEL_SERVICE_NAME: 'e2e-shop' }, unshare);
