@@ -142,10 +142,13 @@ async function collectorMetrics(collector) {
 /**
  * The service `script`, exporting spans to the Collector's OTLP/HTTP port through NodeSDK's
  * OTLP exporter (chosen by OTEL_TRACES_EXPORTER); resolves with { child, exited, pid, port }.
+ * `prefix` runs node under another command (e.g. ['unshare', '--pid', '--fork']: `pid` is then
+ * the one the service sees).
  */
-function startService(script, collectorHttpPort, env = {}) {
+function startService(script, collectorHttpPort, env = {}, prefix = []) {
   // Plain node, no profiling flags: the agent names JS frames from V8's own heap.
-  const child = spawn(process.execPath, [script], {
+  const argv = [...prefix, process.execPath, script];
+  const child = spawn(argv[0], argv.slice(1), {
     env: {
       ...process.env, PORT: '0', OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf',
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${collectorHttpPort}/v1/traces`,

@@ -1,7 +1,7 @@
 'use strict';
 // Reads spans back from Jaeger's HTTP query API (api/v3: OTLP as JSON, attributes typed as
 // stored, string arrays kept), as plain objects: { traceId, spanId, name, route, startMs, endMs,
-// durationMs, attrs: { key: value }, events: [{ name, attrs }] }.
+// durationMs, server (a server span), attrs: { key: value }, events: [{ name, attrs }] }.
 
 function anyValue(v) {
   if (v === undefined || v === null) return undefined;
@@ -23,6 +23,9 @@ function hexId(id, bytes) {
   return /^[0-9a-f]+$/i.test(id) && id.length === bytes * 2 ? id.toLowerCase() : Buffer.from(id, 'base64').toString('hex');
 }
 
+// OTLP JSON spells a span's kind as its number or its enum name.
+const isServer = (kind) => kind === 2 || kind === 'SPAN_KIND_SERVER';
+
 function spansOf(result) {
   const out = [];
   for (const rs of result?.resourceSpans || []) {
@@ -33,7 +36,7 @@ function spansOf(result) {
         const startMs = Number(BigInt(s.startTimeUnixNano) / 1000n) / 1000;
         const endMs = Number(BigInt(s.endTimeUnixNano) / 1000n) / 1000;
         out.push({
-          traceId: hexId(s.traceId, 16), spanId: hexId(s.spanId, 8), name: s.name, route: attrs['http.route'],
+          traceId: hexId(s.traceId, 16), spanId: hexId(s.spanId, 8), name: s.name, route: attrs['http.route'], server: isServer(s.kind),
           startMs, endMs, durationMs: endMs - startMs, attrs, resource,
           events: (s.events || []).map((e) => ({ name: e.name, attrs: attributes(e.attributes) })),
         });

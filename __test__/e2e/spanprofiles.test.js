@@ -34,14 +34,15 @@ const namesHog = (s) => {
   const m = /^hogCPU \(service\.js:(\d+)\)/.exec(s);
   return m !== null && Number(m[1]) === HOG_LOOP_LINE;
 };
-// A phase under load counts when the service's main thread had at least this share of a CPU: the
-// figures checked (/hog on CPU >= 70 % of its time, /wait held >= 50 %) assume a service that gets
-// its CPU. A phase below it is run again, longer, up to UNDER_LOAD_TRIES times.
+// A phase under load counts when the service's main thread ran at least this share of the time it
+// was runnable (the rest it waited on a run queue, preempted): the figures checked (/hog on CPU
+// >= 70 % of its time, /wait held >= 50 %) assume a service that gets its CPU. A phase below it
+// is run again, longer, up to UNDER_LOAD_TRIES times.
 const MIN_SHARE = 0.8;
 const UNDER_LOAD_TRIES = 3;
-// The service and the agent run at this nice value, so that a shared machine's other work (CI's
-// parallel builds) takes less of the CPU from them; the figures stay the issue's.
-const PRIORITY = -10;
+// The service and the agent run at the highest priority, so that a shared machine's other work
+// (CI's parallel builds) preempts them less; the figures stay the issue's.
+const PRIORITY = -20;
 
 // Requests, back to back per client, while `going()`; `pause` ms between two.
 async function client(port, route, going, pause = 0) {
@@ -58,12 +59,13 @@ async function client(port, route, going, pause = 0) {
   return n;
 }
 
-// The CPU time the kernel gave process `pid`'s main thread, where its JS runs (utime + stime, in
-// clock ticks of 10 ms).
-function cpuSeconds(pid) {
-  const fields = fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+// What the scheduler counted for process `pid`'s main thread, where its JS runs: seconds on a CPU,
+// and seconds runnable but waiting on a run queue (preempted).
+function schedSeconds(pid) {
+  const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ').map(Number);
+  return { run: run / 1e9, wait: wait / 1e9 };
 }
+const cpuSeconds = (pid) => schedSeconds(pid).run;
 
 // Nice is per thread on Linux (threads made later inherit their maker's): every thread of `pid`.
 function setPriorityOfAllThreads(pid, priority) {
@@ -122,19 +124,21 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
   // 40 s at most. A phase whose main thread got under MIN_SHARE of a CPU is tried again.
   const tries = [];
   for (let attempt = 1; attempt <= UNDER_LOAD_TRIES; attempt++) {
-    const cpuAtStart = cpuSeconds(svc.pid);
+    const atStart = schedSeconds(svc.pid);
     const loadStart = Date.now();
-    const p = await phase(() => Date.now() < loadStart + 10_000 * attempt || (cpuSeconds(svc.pid) - cpuAtStart < 6 && Date.now() < loadStart + 40_000),
+    const p = await phase(() => Date.now() < loadStart + 10_000 * attempt || (cpuSeconds(svc.pid) - atStart.run < 6 && Date.now() < loadStart + 40_000),
       [['/hog', 0], ...Array(6).fill(['/wait', 0])]);
-    p.share = (cpuSeconds(svc.pid) - cpuAtStart) / ((p.to - p.from) / 1000);
+    const atEnd = schedSeconds(svc.pid);
+    const [ran, waited] = [atEnd.run - atStart.run, atEnd.wait - atStart.wait];
+    p.share = ran / (ran + waited);
     tries.push(p);
-    t.diagnostic(`under load (try ${attempt}) for ${fmt((p.to - p.from) / 1000)} s; the service's main thread had ${fmt(100 * p.share)} % of a CPU`);
+    t.diagnostic(`under load (try ${attempt}) for ${fmt((p.to - p.from) / 1000)} s; the service's main thread ran ${fmt(ran)} s and waited for a CPU ${fmt(waited)} s: ${fmt(100 * p.share)} % of its runnable time on a CPU`);
     if (p.share >= MIN_SHARE) break;
   }
   const underLoad = tries.reduce((best, p) => (p.share > best.share ? p : best));
   // Why the checks under load cannot be made here, when they cannot.
   const tooBusy = underLoad.share >= MIN_SHARE ? null
-    : `the machine is too busy to measure: the service's main thread had ${tries.map((p) => `${fmt(100 * p.share)} %`).join(', ')} of a CPU in ${tries.length} phases under load (${tries.map((p) => `${fmt((p.to - p.from) / 1000)} s`).join(', ')}); the figures checked need >= ${100 * MIN_SHARE} %`;
+    : `the machine is too busy to measure: the service's main thread was on a CPU ${tries.map((p) => `${fmt(100 * p.share)} %`).join(', ')} of the time it was runnable in ${tries.length} phases under load (${tries.map((p) => `${fmt((p.to - p.from) / 1000)} s`).join(', ')}), preempted the rest; the figures checked need >= ${100 * MIN_SHARE} %`;
   // Blocking: /block every 100 ms, two clients of /wait; /alloc now and then.
   const blocking = await phase(until(Date.now() + 5000), [['/block', 100], ['/wait', 0], ['/wait', 0], ['/alloc', 50]]);
   // Alone: one client of /wait, nothing else.
@@ -171,7 +175,6 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
   t.diagnostic(`/hog got the CPU ${fmt(100 * sum(hogHandlers, (s) => s.attrs['e2e.cpu_ms']) / sum(hogHandlers, (s) => s.durationMs))} % of its handlers' time (${hogHandlers.length} requests, kernel accounting)`);
 
   await t.test('/wait under load: its slowest 5 % waited for other requests on the loop, and held_by names /hog', () => {
-    assert.equal(tooBusy, null, tooBusy);
     const waits = inPhase(underLoad, '/wait').sort((a, b) => b.durationMs - a.durationMs);
     assert.ok(waits.length >= 100, `${waits.length} /wait spans under load`);
     const slowest = waits.slice(0, Math.ceil(waits.length * 0.05));
@@ -181,12 +184,13 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
     const cpuOther = sum(slowest, (s) => s.attrs['thread_ctx.cpu.other_traces_ms']);
     const held = cpuOther + sum(slowest, (s) => s.attrs['thread_ctx.off_cpu.other_traces_ms']);
     t.diagnostic(`other requests held them ${fmt(100 * held / total)} % of their time, ${fmt(100 * cpuOther / total)} % on CPU`);
+    const naming = slowest.filter((s) => (event(s).held_by ?? []).some((h) => h.startsWith('/hog ') && namesHog(h.slice(h.indexOf(': ') + 2))));
+    assert.ok(naming.length >= slowest.length * 0.8, `held_by names /hog and hogCPU (service.js:${HOG_LOOP_LINE}) in ${naming.length} of ${slowest.length}`);
+    assert.equal(tooBusy, null, tooBusy);
     // Each span's figure is a few samples (±1 period each); their sum is the claim, as issue 28
     // states it: cpu.other_traces_ms >= 50 % of their duration.
     assert.ok(held / total >= 0.5, `other requests held the slowest /wait ${fmt(100 * held / total)} % of their time`);
     assert.ok(cpuOther / total >= 0.5, `cpu.other_traces_ms is ${fmt(100 * cpuOther / total)} % of the slowest /wait's time; expected >= 50 %`);
-    const naming = slowest.filter((s) => (event(s).held_by ?? []).some((h) => h.startsWith('/hog ') && namesHog(h.slice(h.indexOf(': ') + 2))));
-    assert.ok(naming.length >= slowest.length * 0.8, `held_by names /hog and hogCPU (service.js:${HOG_LOOP_LINE}) in ${naming.length} of ${slowest.length}`);
   });
 
   await t.test('/wait alone: the loop idle, off CPU with no span, most of the time', () => {
@@ -214,7 +218,6 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
   });
 
   await t.test('/hog: its handler\'s own CPU, its hot loop\'s line first in top_frames', () => {
-    assert.equal(tooBusy, null, tooBusy);
     assert.ok(hogHandlers.length >= 100, `${hogHandlers.length} /hog handler spans under load`);
     const own = sum(hogHandlers, (s) => s.attrs['thread_ctx.cpu.span_ms']);
     const total = sum(hogHandlers, (s) => s.durationMs);
@@ -222,13 +225,15 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
     const first = hogHandlers.filter((s) => (event(s).top_frames ?? []).length > 0);
     const named = first.filter((s) => namesHog(event(s).top_frames[0]));
     t.diagnostic(`${hogHandlers.length} /hog handlers: cpu.span_ms ${fmt(100 * own / total)} % of their time; hogCPU (service.js:${HOG_LOOP_LINE}) first in top_frames of ${named.length} of ${first.length} with samples (e.g. ${JSON.stringify(first[0] && event(first[0]).top_frames)})`);
-    assert.ok(own / total >= 0.7, `cpu.span_ms is ${fmt(100 * own / total)} % of /hog's handler time; expected >= 70 %`);
-    assert.ok(first.length >= hogHandlers.length * 0.8, `only ${first.length} of ${hogHandlers.length} /hog handlers have top_frames`);
+    assert.ok(first.length >= 50, `only ${first.length} of ${hogHandlers.length} /hog handlers have top_frames`);
     assert.ok(named.length >= first.length * 0.9, `hogCPU at its hot loop (service.js:${HOG_LOOP_LINE}) first in ${named.length} of ${first.length}`);
+    // What a preempted service cannot show: its CPU in its spans.
+    assert.equal(tooBusy, null, tooBusy);
+    assert.ok(first.length >= hogHandlers.length * 0.8, `only ${first.length} of ${hogHandlers.length} /hog handlers have top_frames`);
+    assert.ok(own / total >= 0.7, `cpu.span_ms is ${fmt(100 * own / total)} % of /hog's handler time; expected >= 70 %`);
   });
 
   await t.test('/hog: the server span\'s own CPU is not its trace\'s (the handler span inside it has it)', () => {
-    assert.equal(tooBusy, null, tooBusy);
     assert.ok(hogs.length >= 100, `${hogs.length} /hog server spans under load`);
     const own = sum(hogs, (s) => s.attrs['thread_ctx.cpu.span_ms']);
     const trace = sum(hogs, (s) => s.attrs['thread_ctx.cpu.trace_ms']);
@@ -236,9 +241,11 @@ test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout:
     const sampled = hogs.filter((s) => s.attrs['thread_ctx.cpu.trace_ms'] > 0);
     const less = sampled.filter((s) => s.attrs['thread_ctx.cpu.span_ms'] < s.attrs['thread_ctx.cpu.trace_ms']);
     t.diagnostic(`${hogs.length} /hog server spans: cpu.trace_ms ${fmt(100 * trace / total)} % of their time, cpu.span_ms ${fmt(100 * own / total)} %; span < trace in ${less.length} of ${sampled.length} with samples`);
-    assert.ok(trace / total >= 0.7, `cpu.trace_ms is ${fmt(100 * trace / total)} % of /hog's time; expected >= 70 % (the handler's CPU is its trace's)`);
+    assert.ok(sampled.length >= 50, `only ${sampled.length} /hog server spans have CPU samples`);
     assert.ok(own < 0.25 * trace, `cpu.span_ms (${fmt(own)} ms) is not well under cpu.trace_ms (${fmt(trace)} ms): the server span's own code is a small part of its request`);
     assert.ok(less.length >= sampled.length * 0.9, `cpu.span_ms < cpu.trace_ms in only ${less.length} of ${sampled.length}`);
+    assert.equal(tooBusy, null, tooBusy);
+    assert.ok(trace / total >= 0.7, `cpu.trace_ms is ${fmt(100 * trace / total)} % of /hog's time; expected >= 70 % (the handler's CPU is its trace's)`);
   });
 
   await t.test('/alloc: allocates at least 3 x what /hog does', () => {

@@ -5,8 +5,11 @@
 // stacks (the program walks the stack and reads each JS frame's slots: `v8 walk`), the same
 // service on a copy of node without v8dbg_* symbols under --perf-basic-prof-only-functions
 // (`bpf_get_stack`, the fallback path), and plain node without user stacks; the table gives each
-// mode's median and range over the rounds.
-//   node bench/agent/bpf-cost.js --bins PATH[,PATH] [--rounds 5] [--seconds 15] [--hz 99]
+// mode's median and range over the rounds. With --off-cpu, the off-CPU program's cost per
+// interval of a service whose main thread blocks outside JS (Atomics.wait, a synchronous fs read,
+// a synchronous child process: thread-ctx-v8's blocked-thread fixture), each binary recording it
+// with --off-cpu, instead.
+//   node bench/agent/bpf-cost.js --bins PATH[,PATH] [--rounds 5] [--seconds 15] [--hz 99] [--off-cpu]
 // "per sample" is the program's own clock around its runs on the target's ticks (what the target's
 // samples cost); "<= per sample" is the kernel's run time of every run divided by the target's
 // samples, an upper bound that also holds the runs on other processes' ticks. Needs a quiet
@@ -28,9 +31,11 @@ const BINS = option('bins', path.join(root, 'target/release/thread-ctx')).split(
 const ROUNDS = Number(option('rounds', '5'));
 const SECONDS = Number(option('seconds', '15'));
 const HZ = option('hz', '99');
+const OFF_CPU = process.argv.includes('--off-cpu');
 if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
 
 (async () => {
+  if (OFF_CPU) return offCpu();
   const start = async (node, flags) => {
     const c = spawn(node, [...flags, path.join(__dirname, 'service.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise((r) => c.stdout.once('data', r));
@@ -79,3 +84,38 @@ if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
   console.error(e);
   process.exit(1);
 });
+
+// The off-CPU program per interval of a blocking service ("its own clock": the program's time on
+// the target's switches, out and in, over the intervals it sent), binaries alternated.
+async function offCpu() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bpf-cost-'));
+  const fixture = path.join(root, 'thread-ctx/cli/tests/fixtures/v8_blocked.js');
+  const service = spawn(process.execPath, [fixture, root, 'Atomics,Fs,Exec', '1000', '', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => service.stdout.once('data', r));
+  service.stdout.resume(); // its phase lines: never a full pipe
+  const loads = [];
+  try {
+    const samples = await alternate({
+      rounds: ROUNDS,
+      modes: BINS,
+      measure: async (bin) => {
+        const r = spawnSync(bin, ['record', String(service.pid), '--duration', `${SECONDS}s`, '--off-cpu', '--bpf-stats'], { encoding: 'utf8' });
+        const perInterval = Number((r.stderr.match(/ (\d+) ns per off-CPU interval of the target/) || [])[1]);
+        if (!(perInterval > 0)) throw new Error(`${bin} printed no per-interval time: ${r.stderr.slice(-400)}`);
+        loads.push(os.loadavg()[0]);
+        return { perInterval };
+      },
+      onSample: (s) => process.stderr.write(`round ${s.round}: ${path.relative(root, s.mode)}: ${s.perInterval} ns per off-CPU interval\n`),
+    });
+    console.log(`off-CPU program per interval of a blocking service, ${ROUNDS} rounds of ${SECONDS} s, ${os.cpus().length} CPUs, load ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`);
+    console.log('| binary | ns per off-CPU interval of the target (out and in), median [min, max] |');
+    console.log('|---|---|');
+    for (const bin of BINS) {
+      const per = spread(samples.filter((s) => s.mode === bin).map((s) => s.perInterval));
+      console.log(`| ${path.relative(root, bin)} | ${per.median.toFixed(0)} [${per.min}, ${per.max}] |`);
+    }
+  } finally {
+    service.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -55,7 +55,8 @@ function report(data, key) {
   const samples = (out.match(/^# Samples: (\S+)/m) || [])[1];
   const rows = out.split('\n').filter((l) => /^\s+[\d.]+%/.test(l)).map((l) => {
     const m = l.match(/^\s+([\d.]+)%\s+(.*)$/);
-    return [Number(m[1]), m[2].replace(/^\[[.k]\]\s+/, '').trim()];
+    // `[k] name` (kernel) or `[.] name` (user), and perf's empty columns after it.
+    return [Number(m[1]), m[2].replace(/^\[[.k]\]\s+/, '').replace(/(\s+-)+\s*$/, '').trim()];
   });
   return { samples, rows };
 }

@@ -59,11 +59,16 @@ func TestHeldByCutoffAndOrder(t *testing.T) {
 		"/c 04040404040404040404040404040404 10.0ms: c (service.js:9)",
 		"/edge 05050505050505050505050505050505 8.0ms: edge (service.js:9)",
 	}, eventStrings(profileEvent(t, s), EventHeldBy))
-	// What the left-out trace held is still in the span's figures.
+	// What the left-out trace held is still in the span's figures, and in held_by's remainder.
 	assert.InDelta(t, 8.0+7.9, attrDouble(t, s, AttrOffCPUOtherTracesMs), 1e-6)
+	ev := profileEvent(t, s)
+	others, _ := ev.Get(EventHeldByOthers)
+	othersMs, _ := ev.Get(EventHeldByOthersMs)
+	assert.Equal(t, int64(1), others.Int())
+	assert.InDelta(t, 7.9, othersMs.Double(), 1e-6)
 }
 
-// held_by names at most top_frames traces: the longest.
+// held_by names at most top_frames traces, the longest; the others are its remainder.
 func TestHeldByKeepsTheLongest(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.TopFrames = 2 })
 	r := newRequest()
@@ -77,8 +82,14 @@ func TestHeldByKeepsTheLongest(t *testing.T) {
 	}
 	h.sendProfiles(r)
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 400, name: "GET /wait", server: true}))
+	ev := profileEvent(t, h.received()[spanID(1)])
 	assert.Equal(t, []string{
 		"/r6 06060606060606060606060606060606 50.0ms: f (a.js:1)",
 		"/r5 05050505050505050505050505050505 40.0ms: f (a.js:1)",
-	}, eventStrings(profileEvent(t, h.received()[spanID(1)]), EventHeldBy))
+	}, eventStrings(ev, EventHeldBy))
+	// The three shorter ones are the remainder: 10 + 20 + 30 ms.
+	others, _ := ev.Get(EventHeldByOthers)
+	othersMs, _ := ev.Get(EventHeldByOthersMs)
+	assert.Equal(t, int64(3), others.Int())
+	assert.InDelta(t, 60.0, othersMs.Double(), 1e-6)
 }

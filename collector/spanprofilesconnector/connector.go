@@ -38,6 +38,10 @@ type spanProfiles struct {
 	// Resources whose spans waited max_wait for profiles that never came (a service the
 	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
 	unprofiled map[identity]time.Time
+	// Which process each span resource matched, and what could not be told apart.
+	identities *identities
+	// The routes of requests without http.route.
+	routes *routeBook
 
 	// Which halves were created: a metrics half takes an input only where no traces half of
 	// that input exists (metrics_halves.go).
@@ -84,6 +88,8 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		store:      newStore(cfg, tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
 		unprofiled: map[identity]time.Time{},
+		identities: newIdentities(set.Logger),
+		routes:     newRouteBook(),
 		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
 		mtel:       mtel,
 	}, nil
@@ -374,9 +380,16 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 	if u.unsettled == 0 {
 		return
 	}
-	p, why := c.store.match(u.id)
+	p, why, cands := c.store.match(u.id)
+	if why == spanAmbiguousProcess {
+		p = c.identities.resolve(u, cands)
+		if p == nil && final {
+			c.identities.logAmbiguous(u.id, cands)
+		}
+	}
 	if p != nil {
 		delete(c.unprofiled, u.id)
+		c.identities.bind(u.id, p)
 	} else if why == spanNoProcess {
 		if seen, ok := c.unprofiled[u.id]; ok && now.Sub(seen) < c.cfg.Retention {
 			final = true
@@ -387,8 +400,8 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 			}
 			c.unprofiled[u.id] = now
 		}
-	} else {
-		// No identity, or several processes fit: no window will change that.
+	} else if why == spanNoProcessIdentity {
+		// No identity: no window will change that.
 		final = true
 	}
 	// The earliest window began after the span and has been held for max_wait: no window of
@@ -406,7 +419,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
-		if c.settleSpan(s, u.service, p, why, final, settledBefore) {
+		if c.settleSpan(s, u.service, u.id.pid, p, why, final, settledBefore) {
 			u.settled[i] = true
 			u.unsettled--
 		}
@@ -415,7 +428,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
@@ -423,6 +436,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why
 		return final
 	}
 	st := spanTimesOf(s)
+	st.ownPID = pid
 	switch p.coverage(st.start, st.end) {
 	case coverFull:
 	case coverGap:
@@ -449,6 +463,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why
 		return final
 	}
 	j := p.join(st)
+	c.routes.name(s, bestRoute(j.routes))
 	switch {
 	case j.refusedAny():
 		// Enriched with the figures the refused samples do not touch (if any).
@@ -473,8 +488,12 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, p *process, why
 	return true
 }
 
-// finish moves a unit's spans to out and forgets the unit.
+// finish moves a unit's spans to out and forgets the unit. A request without a route, whose
+// samples named none, is named by its method and templated path on its way out.
 func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
+	for _, s := range u.spans {
+		c.routes.name(s, "")
+	}
 	u.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	if !u.done && u.queued {
 		c.pending -= len(u.spans)

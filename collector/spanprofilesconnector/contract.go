@@ -47,8 +47,10 @@ const (
 	EventTopAllocFrames = "top_alloc_frames"
 	// Int: the thread the figures are of.
 	EventThreadID = "thread.id"
-	// String: how that thread was chosen: "span" (samples of this span ran on it), "trace"
-	// (samples of its trace did), or "main_thread" (neither: a guess, the process's main thread).
+	// String: how that thread was chosen: "thread.id" (the span says it: its own thread.id
+	// attribute, which the package writes at its start), "span" (samples of this span ran on
+	// it), "trace" (samples of its trace did), or "main_thread" (none of these: a guess, the
+	// process's main thread).
 	EventThreadSource = "thread_ctx.thread.source"
 	// Double: the CPU sampling period in ms, so that a reader can judge the error of cpu.*.
 	EventCPUPeriodMs = "thread_ctx.cpu.period_ms"
@@ -56,16 +58,22 @@ const (
 
 // How the thread of a span was chosen (EventThreadSource).
 const (
-	threadFromSpan  = "span"
-	threadFromTrace = "trace"
-	threadGuessMain = "main_thread"
+	threadFromAttribute = "thread.id"
+	threadFromSpan      = "span"
+	threadFromTrace     = "trace"
+	threadGuessMain     = "main_thread"
 )
 
 // What a profiler sends (OTLP/Profiles): `thread-ctx agent` (its encoder, encode.rs, is the
 // other side) and the OpenTelemetry eBPF profiler (its reporter's pdata generator).
 const (
-	// Sample attribute: the thread the sample was taken on (int, the host's thread id).
+	// Sample attribute: the thread the sample was taken on (int, the host's thread id). Span
+	// attribute: the thread the span started on, as its process knows it (semantic conventions'
+	// thread.id; the package writes it).
 	attrThreadID = "thread.id"
+	// Sample attribute of the agent, for a process in a PID namespace of its own: the thread's
+	// id in that namespace (what the process's spans say as thread.id).
+	attrThreadVID = "thread.vid"
 	// Sample attribute the record may carry (the context manager's `attributes` option): the
 	// agent sends a record attribute under its own key, the eBPF profiler under
 	// labelPrefix + key (`process.context.label.http.route`).
@@ -102,6 +110,7 @@ const (
 // Resource attributes that tell a process: the same on its spans and on its profiles.
 const (
 	attrServiceInstanceID = "service.instance.id"
+	attrServiceName       = "service.name"
 	attrHostName          = "host.name"
 	// On spans the pid the process sees itself as; on profiles the host's pid (the agent's).
 	attrProcessPID = "process.pid"

@@ -1,6 +1,8 @@
 package spanprofilesconnector
 
 import (
+	"time"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -37,7 +39,7 @@ func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) 
 	if j.cpuKnown() || j.offKnown() {
 		// A trace that held the thread for under 1 % of the span explains none of it: it is
 		// not listed, only counted in the remainder.
-		held := j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, 1), nameOf)
+		held := j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, minHeldNs), nameOf)
 		putStrings(ea, EventHeldBy, held.listed)
 		if len(j.others) > 0 {
 			ea.PutInt(EventHeldByOthers, int64(held.others))
@@ -55,6 +57,10 @@ func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) 
 		ea.PutDouble(EventCPUPeriodMs, ms(j.periodNs))
 	}
 }
+
+// minHeldNs is the least a trace must hold the thread to be listed in held_by: 0.1 ms, the
+// precision the entry prints (a listed "0.0ms" explains nothing).
+const minHeldNs = int64(100 * time.Microsecond)
 
 // putStrings sets a string array attribute, or nothing for an empty list.
 func putStrings(m pcommon.Map, k string, vs []string) {

@@ -38,12 +38,27 @@ type joined struct {
 	others map[pcommon.TraceID]*holder
 	// Samples of this span timed outside it: clock skew.
 	ownOutside int
+	// The routes the trace's samples on the thread in the span carried, by the time they
+	// stand for: the request's route when its span has none.
+	routes map[string]int64
+}
+
+// noteRoute weighs a route the trace's samples in the span carried.
+func (j *joined) noteRoute(route string, ns int64) {
+	if route == "" {
+		return
+	}
+	if j.routes == nil {
+		j.routes = map[string]int64{}
+	}
+	j.routes[route] += ns
 }
 
 // holder is another trace that held the thread during the span.
 type holder struct {
-	ns    int64
-	route string
+	ns int64
+	// The routes its samples carried, by the time they stand for.
+	routes map[string]int64
 	// What it held the thread in: its top frame, and whether it ran there or blocked there.
 	frames map[holdFrame]int64
 }
@@ -59,6 +74,9 @@ type spanTimes struct {
 	trace      pcommon.TraceID
 	span       pcommon.SpanID
 	start, end int64
+	// The thread the span says it started on (its thread.id: the id its process sees; 0 when it
+	// says none), and the pid its resource says (0: none).
+	ownTID, ownPID int64
 }
 
 // A start time in whole milliseconds comes from a millisecond clock: OpenTelemetry JS starts a
@@ -71,6 +89,7 @@ const msClockShift = int64(500 * time.Microsecond)
 // spanTimesOf is the span as the join places it on the agent's clock.
 func spanTimesOf(s ptrace.Span) spanTimes {
 	st := spanTimes{trace: s.TraceID(), span: s.SpanID(), start: int64(s.StartTimestamp()), end: int64(s.EndTimestamp())}
+	st.ownTID = intAttr(s.Attributes(), attrThreadID)
 	if st.start%int64(time.Millisecond) == 0 {
 		st.start += msClockShift
 		st.end += msClockShift
@@ -138,6 +157,7 @@ func (j *joined) addCPU(w *window, tp *threadPoints, st spanTimes) {
 		switch {
 		case trace:
 			j.cpuTrace += pt.w
+			j.noteRoute(l.route, pt.w)
 			if own {
 				j.cpuSpan += pt.w
 			}
@@ -196,6 +216,7 @@ func (j *joined) addOff(w *window, tp *threadPoints, st spanTimes) {
 		switch {
 		case trace:
 			j.offTrace += overlap
+			j.noteRoute(l.route, overlap)
 		case none:
 			j.offNone += overlap
 		default:
@@ -234,12 +255,12 @@ func (j *joined) addAlloc(w *window, tp *threadPoints, st spanTimes) {
 func (j *joined) hold(w *window, l linkInfo, pt point, ns int64, blocked bool) {
 	h := j.others[l.trace]
 	if h == nil {
-		h = &holder{frames: map[holdFrame]int64{}}
+		h = &holder{frames: map[holdFrame]int64{}, routes: map[string]int64{}}
 		j.others[l.trace] = h
 	}
 	h.ns += ns
-	if h.route == "" {
-		h.route = l.route
+	if l.route != "" {
+		h.routes[l.route] += ns
 	}
 	h.frames[holdFrame{w.frames[pt.frame], blocked}] += ns
 }
@@ -256,10 +277,13 @@ func (h *holder) topFrame() string {
 	return noStack
 }
 
-// threadOf picks the thread a span ran on: the one its own samples ran on, else the one its
-// trace's samples in this process ran on (most samples first), else the main thread (tid ==
-// the host pid), a guess.
+// threadOf picks the thread a span ran on: the one it says (its thread.id, as the host knows
+// that thread), else the one its own samples ran on, else the one its trace's samples in this
+// process ran on (most samples first), else the main thread (tid == the host pid), a guess.
 func (p *process) threadOf(st spanTimes) (int64, string) {
+	if tid := p.hostTID(st.ownTID, st.ownPID); tid > 0 {
+		return tid, threadFromAttribute
+	}
 	votes := map[int64]int{}
 	for _, w := range p.windows {
 		if !w.mayHold(st.start, st.end) {
@@ -304,6 +328,37 @@ func (j *joined) allocKnown() bool {
 // refusedAny says whether a kind the windows measured had samples refused on the thread.
 func (j *joined) refusedAny() bool {
 	return (j.hasCPU && j.refused.has(kindCPU)) || (j.hasOff && j.refused.has(kindOff)) || (j.hasAlloc && j.refused.has(kindAlloc))
+}
+
+// hostTID maps the thread id a span says (tid, as its process sees it; pid, its resource's
+// process.pid) to the host's thread id its samples carry; 0 when it cannot be told. A process in
+// a PID namespace of its own (its spans' pid or the agent's process.vpid is not the host pid)
+// knows its threads by other ids than the host:
+//   - its main thread's id is its pid, which the agent knows by the host pid;
+//   - a worker's id is mapped through the agent's samples, which carry it as thread.vid;
+//   - without that (another profiler), a worker's id is not the host's: no mapping.
+//
+// Outside a namespace the ids are the host's.
+func (p *process) hostTID(tid, pid int64) int64 {
+	if tid <= 0 {
+		return 0
+	}
+	nsPID := p.id.pid
+	if pid > 0 {
+		nsPID = pid
+	}
+	if tid == nsPID {
+		return p.key.hostPID
+	}
+	for _, w := range p.windows {
+		if host, ok := w.vtids[tid]; ok {
+			return host
+		}
+	}
+	if nsPID != p.key.hostPID {
+		return 0
+	}
+	return tid
 }
 
 // weighted is a frame (or trace) and its weight.
@@ -364,10 +419,12 @@ type heldBy struct {
 	routes []string
 }
 
-// holderName is the route (or span name) a holder is listed under.
+// holderName is the route a holder is listed under: the handler's route its samples carried
+// most (a middleware's mount path `/` is no route), else its request's name (names.go: the
+// route, templated path or name of its server span), else "(unknown)".
 func holderName(h *holder, id pcommon.TraceID, nameOf func(pcommon.TraceID) string) string {
-	if h.route != "" {
-		return h.route
+	if r := bestRoute(h.routes); r != "" {
+		return r
 	}
 	if who := nameOf(id); who != "" {
 		return who

@@ -170,6 +170,8 @@ func TestOnePidInTwoContainers(t *testing.T) {
 	h.sendTraces(traces(service(7, "container.id", "aaa"), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
 	h.sendTraces(traces(service(7, "container.id", "bbb"), spanSpec{trace: 2, span: 2, start: 100, end: 160}))
 	h.sendTraces(traces(service(7), spanSpec{trace: 3, span: 3, start: 100, end: 160}))
+	// Nothing tells it: it waits for evidence (samples of its trace) until max_wait.
+	h.advance(h.c.cfg.MaxWait)
 	got := h.received()
 	assert.InDelta(t, 30.0, attrDouble(t, got[spanID(1)], AttrCPUNoSpanMs), 1e-9)
 	assert.InDelta(t, 60.0, attrDouble(t, got[spanID(2)], AttrCPUNoSpanMs), 1e-9)

@@ -176,10 +176,13 @@ func isRequest(s ptrace.Span) bool {
 	return k == ptrace.SpanKindServer || k == ptrace.SpanKindConsumer || s.ParentSpanID().IsEmpty()
 }
 
-// routeOf is the route a request is counted under: its http.route, else its name.
+// routeOf is the route a request is counted under: its http.route, else the route the
+// connector named it by (route.go: its samples', else its templated path), else its name.
 func routeOf(s ptrace.Span) string {
-	if v, ok := s.Attributes().Get(attrHTTPRoute); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
-		return truncate(v.Str())
+	for _, k := range []string{attrHTTPRoute, AttrRoute} {
+		if v, ok := s.Attributes().Get(k); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
+			return truncate(v.Str())
+		}
 	}
 	return truncate(s.Name())
 }

@@ -32,7 +32,7 @@ func TestAMillionDistinctRoutesAndFrames(t *testing.T) {
 	for i := 0; i < n; i++ {
 		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/users/%d", i))
 		j := &joined{others: map[pcommon.TraceID]*holder{
-			{byte(i), byte(i >> 8), byte(i >> 16), 1}: {ns: 2e6, route: fmt.Sprintf("/search/%d", i), frames: map[holdFrame]int64{
+			{byte(i), byte(i >> 8), byte(i >> 16), 1}: {ns: 2e6, routes: map[string]int64{fmt.Sprintf("/search/%d", i): 2e6}, frames: map[holdFrame]int64{
 				{frame: fmt.Sprintf("f%d (a.js:%d)", i, i)}:                1e6,
 				{frame: fmt.Sprintf("g%d (a.js:%d)", i, i), blocked: true}: 1e6,
 			}},
@@ -76,7 +76,7 @@ func TestSeriesPastTheirBound(t *testing.T) {
 		span.SetStartTimestamp(1)
 		span.SetEndTimestamp(1 + 100e6)
 		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/r%d", i))
-		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, route: "/hog", frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6, hasCPU: true, seen: true}
+		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, routes: map[string]int64{"/hog": 5e6}, frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6, hasCPU: true, seen: true}
 		m.observe("shop", span, j, func(pcommon.TraceID) string { return "" })
 	}
 	require.Len(t, m.inflicted, 3)

@@ -22,21 +22,18 @@ func newTraceNames(capacity int) *traceNames {
 	return &traceNames{names: make(map[pcommon.TraceID]string, capacity), ring: make([]pcommon.TraceID, capacity)}
 }
 
-// note remembers the name of every trace with an entry span (a server span or a root) in rs.
+// note remembers the name of every request (a server span) in rs: its route, else its method
+// and templated path, else its name (route.go). Roots that are not requests (a timer's
+// dns.lookup) are not named: a holder is never listed under a name that is no route.
 func (t *traceNames) note(rs ptrace.ResourceSpans) {
 	sss := rs.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
 		for k := 0; k < spans.Len(); k++ {
 			s := spans.At(k)
-			if s.Kind() != ptrace.SpanKindServer && !s.ParentSpanID().IsEmpty() {
-				continue
+			if name := requestName(s); name != "" {
+				t.put(s.TraceID(), truncate(name))
 			}
-			name := s.Name()
-			if r, ok := s.Attributes().Get(attrHTTPRoute); ok && r.AsString() != "" {
-				name = r.AsString()
-			}
-			t.put(s.TraceID(), truncate(name))
 		}
 	}
 }

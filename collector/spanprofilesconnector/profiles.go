@@ -33,6 +33,8 @@ const (
 	maxPeriodNs = int64(10 * time.Second)
 	// Frame labels are cut here (a target controls function names).
 	maxLabelBytes = 256
+	// A window maps at most this many namespace thread ids (a process runs a few dozen threads).
+	maxVTIDs = 4_096
 )
 
 // dictionary reads one request's shared tables, every index checked: a sample whose index
@@ -425,6 +427,10 @@ func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route stri
 			route = truncate(v.AsString())
 		case attrOffCPUState:
 			runnable = v.Type() == pcommon.ValueTypeStr && v.Str() == offCPUPreempted
+		case attrThreadVID:
+			if v.Type() == pcommon.ValueTypeInt && tid > 0 {
+				b.w.mapThread(v.Int(), tid)
+			}
 		}
 	}
 	return tid, route, runnable, true

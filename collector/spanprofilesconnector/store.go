@@ -3,6 +3,7 @@ package spanprofilesconnector
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -18,14 +19,21 @@ type identity struct {
 	// the agent saw the process in a PID namespace of its own, else process.pid).
 	pid         int64
 	containerID string
+	// service.name, unless the SDK's placeholder (unknown_service:...), which names nothing.
+	serviceName string
 }
 
 func identityOf(attrs pcommon.Map) identity {
+	name := strAttr(attrs, attrServiceName)
+	if strings.HasPrefix(name, "unknown_service") {
+		name = ""
+	}
 	return identity{
 		instanceID:  strAttr(attrs, attrServiceInstanceID),
 		hostName:    strAttr(attrs, attrHostName),
 		pid:         intAttr(attrs, attrProcessPID),
 		containerID: strAttr(attrs, attrContainerID),
+		serviceName: name,
 	}
 }
 
@@ -277,9 +285,18 @@ func (s *store) publish() {
 }
 
 // match finds the process a span's resource names: by service.instance.id first, else by pid
-// narrowed by host.name, container.id and instance id where both sides carry them. Several
-// candidates are never guessed between.
-func (s *store) match(id identity) (*process, string) {
+// narrowed by host.name, container.id, service.name and instance id where both sides carry
+// them. Several candidates are never guessed between: they are returned for the caller to
+// decide by evidence (connector.go).
+func (s *store) match(id identity) (*process, string, []*process) {
+	p, why := s.matchOne(id)
+	if why != spanAmbiguousProcess {
+		return p, why, nil
+	}
+	return nil, why, s.candidates(id)
+}
+
+func (s *store) matchOne(id identity) (*process, string) {
 	if id.instanceID == "" && id.pid <= 0 {
 		return nil, spanNoProcessIdentity
 	}
@@ -299,10 +316,7 @@ func (s *store) match(id identity) (*process, string) {
 	if id.pid <= 0 {
 		return nil, spanNoProcess
 	}
-	c := filter(s.byPID[id.pid], func(p *process) bool {
-		differ := func(a, b string) bool { return a != "" && b != "" && a != b }
-		return !differ(id.hostName, p.id.hostName) && !differ(id.containerID, p.id.containerID) && !differ(id.instanceID, p.id.instanceID)
-	})
+	c := s.candidates(id)
 	switch len(c) {
 	case 0:
 		return nil, spanNoProcess
@@ -310,6 +324,31 @@ func (s *store) match(id identity) (*process, string) {
 		return c[0], ""
 	}
 	return nil, spanAmbiguousProcess
+}
+
+// candidates are the processes of the span's pid that nothing the two resources say tells apart.
+func (s *store) candidates(id identity) []*process {
+	if id.instanceID != "" {
+		if c := s.byInstance[id.instanceID]; len(c) > 1 {
+			return c
+		}
+	}
+	return filter(s.byPID[id.pid], func(p *process) bool {
+		differ := func(a, b string) bool { return a != "" && b != "" && a != b }
+		return !differ(id.hostName, p.id.hostName) && !differ(id.containerID, p.id.containerID) &&
+			!differ(id.instanceID, p.id.instanceID) && !differ(id.serviceName, p.id.serviceName)
+	})
+}
+
+// holdsTrace says whether the process's windows hold samples of trace: evidence that a span of
+// that trace is the process's.
+func (p *process) holdsTrace(trace pcommon.TraceID) bool {
+	for _, w := range p.windows {
+		if _, ok := w.traces[trace]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func filter(ps []*process, keep func(*process) bool) []*process {

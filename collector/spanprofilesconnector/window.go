@@ -104,6 +104,19 @@ type window struct {
 	// they would have changed are left out of the spans the window covers.
 	refused    map[int64]kindSet
 	refusedAll kindSet
+	// A namespaced process's thread ids as it sees them -> the host's (the agent's thread.vid).
+	vtids map[int64]int64
+}
+
+// mapThread notes that thread vtid of a namespaced process is the host's thread tid.
+func (w *window) mapThread(vtid, tid int64) {
+	if vtid <= 0 || (len(w.vtids) >= maxVTIDs && w.vtids[vtid] == 0) {
+		return
+	}
+	if w.vtids == nil {
+		w.vtids = map[int64]int64{}
+	}
+	w.vtids[vtid] = tid
 }
 
 // kindSet is a set of sample kinds.

@@ -26,6 +26,7 @@ const { kFrameRecord, unpublishOnEnd } = require('../tls/span-entries');
 const { spanRecordState, encodeState } = require('../tls/span-attributes');
 const { registeredKeys } = require('../process-context/process-context');
 const { noteSpanResource } = require('../process-context/sdk-resource');
+const { noteSpanThread } = require('../native/thread-identity');
 
 const PAGE_SIZE = 4096;
 const ADDRESS_SIZE = 8;
@@ -289,6 +290,7 @@ class FrameWriter {
       const spanContext = typeof span.spanContext === 'function' ? span.spanContext() : null;
       if (spanContext != null && span.ended !== true) {
         noteSpanResource(span.resource);
+        noteSpanThread(span);
         const state = registeredKeys().length === 0 ? undefined : spanRecordState(span);
         const attrs = state === undefined ? null : encodeState(state);
         const cursor = state === undefined ? this.small : this.large;

@@ -362,4 +362,5 @@ module.exports = {
   publishedOrigin,
   registerAttributeKeys,
   registeredKeys,
+  settledAttributes,
 };

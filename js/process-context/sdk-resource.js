@@ -14,13 +14,23 @@
 // it looks like a Resource; a provider without one (the API's no-op, another SDK) is left alone and
 // the first span's resource is adopted as before.
 //
+// One identity for spans and profiles: the process context always has a service.instance.id (the
+// SDK's, else one the addon generated once per process), and a profiler's samples carry it as
+// their resource. NodeSDK's default detectors give the SDK's resource none, so its spans could not
+// be told from another process with the same pid and host name (two containers in PID namespaces
+// of their own on one host, with the host's network). So the SDK's resource is given the published
+// id when it has none (the one for every thread: the addon's is process-wide); one it has wins and
+// is what gets published.
+//
 // Precedence: a resource given explicitly (register({ resource }), publishProcessContext(...),
 // new ThreadContextManager({ resource })) is never replaced; the main thread's SDK resource wins
 // over a worker's; a resource this thread already moved on from (an SDK that was shut down and
 // replaced, whose late spans still run) is not adopted again.
 
 const { isMainThread } = require('node:worker_threads');
-const { publishedOrigin, publishResource } = require('./process-context');
+const { publishedOrigin, publishResource, processContextInfo, settledAttributes } = require('./process-context');
+
+const INSTANCE_ID = 'service.instance.id';
 
 let current; // the resource of the spans this thread saw last
 const replaced = new WeakSet();
@@ -61,14 +71,35 @@ function adopt(resource) {
   // Runs inside async hooks: a failure becomes one warning, never a throw.
   try {
     const origin = publishedOrigin();
-    if (origin === 'explicit' || (!isMainThread && origin === 'sdk')) return;
-    publishResource(resource, 'sdk');
+    if (origin !== 'explicit' && !(!isMainThread && origin === 'sdk')) publishResource(resource, 'sdk');
+    shareInstanceId(resource);
   } catch (error) {
     if (warned) return;
     warned = true;
     process.emitWarning(`otel-thread-ctx: could not publish the SDK's resource as the process context (${error && error.message})`,
       { code: 'OTEL_THREAD_CTX_PROCESS_CONTEXT' });
   }
+}
+
+// Gives the SDK's resource the published service.instance.id when it has none.
+function shareInstanceId(resource) {
+  if (settledAttributes(resource)[INSTANCE_ID] !== undefined) return;
+  const info = processContextInfo();
+  const id = info === null ? undefined : info.serviceInstanceId;
+  if (typeof id === 'string' && id !== '') addAttribute(resource, INSTANCE_ID, id);
+}
+
+// Adds an attribute to an SDK Resource in place: spans keep a reference to their provider's
+// resource, so a copy would not reach them. SDK 2.x keeps [key, value] pairs (first one of a key
+// wins) and memoizes `attributes`; SDK 1.x keeps a plain `attributes` object.
+function addAttribute(resource, key, value) {
+  if (Array.isArray(resource._rawAttributes)) {
+    resource._rawAttributes.push([key, value]);
+    resource._memoizedAttributes = undefined;
+    return;
+  }
+  const attrs = resource.attributes;
+  if (attrs !== null && typeof attrs === 'object' && Object.isExtensible(attrs)) attrs[key] = value;
 }
 
 module.exports = { followProviderResource, noteSpanResource };

@@ -7,6 +7,7 @@ const { trace } = require('@opentelemetry/api');
 const { threadWriter, NONE } = require('./thread-writer');
 const { encodeSpanEntry } = require('./span-attributes');
 const { noteSpanResource } = require('../process-context/sdk-resource');
+const { noteSpanThread } = require('../native/thread-identity');
 
 // Entries are cached on the objects themselves, under a private symbol: a switch to a context
 // seen before costs one property load. (A WeakMap cost 2-4 us per request more in bench:http:
@@ -57,6 +58,8 @@ function buildSpanEntry(writer, span) {
     if (spanContext == null || span.ended === true) return NONE;
     // SDK spans carry their provider's resource: the process context follows it (identity check).
     noteSpanResource(span.resource);
+    // The span's first activation is on the thread that started it: it says which (thread.id).
+    noteSpanThread(span);
     const entry = encodeSpanEntry(writer, span, spanContext);
     if (entry !== NONE) unpublishOnEnd(span);
     return entry;

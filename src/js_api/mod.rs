@@ -3,6 +3,7 @@
 //! - `record`: this thread's record page (`recordView`, `setSpanContext`, `getSpanContext`,
 //!   `threadInfo`) and its lifecycle per Node-API environment;
 //! - `process_context`: the process-wide OTEP 4719 context and attribute key map;
+//! - `thread_name`: the calling thread's OS name (`setThreadName`, for worker threads);
 //! - `bench_clock`: a thread CPU clock for the repository's benchmarks, not part of the package.
 //!
 //! The calls made often (`setSpanContext`, `recordView`, `attributeKeyCount`, `keyCountView`) are registered as
@@ -12,6 +13,7 @@
 mod bench_clock;
 mod process_context;
 mod record;
+mod thread_name;
 
 use std::ffi::{c_void, CStr};
 use std::ptr;

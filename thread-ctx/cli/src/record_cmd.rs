@@ -358,6 +358,15 @@ fn print_bpf_stats(recording: &Recording, target_samples: u64) -> Result<()> {
     if let Some(st) = sampler.off_cpu_program_stats()? {
         let per = if st.run_cnt == 0 { 0.0 } else { st.run_time_ns as f64 / st.run_cnt as f64 };
         say!("thread-ctx: off-CPU program: {} context switches seen, {} ns total, {per:.0} ns per switch", st.run_cnt, st.run_time_ns);
+        // Exact for the target, as for CPU samples: its own clock around the target's switches.
+        let timed = sampler.counters()?;
+        let intervals = timed.off_cpu_sent + timed.off_cpu_dropped;
+        if intervals > 0 {
+            say!(
+                "thread-ctx: off-CPU program: {:.0} ns per off-CPU interval of the target (its own clock, out and in)",
+                timed.off_cpu_ns as f64 / intervals as f64
+            );
+        }
     }
     Ok(())
 }

@@ -82,17 +82,18 @@ fn explanation(e: &Explanation) -> Value {
         "requests": e.requests,
         "enriched": e.enriched,
         "mean_ms": per(e.duration_ms),
-        "own_cpu_ms": per(e.own_cpu_ms),
-        "other_requests_cpu_ms": per(e.other_requests_cpu_ms),
-        // null: not measured (the agent ran without --off-cpu / --alloc).
+        // null: not measured (no sample of their threads supported a CPU figure; the agent ran
+        // without --off-cpu / --alloc).
+        "own_cpu_ms": mean(e.own_cpu_ms, e.cpu_measured),
+        "other_requests_cpu_ms": mean(e.other_requests_cpu_ms, e.cpu_measured),
         "other_requests_off_cpu_ms": mean(e.other_requests_off_cpu_ms, e.off_cpu_measured),
-        "no_span_cpu_ms": per(e.no_span_cpu_ms),
+        "no_span_cpu_ms": mean(e.no_span_cpu_ms, e.cpu_measured),
         "blocked_in_it_ms": mean(e.blocked_in_it_ms, e.off_cpu_measured),
         "idle_ms": mean(e.idle_ms, e.off_cpu_measured),
         "cpu_starved_ms": mean(e.cpu_starved_ms, e.runnable_measured),
         "alloc_bytes": mean(e.alloc_bytes as f64, e.alloc_measured).map(|b| b.round() as i64),
         "samples": e.samples,
-        "own_frames": e.own_frames.iter().map(|(f, ms)| json!({ "frame": f, "ms": per(*ms) })).collect::<Vec<_>>(),
+        "own_frames": e.own_frames.iter().map(|(f, ms)| json!({ "frame": f, "ms": mean(*ms, e.cpu_measured) })).collect::<Vec<_>>(),
         "held_by": e.held_by.iter().map(|(who, ms, frame)| json!({ "who": who, "ms": per(*ms), "top_frame": frame })).collect::<Vec<_>>(),
         // The rest of the other requests' time: with held_by, it adds up to it.
         "held_by_others_ms": per(e.held_by_rest_ms),
@@ -107,6 +108,8 @@ fn to_json(r: &Report, path: &Path) -> Value {
         "spans": r.spans,
         "routes": r.routes.iter().map(|x| json!({
             "route": x.route,
+            // Where the route came from when the spans had no http.route: "samples" or "path".
+            "route_source": x.route_source,
             "requests": x.requests,
             "enriched": x.enriched,
             "p50_ms": x.p50_ms, "p90_ms": x.p90_ms, "p99_ms": x.p99_ms, "max_ms": x.max_ms,

@@ -117,8 +117,8 @@ fn describe(f: &Value) -> String {
 
 fn names(major: &str) {
     let mut cmd = Command::new(node(major));
-    // TurboFan (not Maglev) is the tier whose inlining is asked for: 24 and 26 tier up through Maglev first.
-    if major == "24" || major == "26" {
+    // TurboFan (not Maglev) is the tier whose inlining is asked for: a V8 with Maglev tiers up through it first.
+    if thread_ctx_v8::supported::for_node(major.parse().unwrap()).expect("a supported Node").maglev {
         cmd.arg("--no-maglev");
     }
     cmd.arg(fixture("v8_names.js")).arg(repo_root()).arg("200");
@@ -126,7 +126,7 @@ fn names(major: &str) {
     let script = names_fixture();
     let worker_line = marked_line(&repo_root().join("thread-ctx/v8/tests/fixtures/names_worker.js"), "worker");
     let small_line = marked_line(&script, "inlined");
-    let mut phases: Vec<(u64, String)> = Vec::new();
+    let mut phases = Phases::new(EDGE_NS);
     let mut tallies: BTreeMap<&str, Tally> = BTreeMap::new();
     let (mut inlined, mut worker) = (Tally::default(), Tally::default());
     // Per phase, the main thread's samples in the phase's driver (not in the function).
@@ -138,28 +138,16 @@ fn names(major: &str) {
     let mut recordings = 0;
     while !enough(&tallies, &inlined, &worker) && start.elapsed() < CAP {
         recordings += 1;
-        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "499", "--duration", "3s", "--format", "jsonl", "--frames"]);
-        assert_eq!(r.code, 0, "Node {major}: record failed: {}", r.stderr);
-        assert!(!r.stderr.contains("falling back to the perf map"), "Node {major}: {}", r.stderr);
-        while let Ok(line) = w.lines.try_recv() {
-            let (name, at) = line.strip_prefix("phase ").and_then(|x| x.rsplit_once(" @")).expect("a phase line");
-            phases.push((at.parse().unwrap(), name.to_string()));
-        }
-        for sample in r.stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        for sample in record_frames(&w, &format!("Node {major}"), &["--hz", "499"], &mut phases) {
             let fixture_frames: Vec<&Value> =
                 frames(&sample).iter().filter(|f| f["file"].as_str().is_some_and(|p| p.contains("/fixtures/") || p.contains(" at "))).collect();
             let main_thread = sample["tid"].as_i64() == Some(w.pid as i64);
             let Some(first) = fixture_frames.first() else {
                 // Nothing of the fixture named. On the main thread, in a phase: a wrong sample of it.
-                let t = sample["time_ns"].as_u64().unwrap_or(0);
-                let Some(i) =
-                    phases.iter().rposition(|(s, _)| *s <= t).filter(|&i| main_thread && t - phases[i].0 >= EDGE_NS && i + 1 < phases.len())
-                else {
-                    continue;
-                };
+                let Some(phase) = phases.at(sample["time_ns"].as_u64().unwrap_or(0)).filter(|_| main_thread) else { continue };
                 let leaf = frames(&sample).first().map(describe).unwrap_or_else(|| "no frames".into());
                 let what = format!("unnamed (leaf {leaf})");
-                match phases[i].1.as_str() {
+                match phase {
                     "inlined" => inlined.add(false, what),
                     phase => {
                         if let Some(e) = EXPECTED.iter().find(|e| e.phase == phase) {
@@ -177,13 +165,8 @@ fn names(major: &str) {
                 worker.add(ok, describe(first));
                 continue;
             }
-            let t = sample["time_ns"].as_u64().unwrap_or(0);
-            let Some(i) = phases.iter().rposition(|(s, _)| *s <= t) else { continue };
-            if t - phases[i].0 < EDGE_NS || i + 1 == phases.len() {
-                continue; // at a phase's edge, or in the last phase seen (it may have ended since)
-            }
+            let Some(phase) = phases.at(sample["time_ns"].as_u64().unwrap_or(0)) else { continue };
             // Between two calls the phase's driver runs (its loop, Date.now): not the function under test.
-            let phase = phases[i].1.as_str();
             if name == "main" {
                 *driver.entry(phase.to_string()).or_default() += 1;
                 continue;

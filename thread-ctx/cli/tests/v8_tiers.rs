@@ -52,7 +52,7 @@ struct Tally {
 }
 
 fn run(major: &str) {
-    let maglev = major == "24" || major == "26";
+    let maglev = thread_ctx_v8::supported::for_node(major.parse().unwrap()).expect("a supported Node").maglev;
     let tiers: Vec<&str> = if maglev { vec!["Interpreted", "Baseline", "Maglev", "Turbofan"] } else { vec!["Interpreted", "Baseline", "Turbofan"] };
     let mut cmd = std::process::Command::new(node(major));
     cmd.args(["--sparkplug-filter=loopsBaseline", "--turbo-filter=loopsTurbofan"]);
@@ -62,7 +62,7 @@ fn run(major: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
     cmd.arg(fixture("v8_tiers.js")).arg(&root).arg(tiers.join(",")).arg("200");
     let w = start_writer(cmd, false);
-    let mut phases: Vec<(u64, String)> = Vec::new();
+    let mut phases = Phases::new(EDGE_NS);
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let start = Instant::now();
     let enough = |t: &BTreeMap<String, Tally>| {
@@ -71,26 +71,14 @@ fn run(major: &str) {
     let mut recordings = 0;
     while !enough(&tallies) && start.elapsed() < CAP {
         recordings += 1;
-        let r = thread_ctx(&["record", &w.pid.to_string(), "--hz", "499", "--duration", "3s", "--format", "jsonl", "--frames"]);
-        assert_eq!(r.code, 0, "Node {major}: record failed: {}", r.stderr);
-        assert!(!r.stderr.contains("falling back to the perf map"), "Node {major}: {}", r.stderr);
-        while let Ok(line) = w.lines.try_recv() {
-            let (name, at) = line.strip_prefix("phase ").and_then(|x| x.rsplit_once(" @")).expect("a phase line");
-            phases.push((at.parse().unwrap(), name.to_string()));
-        }
-        for sample in r.stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
-            let t = sample["time_ns"].as_u64().unwrap_or(0);
-            let Some(i) = phases.iter().rposition(|(s, _)| *s <= t) else { continue };
-            if t - phases[i].0 < EDGE_NS || i + 1 == phases.len() {
-                continue; // at a phase's edge, or in the last phase seen (it may have ended since)
-            }
+        for sample in record_frames(&w, &format!("Node {major}"), &["--hz", "499"], &mut phases) {
+            let Some(phase) = phases.at(sample["time_ns"].as_u64().unwrap_or(0)) else { continue };
             // The fixture's thread: its main thread, whose tid is its pid.
             if sample["tid"].as_i64() != Some(w.pid as i64) {
                 continue;
             }
-            let phase = &phases[i].1;
             let (tier, _) = phase.split_once(' ').unwrap();
-            let tally = tallies.entry(phase.clone()).or_default();
+            let tally = tallies.entry(phase.to_string()).or_default();
             let frames = sample["frames"].as_array().map_or(&[][..], Vec::as_slice);
             let in_fixture = |f: &&Value| f["file"].as_str().is_some_and(|p| p.ends_with("/tiers.js"));
             let Some(f) = frames.iter().find(in_fixture) else {
@@ -142,22 +130,12 @@ fn run(major: &str) {
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
 }
 
-/// One test per Node version (`cargo test --test v8_tiers node_22` runs one), one at a time.
-macro_rules! node_version {
-    ($name:ident, $major:literal) => {
-        #[test]
-        fn $name() {
-            if !ebpf_or_skip(stringify!($name)) {
-                return;
-            }
-            let _one = one_at_a_time();
-            run($major);
-        }
-    };
-}
-
-node_version!(node_18_names_each_loop_at_its_line_in_every_tier, "18");
-node_version!(node_20_names_each_loop_at_its_line_in_every_tier, "20");
-node_version!(node_22_names_each_loop_at_its_line_in_every_tier, "22");
-node_version!(node_24_names_each_loop_at_its_line_in_every_tier, "24");
-node_version!(node_26_names_each_loop_at_its_line_in_every_tier, "26");
+// One test per Node version (`cargo test --test v8_tiers node_22` runs one), one at a time, and one
+// that every supported version has its row.
+thread_ctx_test_support::node_rows!(run, thread_ctx_v8::supported::node_majors();
+    (node_18_names_each_loop_at_its_line_in_every_tier, "18"),
+    (node_20_names_each_loop_at_its_line_in_every_tier, "20"),
+    (node_22_names_each_loop_at_its_line_in_every_tier, "22"),
+    (node_24_names_each_loop_at_its_line_in_every_tier, "24"),
+    (node_26_names_each_loop_at_its_line_in_every_tier, "26"),
+);

@@ -1,6 +1,6 @@
 //! The V8 version a target runs, read from outside: V8 exports its version
-//! numbers as data symbols (`v8::internal::Version::major_`, `minor_`, ints in
-//! `.data`), and node exports every V8 symbol in `.dynsym` for addons. Looked up
+//! numbers as data symbols (`v8::internal::Version::major_`, `minor_`, `build_`,
+//! `patch_`, ints in `.data`), and node exports every V8 symbol in `.dynsym` for addons. Looked up
 //! in the object that defines them (node, or a libnode.so) and read in the live
 //! process at load bias + st_value: the numbers the running V8 was built with,
 //! not what a writer says about itself.
@@ -13,30 +13,35 @@ use object::elf::{self, FileHeader64};
 use object::read::elf::{FileHeader, ProgramHeader, Sym};
 use object::read::ReadCacheOps;
 use object::Endianness;
-use serde::Serialize;
 use std::sync::Arc;
 
-/// `v8::internal::Version::major_` and `minor_`, mangled.
-pub const MAJOR_SYMBOL: &str = "_ZN2v88internal7Version6major_E";
-pub const MINOR_SYMBOL: &str = "_ZN2v88internal7Version6minor_E";
+/// `v8::internal::Version::major_`, `minor_`, `build_` and `patch_`, mangled.
+pub const VERSION_SYMBOLS: [&str; 4] =
+    ["_ZN2v88internal7Version6major_E", "_ZN2v88internal7Version6minor_E", "_ZN2v88internal7Version6build_E", "_ZN2v88internal7Version6patch_E"];
 
-/// Where an object keeps V8's version numbers (link-time addresses).
+/// The version type of thread-ctx-v8, whose list of supported V8s every reader of V8 here follows.
+pub use thread_ctx_v8::V8Version;
+
+/// Where an object keeps V8's version numbers (link-time addresses, in [`VERSION_SYMBOLS`]' order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionSymbols {
-    pub major_vaddr: u64,
-    pub minor_vaddr: u64,
+    pub vaddrs: [u64; 4],
     pub load_segments: Vec<LoadSegment>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct V8Version {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl std::fmt::Display for V8Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "V8 {}.{}", self.major, self.minor)
+/// A V8 version in JSON: `{"major": 13, "minor": 6, "build": 233, "patch": 17}`.
+pub fn serialize_version<S: serde::Serializer>(v: &Option<V8Version>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    match v {
+        None => s.serialize_none(),
+        Some(v) => {
+            let mut st = s.serialize_struct("V8Version", 4)?;
+            st.serialize_field("major", &v.major)?;
+            st.serialize_field("minor", &v.minor)?;
+            st.serialize_field("build", &v.build)?;
+            st.serialize_field("patch", &v.patch)?;
+            st.end()
+        }
     }
 }
 
@@ -58,9 +63,11 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
         }
         Ok(Some(sym.st_value(endian)))
     };
-    let (Some(major_vaddr), Some(minor_vaddr)) = (vaddr(MAJOR_SYMBOL)?, vaddr(MINOR_SYMBOL)?) else {
-        return Ok(None);
-    };
+    let mut vaddrs = [0; 4];
+    for (slot, name) in vaddrs.iter_mut().zip(VERSION_SYMBOLS) {
+        let Some(v) = vaddr(name)? else { return Ok(None) };
+        *slot = v;
+    }
     let program_headers = header.program_headers(endian, data).map_err(|e| bad(format!("program headers: {e}")))?;
     let load_segments = program_headers
         .iter()
@@ -68,7 +75,7 @@ pub fn scan<R: ReadCacheOps>(data: &ElfData<R>, display: &str) -> Result<Option<
         .take(super::elf_tls_symbol::MAX_PROGRAM_HEADERS)
         .map(|ph| LoadSegment { vaddr: ph.p_vaddr(endian), file_offset: ph.p_offset(endian), memsz: ph.p_memsz(endian) })
         .collect();
-    Ok(Some(VersionSymbols { major_vaddr, minor_vaddr, load_segments }))
+    Ok(Some(VersionSymbols { vaddrs, load_segments }))
 }
 
 /// Why the target's V8 version is not known.
@@ -80,8 +87,8 @@ pub enum V8VersionError {
     NotMapped { path: String },
     #[error(transparent)]
     Read(Arc<Error>),
-    #[error("V8 version symbols hold {major}.{minor}, not a V8 version")]
-    Implausible { major: u32, minor: u32 },
+    #[error("V8 version symbols hold {0}, not a V8 version")]
+    Implausible(String),
 }
 
 /// Reads the numbers in the live process. Implausible values (a stripped or
@@ -92,9 +99,15 @@ pub fn read(syms: &VersionSymbols, bias: u64, mem: &impl TargetMemory) -> std::r
         mem.read(bias.wrapping_add(vaddr), &mut b, what).map_err(|e| V8VersionError::Read(Arc::new(e)))?;
         Ok(u32::from_ne_bytes(b))
     };
-    let v = V8Version { major: read_u32(syms.major_vaddr, "V8 major version")?, minor: read_u32(syms.minor_vaddr, "V8 minor version")? };
-    if !(1..=99).contains(&v.major) || v.minor > 99 {
-        return Err(V8VersionError::Implausible { major: v.major, minor: v.minor });
+    let [major, minor, build, patch] = syms.vaddrs;
+    let v = V8Version::new(
+        read_u32(major, "V8 major version")?,
+        read_u32(minor, "V8 minor version")?,
+        read_u32(build, "V8 build number")?,
+        read_u32(patch, "V8 patch number")?,
+    );
+    if !v.is_plausible() {
+        return Err(V8VersionError::Implausible(format!("{}.{}.{}.{}", v.major, v.minor, v.build, v.patch)));
     }
     Ok(v)
 }

@@ -55,6 +55,8 @@ pub struct Profile {
     pub entries: Vec<Entry>,
     /// Thread names (comm) by tid.
     pub thread_names: HashMap<u32, String>,
+    /// For a process in a PID namespace of its own: each thread's id there, by tid.
+    pub thread_vids: HashMap<u32, u32>,
     /// The target's mappings at symbolization time.
     pub mappings: Vec<Mapping>,
     /// Things the user should know (e.g. the perf map is missing).
@@ -186,6 +188,11 @@ impl Profile {
 
     pub fn thread_name(&self, tid: u32) -> Option<&str> {
         self.thread_names.get(&tid).map(String::as_str)
+    }
+
+    /// Thread `tid`'s id in the process's own PID namespace, when that is not the reader's.
+    pub fn thread_vid(&self, tid: u32) -> Option<u32> {
+        self.thread_vids.get(&tid).copied()
     }
 }
 

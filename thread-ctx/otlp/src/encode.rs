@@ -11,7 +11,8 @@
 //! samples are the same stacks, links and attributes.
 //! Each sample: a stack, the trace and span the thread had published as a
 //! `Link` (bytes as the record holds them: W3C order), the record's attributes
-//! under their key names, `thread.id` and `thread.name`, and one value and
+//! under their key names, `thread.id` and `thread.name` (and `thread.vid`, the
+//! thread's id in the process's own PID namespace, where it has one), and one value and
 //! wall-clock timestamp per event aggregated into it. Locations carry
 //! `profile.frame.type` (`native`, `kernel`, `v8js`), mappings their file
 //! name and `process.executable.build_id.gnu`.
@@ -31,6 +32,9 @@ pub const FRAME_TYPE: &str = "profile.frame.type";
 pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
 pub const THREAD_ID: &str = "thread.id";
 pub const THREAD_NAME: &str = "thread.name";
+/// For a process in a PID namespace of its own: the thread's id there (what its spans say as
+/// `thread.id`; the connector maps one to the other).
+pub const THREAD_VID: &str = "thread.vid";
 /// Off-CPU samples: `blocked` or `preempted`.
 pub const OFF_CPU_STATE: &str = "thread.off_cpu.state";
 /// Profile attributes, where the agent read the process's cgroup: how long its CPU quota
@@ -115,6 +119,9 @@ fn sample_of<'p>(
     attribute_indices.push(dict.attribute(THREAD_ID, AttrValue::Int(e.tid as i64)));
     if let Some(name) = p.thread_name(e.tid) {
         attribute_indices.push(dict.attribute(THREAD_NAME, AttrValue::Str(name)));
+    }
+    if let Some(vtid) = p.thread_vid(e.tid) {
+        attribute_indices.push(dict.attribute(THREAD_VID, AttrValue::Int(vtid as i64)));
     }
     for (k, v) in &e.attrs {
         attribute_indices.push(dict.attribute(k, AttrValue::Str(v)));

@@ -25,6 +25,9 @@ pub const OFF_CPU_NO_SPAN_MS: &str = "thread_ctx.off_cpu.no_span_ms";
 pub const OFF_CPU_RUNNABLE_MS: &str = "thread_ctx.off_cpu.runnable_ms";
 pub const ALLOC_BYTES: &str = "thread_ctx.alloc_bytes";
 pub const SAMPLES: &str = "thread_ctx.samples";
+/// The route the connector gave an entry span without `http.route`, and where it came from.
+pub const ROUTE: &str = "thread_ctx.route";
+pub const ROUTE_SOURCE: &str = "thread_ctx.route.source";
 pub const PROFILE_EVENT: &str = "thread_ctx.profile";
 pub const TOP_FRAMES: &str = "top_frames";
 pub const HELD_BY: &str = "held_by";
@@ -199,20 +202,22 @@ pub fn spans_of(data: &TracesData) -> Vec<Span> {
 
 /// One span as the report reads it.
 fn span_of(s: &OtlpSpan, service: &str) -> Span {
-    let joined = s.attributes.iter().any(|kv| kv.key == SAMPLES).then(|| {
-        let event = s.events.iter().find(|e| e.name == PROFILE_EVENT);
+    // Enriched: the connector's event (the figures on it are those the samples support).
+    let event = s.events.iter().find(|e| e.name == PROFILE_EVENT);
+    let enriched = event.is_some() || s.attributes.iter().any(|kv| kv.key == SAMPLES);
+    let joined = enriched.then(|| {
         let list = |k: &str| event.map(|e| strings(&e.attributes, k)).unwrap_or_default();
         Joined {
-            cpu_span_ms: f64_attr(&s.attributes, CPU_SPAN_MS).unwrap_or(0.0),
-            cpu_trace_ms: f64_attr(&s.attributes, CPU_TRACE_MS).unwrap_or(0.0),
-            cpu_other_traces_ms: f64_attr(&s.attributes, CPU_OTHER_TRACES_MS).unwrap_or(0.0),
-            cpu_no_span_ms: f64_attr(&s.attributes, CPU_NO_SPAN_MS).unwrap_or(0.0),
+            cpu_span_ms: f64_attr(&s.attributes, CPU_SPAN_MS),
+            cpu_trace_ms: f64_attr(&s.attributes, CPU_TRACE_MS),
+            cpu_other_traces_ms: f64_attr(&s.attributes, CPU_OTHER_TRACES_MS),
+            cpu_no_span_ms: f64_attr(&s.attributes, CPU_NO_SPAN_MS),
             off_cpu_trace_ms: f64_attr(&s.attributes, OFF_CPU_TRACE_MS),
             off_cpu_other_traces_ms: f64_attr(&s.attributes, OFF_CPU_OTHER_TRACES_MS),
             off_cpu_no_span_ms: f64_attr(&s.attributes, OFF_CPU_NO_SPAN_MS),
             off_cpu_runnable_ms: f64_attr(&s.attributes, OFF_CPU_RUNNABLE_MS),
             alloc_bytes: i64_attr(&s.attributes, ALLOC_BYTES),
-            samples: i64_attr(&s.attributes, SAMPLES).unwrap_or(0),
+            samples: i64_attr(&s.attributes, SAMPLES),
             top_frames: list(TOP_FRAMES),
             held_by: list(HELD_BY),
             held_by_others: event.and_then(|e| i64_attr(&e.attributes, HELD_BY_OTHERS)).unwrap_or(0),
@@ -221,12 +226,14 @@ fn span_of(s: &OtlpSpan, service: &str) -> Span {
             top_alloc_frames: list(TOP_ALLOC_FRAMES),
         }
     });
+    let own_route = str_attr(&s.attributes, "http.route");
     Span {
         trace_id: hex(&s.trace_id),
         span_id: hex(&s.span_id),
         service: service.to_string(),
         name: s.name.clone(),
-        route: str_attr(&s.attributes, "http.route").map(str::to_string),
+        route: own_route.or_else(|| str_attr(&s.attributes, ROUTE)).map(str::to_string),
+        route_source: if own_route.is_some() { None } else { str_attr(&s.attributes, ROUTE_SOURCE).map(str::to_string) },
         entry: s.kind == SpanKind::Server as i32 || s.parent_span_id.is_empty(),
         start_unix_ns: s.start_time_unix_nano,
         duration_ns: s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano),
@@ -359,8 +366,8 @@ pub(crate) mod tests {
         );
         assert_eq!(s.duration_ns, 81_200_000);
         let j = s.joined.as_ref().unwrap();
-        assert_eq!((j.cpu_other_traces_ms, j.off_cpu_other_traces_ms, j.samples), (40.4, Some(43.5), 4));
-        assert_eq!(j.cpu_no_span_ms, 0.0, "a string where a double belongs is not trusted");
+        assert_eq!((j.cpu_other_traces_ms, j.off_cpu_other_traces_ms, j.samples), (Some(40.4), Some(43.5), Some(4)));
+        assert_eq!(j.cpu_no_span_ms, None, "a string where a double belongs is not trusted");
         assert_eq!((j.off_cpu_trace_ms, j.alloc_bytes), (None, None), "absent: the agent did not measure them");
         assert_eq!(j.held_by, ["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"]);
         assert_eq!((j.held_by_others, j.held_by_others_ms, j.off_cpu_runnable_ms), (2, 26.2, Some(2.5)));

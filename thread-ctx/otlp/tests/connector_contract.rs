@@ -199,10 +199,14 @@ fn the_connectors_enriched_spans_read_back_with_the_contracts_fields() {
     let by_route = |r: &str| spans.iter().find(|s| s.route.as_deref() == Some(r)).unwrap_or_else(|| panic!("no {r} span in {spans:?}"));
     let joined = |r: &str| by_route(r).joined.clone().unwrap_or_else(|| panic!("{r} was not enriched"));
     let hog = joined("/hog");
-    assert_eq!((hog.cpu_span_ms, hog.cpu_trace_ms, hog.samples), (40.0, 40.0, 4), "/hog: 4 samples of 10 ms in its span");
+    assert_eq!((hog.cpu_span_ms, hog.cpu_trace_ms, hog.samples), (Some(40.0), Some(40.0), Some(4)), "/hog: 4 samples of 10 ms in its span");
     assert!(hog.top_frames[0].starts_with("hogCPU (service.js:25)"), "{:?}", hog.top_frames);
     let wait = joined("/wait");
-    assert_eq!((wait.cpu_span_ms, wait.cpu_other_traces_ms, wait.cpu_no_span_ms), (20.0, 40.0, 10.0), "/wait: its own 2 samples, /hog's 4, GC's 1");
+    assert_eq!(
+        (wait.cpu_span_ms, wait.cpu_other_traces_ms, wait.cpu_no_span_ms),
+        (Some(20.0), Some(40.0), Some(10.0)),
+        "/wait: its own 2 samples, /hog's 4, GC's 1"
+    );
     assert_eq!(wait.off_cpu_no_span_ms, Some(30.0), "/wait: the loop slept 30 ms in epoll_wait");
     assert!(wait.held_by[0].starts_with(&format!("/hog {}", hex(&HOG.0))), "{:?}", wait.held_by);
     assert!(wait.held_by[0].ends_with("hogCPU (service.js:25)"), "{:?}", wait.held_by);

@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 /// What the connector wrote on a span (its attributes and its `thread_ctx.profile` event).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Joined {
-    pub cpu_span_ms: f64,
-    pub cpu_trace_ms: f64,
-    pub cpu_other_traces_ms: f64,
-    pub cpu_no_span_ms: f64,
+    /// Present when samples of the span's thread supported them (docs/spanprofiles.md: the
+    /// connector writes no figure the samples do not support).
+    pub cpu_span_ms: Option<f64>,
+    pub cpu_trace_ms: Option<f64>,
+    pub cpu_other_traces_ms: Option<f64>,
+    pub cpu_no_span_ms: Option<f64>,
     /// Present when the agent traced off-CPU time.
     pub off_cpu_trace_ms: Option<f64>,
     pub off_cpu_other_traces_ms: Option<f64>,
@@ -22,7 +24,7 @@ pub struct Joined {
     pub off_cpu_runnable_ms: Option<f64>,
     /// Present when the agent traced allocations.
     pub alloc_bytes: Option<i64>,
-    pub samples: i64,
+    pub samples: Option<i64>,
     pub top_frames: Vec<String>,
     pub held_by: Vec<String>,
     /// The traces that held the thread but are not in `held_by`, and their ms: with `held_by`'s
@@ -43,6 +45,9 @@ pub struct Span {
     pub service: String,
     pub name: String,
     pub route: Option<String>,
+    /// Where `route` came from when the span had no `http.route`: the connector named it by the
+    /// route its samples carried (`samples`) or its method and templated path (`path`).
+    pub route_source: Option<String>,
     /// A server span or a root: one request.
     pub entry: bool,
     pub start_unix_ns: u64,
@@ -52,7 +57,8 @@ pub struct Span {
 }
 
 impl Span {
-    /// The route it is reported under: its `http.route`, else its name.
+    /// The route it is reported under: its `http.route`, else the connector's name for it
+    /// (`thread_ctx.route`), else its name.
     pub fn route_or_name(&self) -> &str {
         self.route.as_deref().unwrap_or(&self.name)
     }
@@ -137,6 +143,8 @@ pub struct Explanation {
     pub requests: usize,
     /// The requests among them the connector enriched: the parts below are theirs.
     pub enriched: usize,
+    /// Enriched requests that carried the CPU fields: the CPU figures are means over these.
+    pub cpu_measured: usize,
     pub duration_ms: f64,
     pub own_cpu_ms: f64,
     pub other_requests_cpu_ms: f64,
@@ -181,9 +189,12 @@ impl ExplanationSum {
         let Some(j) = &s.joined else { return };
         e.enriched += 1;
         e.duration_ms += s.duration_ms();
-        e.own_cpu_ms += j.cpu_trace_ms;
-        e.other_requests_cpu_ms += j.cpu_other_traces_ms;
-        e.no_span_cpu_ms += j.cpu_no_span_ms;
+        if let (Some(own), Some(other), Some(none)) = (j.cpu_trace_ms, j.cpu_other_traces_ms, j.cpu_no_span_ms) {
+            e.cpu_measured += 1;
+            e.own_cpu_ms += own;
+            e.other_requests_cpu_ms += other;
+            e.no_span_cpu_ms += none;
+        }
         if let (Some(other), Some(own), Some(idle)) = (j.off_cpu_other_traces_ms, j.off_cpu_trace_ms, j.off_cpu_no_span_ms) {
             e.off_cpu_measured += 1;
             e.other_requests_off_cpu_ms += other;
@@ -198,9 +209,9 @@ impl ExplanationSum {
             e.alloc_measured += 1;
             e.alloc_bytes += bytes;
         }
-        e.samples += j.samples;
+        e.samples += j.samples.unwrap_or(0);
         for (frame, share) in j.top_frames.iter().filter_map(|f| parse_frame(f)) {
-            *self.own.entry(frame).or_default() += share * j.cpu_trace_ms;
+            *self.own.entry(frame).or_default() += share * j.cpu_trace_ms.unwrap_or(0.0);
         }
         for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
             *self.alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
@@ -258,29 +269,36 @@ impl Explanation {
         let frames = |fs: &[(String, f64)]| fs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>().join(", ");
         let mut out = String::new();
         // A part's mean per request over the requests that measured it, and its share of their time.
-        let mut line = |what: &str, ms: f64, measured: usize, more: String| {
+        let line = |what: &str, ms: f64, measured: usize, more: String| {
             let share = mean(self.duration_ms, self.enriched).map_or(0.0, |d| if d > 0.0 { 100.0 * ms / measured as f64 / d } else { 0.0 });
-            out += &format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64);
+            format!("{indent}{what:<38}{:>9.1} ms {share:>4.0} %{more}\n", ms / measured as f64)
         };
         let own_top = if self.own_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.own_frames)) };
-        line("own CPU", self.own_cpu_ms, self.enriched, own_top);
-        line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.enriched, String::new());
-        line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.enriched, String::new());
+        if self.cpu_measured > 0 {
+            out += &line("own CPU", self.own_cpu_ms, self.cpu_measured, own_top);
+            out += &line("other requests on its thread, on CPU", self.other_requests_cpu_ms, self.cpu_measured, String::new());
+            out += &line("CPU with no span (GC, the loop)", self.no_span_cpu_ms, self.cpu_measured, String::new());
+        } else {
+            out += &format!("{indent}{:<38}not measured: no sample of their thread supported a figure\n", "CPU");
+        }
         if self.off_cpu_measured > 0 {
-            line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
-            line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
-            line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+            out += &line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
+            out += &line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
+            out += &line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
             if self.runnable_measured > 0 {
-                line("waiting for a CPU (preempted, throttled)", self.cpu_starved_ms, self.runnable_measured, String::new());
+                out += &line("waiting for a CPU (preempted, throttled)", self.cpu_starved_ms, self.runnable_measured, String::new());
             }
         } else {
             out += &format!("{indent}{:<38}not measured: the agent ran without --off-cpu\n", "off CPU");
         }
         if !self.held_by.is_empty() {
             let per = |ms: f64| ms / self.enriched as f64;
-            let mut held: Vec<String> = self.held_by.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", per(*ms))).collect();
-            if self.held_by_rest_ms > 0.0 {
-                held.push(format!("others {:.1} ms", per(self.held_by_rest_ms)));
+            // A holder whose mean rounds to 0.0 ms names nothing: it counts in `others`.
+            let (named, tiny): (Vec<_>, Vec<_>) = self.held_by.iter().partition(|h| per(h.1) >= 0.05);
+            let mut held: Vec<String> = named.iter().map(|(who, ms, frame)| format!("{who} {:.1} ms in {frame}", per(*ms))).collect();
+            let rest = self.held_by_rest_ms + tiny.iter().map(|h| h.1).sum::<f64>();
+            if rest > 0.0 {
+                held.push(format!("others {:.1} ms", per(rest)));
             }
             let all = self.held_by.iter().map(|h| h.1).sum::<f64>() + self.held_by_rest_ms;
             out += &format!("{indent}{:<38}{} (= {:.1} ms)\n", "held by", held.join(", "), per(all));
@@ -313,6 +331,8 @@ fn heaviest(m: BTreeMap<String, f64>, n: usize) -> Vec<(String, f64)> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteReport {
     pub route: String,
+    /// Where the route came from when its spans had no `http.route` (`samples`, `path`).
+    pub route_source: Option<String>,
     pub requests: usize,
     pub enriched: usize,
     pub p50_ms: f64,
@@ -351,7 +371,7 @@ impl InflictedSum {
     /// One request (an entry span).
     fn add(&mut self, s: &Span) {
         let Some(j) = &s.joined else { return };
-        self.waiting += j.cpu_other_traces_ms + j.off_cpu_other_traces_ms.unwrap_or(0.0);
+        self.waiting += j.cpu_other_traces_ms.unwrap_or(0.0) + j.off_cpu_other_traces_ms.unwrap_or(0.0);
         for r in j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)) {
             let slot = self.by.entry((r.route, r.frame)).or_default();
             slot.0 += r.ms;
@@ -420,6 +440,8 @@ pub struct Latencies {
 struct RouteLatency {
     durations_ns: Vec<u64>,
     enriched: usize,
+    /// Where the route came from (its first request's `route_source`).
+    source: Option<String>,
 }
 
 impl Latencies {
@@ -437,6 +459,9 @@ impl Latencies {
             Some(r) => r,
             None => self.routes.entry(s.route_or_name().to_string()).or_default(),
         };
+        if route.durations_ns.is_empty() {
+            route.source = s.route_source.clone();
+        }
         route.durations_ns.push(s.duration_ns);
         route.enriched += usize::from(s.joined.is_some());
         self.inflicted.add(s);
@@ -468,6 +493,7 @@ impl Latencies {
                 let equal = reqs.partition_point(|&d| d <= from) - reqs.partition_point(|&d| d < from);
                 let report = RouteReport {
                     route: route.clone(),
+                    route_source: r.source.clone(),
                     requests: n,
                     enriched: r.enriched,
                     p50_ms: q(0.5),
@@ -535,6 +561,15 @@ impl Tails {
     }
 }
 
+/// What the report says of a route the connector named because its spans had no `http.route`.
+pub fn route_source_note(source: Option<&str>) -> Option<&'static str> {
+    match source? {
+        "samples" => Some("no http.route on its spans: the route is the one their samples carried"),
+        "path" => Some("no http.route on its spans: the route is their method and templated path"),
+        _ => None,
+    }
+}
+
 impl Report {
     /// The report as text.
     pub fn render(&self, source: &str) -> String {
@@ -566,6 +601,9 @@ impl Report {
                 if e.requests == 1 { "" } else { "s" },
                 r.slowest_from_ms
             );
+            if let Some(note) = route_source_note(r.route_source.as_deref()) {
+                out += &format!("  ({note})\n");
+            }
             out += &e.render("  ");
         }
         if !self.slowest.is_empty() {
@@ -590,6 +628,7 @@ mod tests {
             service: "shop".into(),
             name: format!("GET {route}"),
             route: Some(route.into()),
+            route_source: None,
             entry: true,
             start_unix_ns: 1,
             duration_ns: (ms * 1e6) as u64,
@@ -599,12 +638,14 @@ mod tests {
 
     fn waited(ms: f64) -> Joined {
         Joined {
-            cpu_trace_ms: 1.0,
-            cpu_other_traces_ms: ms * 0.6,
+            cpu_span_ms: Some(1.0),
+            cpu_trace_ms: Some(1.0),
+            cpu_other_traces_ms: Some(ms * 0.6),
+            cpu_no_span_ms: Some(0.0),
             off_cpu_other_traces_ms: Some(ms * 0.1),
             off_cpu_no_span_ms: Some(ms * 0.3 - 1.0),
             off_cpu_trace_ms: Some(0.0),
-            samples: 4,
+            samples: Some(4),
             top_frames: vec!["respond (service.js:40) 100%".into()],
             held_by: vec![format!("/hog 4bf92f3577b34da6a3ce929d0e0e4736 {:.1}ms: hogCPU (service.js:24)", ms * 0.7)],
             ..Default::default()
@@ -665,7 +706,10 @@ mod tests {
     /// who-made-others-wait table sums it over the requests.
     fn held(ms_hog: f64, ms_block: f64, rest: f64) -> Joined {
         Joined {
-            cpu_other_traces_ms: ms_hog,
+            cpu_span_ms: Some(0.0),
+            cpu_trace_ms: Some(0.0),
+            cpu_other_traces_ms: Some(ms_hog),
+            cpu_no_span_ms: Some(0.0),
             off_cpu_other_traces_ms: Some(ms_block + rest),
             off_cpu_trace_ms: Some(0.0),
             off_cpu_no_span_ms: Some(1.0),
@@ -740,5 +784,30 @@ mod tests {
         assert!(text.contains("off CPU                               not measured: the agent ran without --off-cpu"), "{text}");
         assert!(!text.contains("idle (waiting"), "{text}");
         assert!(text.contains("allocated                                  3.00 MB"), "the mean over the one span that measured it: {text}");
+    }
+
+    /// A span whose thread no sample supported carries no CPU field: the report says the CPU
+    /// was not measured rather than 0 ms; holders that round to 0.0 ms count in `others`; a
+    /// route the connector named says where it came from.
+    #[test]
+    fn unmeasured_cpu_tiny_holders_and_named_routes_say_so() {
+        let no_cpu = Joined {
+            cpu_span_ms: None,
+            cpu_trace_ms: None,
+            cpu_other_traces_ms: None,
+            cpu_no_span_ms: None,
+            samples: None,
+            held_by: vec!["(unknown) 4bf92f3577b34da6a3ce929d0e0e4736 0.0ms: (no stack)".into()],
+            ..waited(40.0)
+        };
+        let mut s = span("/quote/:sku", 40.0, Some(no_cpu));
+        s.route_source = Some("samples".into());
+        let r = report(&[s], 0, 3);
+        assert_eq!(r.routes[0].slowest.cpu_measured, 0);
+        let text = r.render("traces.pb");
+        assert!(text.contains("CPU                                   not measured: no sample of their thread supported a figure"), "{text}");
+        assert!(!text.contains("own CPU"), "{text}");
+        assert!(!text.contains("(unknown)"), "{text}");
+        assert!(text.contains("(no http.route on its spans: the route is the one their samples carried)"), "{text}");
     }
 }

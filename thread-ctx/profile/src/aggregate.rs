@@ -92,6 +92,9 @@ pub struct Aggregate {
     scratch: Vec<u64>,
     /// Samples not kept because [`MAX_ENTRIES`] distinct entries existed already.
     pub dropped_samples: u64,
+    /// The process samples its allocations (it published its sampling interval): its window
+    /// has an allocation profile even without an allocation sample in it.
+    pub allocations_on: bool,
     /// Samples without the stacks asked for.
     pub losses: StackLosses,
 }

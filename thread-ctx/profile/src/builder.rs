@@ -10,6 +10,7 @@ use super::symbolized::{monotonic_to_unix_ns, Entry, Profile, StackFrame};
 use super::symbolizer::Symbolizer;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use thread_ctx_discovery::build_id::build_id;
+use thread_ctx_discovery::container::namespace_pid;
 use thread_ctx_sampler::SamplerOptions;
 
 /// Thread names kept per process; past this the table starts over (counted).
@@ -18,6 +19,11 @@ const MAX_THREAD_NAMES: usize = 10_000;
 pub struct ProfileBuilder {
     symbolizer: Symbolizer,
     thread_names: HashMap<u32, String>,
+    /// For a process in a PID namespace of its own: its threads' ids there (what its spans
+    /// say as `thread.id`), by the ids this reader sees.
+    thread_vids: HashMap<u32, u32>,
+    /// Whether the process is in a PID namespace of its own (read once).
+    namespaced: Option<bool>,
     cpu_period_ns: u64,
     off_cpu: bool,
     alloc: bool,
@@ -34,6 +40,8 @@ impl ProfileBuilder {
         ProfileBuilder {
             symbolizer,
             thread_names: HashMap::new(),
+            thread_vids: HashMap::new(),
+            namespaced: None,
             cpu_period_ns: opts.cpu_period_ns(),
             off_cpu: opts.off_cpu,
             alloc: opts.alloc,
@@ -71,11 +79,20 @@ impl ProfileBuilder {
         if self.thread_names.len() >= MAX_THREAD_NAMES {
             self.thread_names_evicted += self.thread_names.len() as u64;
             self.thread_names.clear();
+            self.thread_vids.clear();
         }
-        let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.symbolizer.pid()))
+        let pid = self.symbolizer.pid();
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
             .map(|s| s.trim_end().to_string())
             .unwrap_or_else(|_| format!("thread-{tid}"));
         self.thread_names.insert(tid, comm);
+        let status = |path: String| std::fs::read_to_string(path).ok().and_then(|s| namespace_pid(&s));
+        let namespaced = *self.namespaced.get_or_insert_with(|| status(format!("/proc/{pid}/status")).is_some());
+        if namespaced {
+            if let Some(vtid) = status(format!("/proc/{pid}/task/{tid}/status")) {
+                self.thread_vids.insert(tid, vtid as u32);
+            }
+        }
     }
 
     /// The window's profile: every entry of `aggregate` with its stack named.
@@ -85,7 +102,10 @@ impl ProfileBuilder {
         let mut p = Profile::new(self.symbolizer.pid());
         p.cpu_period_ns = self.cpu_period_ns;
         p.off_cpu_traced = self.off_cpu;
-        p.alloc_traced = self.alloc;
+        // An allocation profile only for a process whose allocations are sampled: one that
+        // published its sampling interval, or had an allocation sample. Another process's spans
+        // would get alloc_bytes 0 for allocations nobody sampled.
+        p.alloc_traced = self.alloc && (aggregate.allocations_on || aggregate.entries().iter().any(|e| e.key.kind.is_alloc()));
         p.times_complete = aggregate.times_complete();
         p.dropped_samples = aggregate.dropped_samples;
         // The stack of each aggregate stack id, as profile frames (one per distinct stack).
@@ -144,6 +164,7 @@ impl ProfileBuilder {
         }
         let tids: HashSet<u32> = p.entries.iter().map(|e| e.tid).collect();
         p.thread_names = tids.iter().filter_map(|t| self.thread_names.get(t).map(|n| (*t, n.clone()))).collect();
+        p.thread_vids = tids.iter().filter_map(|t| self.thread_vids.get(t).map(|v| (*t, *v))).collect();
         self.finish_profile(&mut p, aggregate.losses);
         p
     }
@@ -180,5 +201,32 @@ impl ProfileBuilder {
                     .push(format!("{n} samples have no {what} stack (the kernel could not take it); they count under their thread with no frames"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(alloc: bool) -> SamplerOptions {
+        SamplerOptions { hz: 99, user_stacks: true, kernel_stacks: false, off_cpu: false, alloc }
+    }
+
+    /// With `--alloc`, a window has an allocation profile only for a process whose allocations
+    /// are sampled (it published its interval): another process's spans would read "0 bytes"
+    /// for allocations nobody sampled, where the connector leaves alloc_bytes out.
+    #[test]
+    fn an_allocation_profile_only_for_a_process_whose_allocations_are_sampled() {
+        let own = std::process::id() as i32;
+        let mut b = ProfileBuilder::new(Symbolizer::new(own).unwrap(), &options(true));
+        assert!(!b.finish(Aggregate::new()).alloc_traced, "sampling off, no allocation sample");
+        let on = || {
+            let mut a = Aggregate::new();
+            a.allocations_on = true;
+            a
+        };
+        assert!(b.finish(on()).alloc_traced, "sampling on: an empty allocation profile says 0 bytes");
+        let mut without = ProfileBuilder::new(Symbolizer::new(own).unwrap(), &options(false));
+        assert!(!without.finish(on()).alloc_traced, "the agent ran without --alloc");
     }
 }

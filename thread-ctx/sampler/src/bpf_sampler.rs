@@ -5,7 +5,7 @@
 
 use super::ctx_state::{
     Counters, CtxState, COUNTER_ALLOC_DROPPED, COUNTER_ALLOC_OTHER, COUNTER_ALLOC_VALID, COUNTER_COUNT, COUNTER_CPU_DROPPED, COUNTER_CPU_SAMPLE_NS,
-    COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_SAMPLES,
+    COUNTER_OFF_CPU_DROPPED, COUNTER_OFF_CPU_NS, COUNTER_OFF_CPU_SAMPLES,
 };
 use super::error::SamplerError;
 use super::event::{Event, EVENT_SIZE};
@@ -250,6 +250,7 @@ impl Sampler {
                 COUNTER_ALLOC_VALID | COUNTER_ALLOC_OTHER => c.alloc_sent += sum,
                 COUNTER_ALLOC_DROPPED => c.alloc_dropped = sum,
                 COUNTER_CPU_SAMPLE_NS => c.cpu_sample_ns = sum,
+                COUNTER_OFF_CPU_NS => c.off_cpu_ns = sum,
                 i if (i as usize) < CtxState::ALL.len() => c.per_state[i as usize] = sum,
                 _ => {}
             }
@@ -296,6 +297,19 @@ pub struct V8Walk {
     /// Where the embedded builtins run in the process: node's text, and the copy V8 may map
     /// next to its code (empty ranges when absent).
     pub builtins: [(u64, u64); 2],
+    /// Where a walk that finds no JS frame goes on (the thread's last exit from JS), when known.
+    pub exit: Option<ExitFrameWalk>,
+}
+
+/// How the BPF walk finds a thread's last exit from JS (thread-ctx-v8's `IsolateLayout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitFrameWalk {
+    /// Where the thread's `Isolate*` is from its thread pointer.
+    pub isolate_tp_offset: i64,
+    /// Byte offset of the isolate's `c_entry_fp`.
+    pub c_entry_fp: u64,
+    /// Exit frame types (bit n: type n), which the frame's marker must name.
+    pub exit_frame_types: u64,
 }
 
 impl V8Walk {
@@ -309,6 +323,11 @@ impl V8Walk {
         for (i, (start, end)) in self.builtins.iter().enumerate() {
             v.builtins_start[i] = *start;
             v.builtins_end[i] = *end;
+        }
+        if let Some(exit) = self.exit {
+            v.isolate_tp_offset = exit.isolate_tp_offset;
+            v.c_entry_fp = exit.c_entry_fp;
+            v.exit_frame_types = exit.exit_frame_types;
         }
     }
 }

@@ -12,7 +12,8 @@ pub(crate) const COUNTER_ALLOC_VALID: u32 = COUNTER_CPU_DROPPED + 3;
 pub(crate) const COUNTER_ALLOC_OTHER: u32 = COUNTER_CPU_DROPPED + 4;
 pub(crate) const COUNTER_ALLOC_DROPPED: u32 = COUNTER_CPU_DROPPED + 5;
 pub(crate) const COUNTER_CPU_SAMPLE_NS: u32 = COUNTER_CPU_DROPPED + 6;
-pub(crate) const COUNTER_COUNT: u32 = COUNTER_CPU_DROPPED + 7;
+pub(crate) const COUNTER_OFF_CPU_NS: u32 = COUNTER_CPU_DROPPED + 7;
+pub(crate) const COUNTER_COUNT: u32 = COUNTER_CPU_DROPPED + 8;
 
 /// Totals kept by the BPF programs themselves, independent of ring-buffer delivery.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct Counters {
     /// Nanoseconds the CPU program ran for tracked threads' ticks while it was being measured
     /// ([`crate::Sampler::enable_run_time_stats`]).
     pub cpu_sample_ns: u64,
+    /// Likewise for the off-CPU program on tracked threads' switches, out and in.
+    pub off_cpu_ns: u64,
 }
 
 impl Counters {
@@ -59,6 +62,7 @@ impl Counters {
         d.alloc_sent = d.alloc_sent.saturating_sub(earlier.alloc_sent);
         d.alloc_dropped = d.alloc_dropped.saturating_sub(earlier.alloc_dropped);
         d.cpu_sample_ns = d.cpu_sample_ns.saturating_sub(earlier.cpu_sample_ns);
+        d.off_cpu_ns = d.off_cpu_ns.saturating_sub(earlier.off_cpu_ns);
         d
     }
 }

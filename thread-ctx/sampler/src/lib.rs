@@ -20,7 +20,7 @@ mod skel;
 pub mod v8_frames;
 
 pub use alloc_probe::AllocCounters;
-pub use bpf_sampler::{ProgramStats, Sampler, SamplerOptions, V8Walk, MAX_TARGETS};
+pub use bpf_sampler::{ExitFrameWalk, ProgramStats, Sampler, SamplerOptions, V8Walk, MAX_TARGETS};
 pub use ctx_state::{Counters, CtxState};
 pub use error::SamplerError;
 pub use event::{Event, EventKind, JsFrameSlots};

@@ -18,7 +18,7 @@ use thread_ctx_discovery::maps::{read_maps, Mapping};
 use thread_ctx_v8::symbols::{BytecodeSizes, VaddrRange};
 use thread_ctx_v8::{Layout, LayoutError, PcRegion, PostmortemSymbols};
 
-use super::bpf_sampler::V8Walk;
+use super::bpf_sampler::{ExitFrameWalk, V8Walk};
 
 /// Objects remembered; past this the cache starts over (bounded memory on a host with churn).
 const MAX_CACHED: usize = 64;
@@ -33,6 +33,8 @@ pub struct V8Object {
     /// Link-time addresses of every embedded builtin, and of the bytecode handlers among them.
     pub builtins: VaddrRange,
     pub handlers: Option<VaddrRange>,
+    /// Where each thread keeps its isolate, from its thread pointer (the object is the executable).
+    pub current_isolate_tp_offset: Option<i64>,
     /// (file offset, link-time address, bytes) of its loadable segments.
     segments: Vec<(u64, u64, u64)>,
 }
@@ -147,6 +149,7 @@ fn read_object(path: &str, display: &str) -> Result<Arc<V8Object>, ObjectError> 
         bytecode_sizes: symbols.bytecode_sizes,
         builtins,
         handlers: symbols.bytecode_handlers,
+        current_isolate_tp_offset: symbols.current_isolate_tp_offset,
         segments: symbols.segments,
     }))
 }
@@ -184,7 +187,14 @@ impl V8Process {
         for (i, r) in self.builtins.iter().take(2).enumerate() {
             builtins[i] = *r;
         }
-        V8Walk { js_function_shared: self.object.layout.js_function_shared as u32, builtins }
+        let layout = &self.object.layout;
+        let exit = match (self.object.current_isolate_tp_offset, layout.isolate) {
+            (Some(isolate_tp_offset), Some(isolate)) => {
+                Some(ExitFrameWalk { isolate_tp_offset, c_entry_fp: isolate.c_entry_fp, exit_frame_types: layout.frame_types.exit_mask() })
+            }
+            _ => None,
+        };
+        V8Walk { js_function_shared: layout.js_function_shared as u32, builtins, exit }
     }
 
     /// Where `pc` is, for naming: generated code (an anonymous executable mapping of `maps`),

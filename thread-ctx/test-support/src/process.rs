@@ -454,3 +454,30 @@ pub fn node_without_v8dbg(node: &Path, dir: &Path) -> Removed {
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     Removed(path)
 }
+
+/// One eBPF test per Node version, each `fn $name() { $run($major) }` (skipped, visibly, without
+/// root unless REQUIRE_EBPF=1; one recording at a time), and a test that the rows are exactly the
+/// majors `$listed` gives (thread-ctx-v8's list of supported versions, or the part of it a test
+/// is for): adding a supported version fails that test until its row is added.
+#[macro_export]
+macro_rules! node_rows {
+    ($run:path, $listed:expr; $(($name:ident, $major:literal)),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if !$crate::process::ebpf_or_skip(stringify!($name)) {
+                    return;
+                }
+                let _one = $crate::process::one_at_a_time();
+                $run($major);
+            }
+        )*
+
+        #[test]
+        fn every_listed_version_has_a_row() {
+            let rows: Vec<u32> = vec![$($major.parse().unwrap()),*];
+            let listed: Vec<u32> = $listed;
+            assert_eq!(rows, listed, "this test's rows, and the Node versions thread-ctx-v8's list gives it");
+        }
+    };
+}

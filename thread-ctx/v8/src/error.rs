@@ -83,8 +83,9 @@ pub enum LayoutError {
     NoSymbols { path: String },
     #[error("{path}: no V8 version symbols (v8::internal::Version::major_ ...): cannot tell which V8 layout it has")]
     NoVersion { path: String },
-    #[error("{path}: {version} has no known layout (this reader knows V8 10.2, 11.3, 12.4, 13.6 and 14.6: Node 18, 20, 22, 24 and 26)")]
-    UnknownVersion { path: String, version: V8Version },
+    /// `known`: the supported versions, as `supported::describe` says them.
+    #[error("{path}: {version} has no known layout (this reader knows {known})")]
+    UnknownVersion { path: String, version: V8Version, known: String },
     #[error("{path}: {version}: {symbol} = {published}, but that V8's layout says {expected}: refusing to read this V8's heap")]
     Mismatch { path: String, version: V8Version, symbol: String, published: i64, expected: i64 },
     #[error("{path}: {version}: the postmortem symbols lack {symbol}, which every build of that V8 carries: refusing to read this V8's heap")]

@@ -79,7 +79,7 @@ fn scope_info<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, si: u64, info: &mut Fu
     let names = if locals < l.max_inlined_local_names { locals } else { 1 };
     let mut i = l.first_vars_index + names + locals;
     let scope_type = flags & l.scope_type_mask;
-    info.scope = scope_kind(heap.layout.version.major, scope_type);
+    info.scope = scope_kind(scope_type.wrapping_sub(l.scope_type_base));
     if flags >> l.has_saved_class_variable_bit & 1 == 1 {
         i += 1;
     }
@@ -117,10 +117,9 @@ fn scope_info<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, si: u64, info: &mut Fu
     Ok(())
 }
 
-/// ScopeType numbering: V8 13 put two more scope types first (REPL mode, shadow realm).
-fn scope_kind(major: u32, scope_type: u32) -> ScopeKind {
-    let shifted = if major >= 13 { scope_type.wrapping_sub(2) } else { scope_type };
-    match shifted {
+/// What a scope type (less the layout's base) says.
+fn scope_kind(scope_type: u32) -> ScopeKind {
+    match scope_type {
         1 => ScopeKind::Eval,
         2 => ScopeKind::Function,
         3 => ScopeKind::Module,
@@ -163,8 +162,8 @@ mod tests {
 
     #[test]
     fn names_and_starts_read_on_every_layout() {
-        for (major, minor) in [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)] {
-            check(V8Version::new(major, minor, 0, 0));
+        for s in crate::supported::SUPPORTED {
+            check(s.layout.version);
         }
     }
 }

@@ -206,7 +206,7 @@ impl HeapBuilder {
         let l = self.layout.scope_info;
         let t = self.layout.types.scope_info;
         // FUNCTION_SCOPE (2 before V8 13, 4 after), function variable UNUSED (3), inferred name slot present.
-        let scope_type: u32 = if l.flags_are_smi { 2 } else { 4 };
+        let scope_type: u32 = 2 + l.scope_type_base; // FUNCTION_SCOPE
         let flags = scope_type | (3 << l.function_variable_shift) | (1 << l.has_inferred_name_bit);
         let o = self.object(t, 8 + 8 * (l.first_vars_index + 8));
         let slot = |i: u64| 8 + 8 * i;

@@ -2,19 +2,16 @@
 //! bytecode position, the type ids of the objects the readers follow, and the
 //! offsets of their fields.
 //!
-//! Each V8 that a supported Node ships has its layout written out here
-//! ([`Layout::defaults`]: V8 10.2, 11.3, 12.4, 13.6 and 14.6, i.e. Node 18,
-//! 20, 22, 24 and 26), because the binary's `v8dbg_*` postmortem symbols do not
-//! publish every field the readers need (Node 24 publishes no JSFunction code
-//! field, Node 20 no Code flags, none the ScopeInfo flag bits). A binary's
-//! layout is those defaults *checked* against every symbol it does publish
-//! ([`Layout::checked`]): one disagreement and the binary is refused, never
-//! guessed at, and its processes' JS frames fall back to the perf map and
-//! jitdump. The symbols a layout is checked against, with their values in the
-//! official binaries, are in `tests/official_binaries.rs`.
+//! Each supported V8 has its layout written out in the `supported` module, because
+//! the binary's `v8dbg_*` postmortem symbols do not publish every field the
+//! readers need (Node 24 publishes no JSFunction code field, Node 20 no Code
+//! flags, none the ScopeInfo flag bits). A binary's layout is its version's,
+//! *checked* against every symbol it does publish (`Layout::checked`): one
+//! disagreement and the binary is refused, never guessed at, and its processes'
+//! JS frames fall back to the perf map and jitdump. The symbols a layout is
+//! checked against, with their values in the official binaries, are in
+//! `tests/official_binaries.rs`.
 
-use crate::error::LayoutError;
-use crate::symbols::PostmortemSymbols;
 use crate::version::V8Version;
 
 /// Type ids (`Map::instance_type`) of the objects the readers follow.
@@ -81,6 +78,9 @@ pub struct ScopeInfoLayout {
     pub has_inferred_name_bit: u32,
     /// Scope types whose ScopeInfo carries (start, end) after the inferred name (when not fixed).
     pub position_scope_types: &'static [u32],
+    /// The number of the first of EVAL, FUNCTION, MODULE and SCRIPT scopes, less one (V8 13 put
+    /// two more scope types first: REPL mode and shadow realm).
+    pub scope_type_base: u32,
 }
 
 /// `Code`: the generated code of a function (baseline, Maglev, TurboFan).
@@ -157,258 +157,69 @@ pub struct Layout {
     pub position_code_shift: u32,
     pub code: CodeLayout,
     pub deopt: DeoptLayout,
+    /// The `v8dbg_type_*` symbol naming each array type id above (their names change between
+    /// versions: a ByteArray became a TrustedByteArray).
+    pub array_types: &'static [(u16, &'static str)],
+    pub frame_types: FrameTypes,
+    /// Where a thread's isolate keeps its last exit from JS; None: not read on this V8.
+    pub isolate: Option<IsolateLayout>,
+    /// What the `nodejs_v1_dev` walk needs; None: this V8's Node has no AsyncContextFrame.
+    pub nodejs: Option<NodejsFacts>,
 }
 
-const STRINGS: StringLayout = StringLayout {
-    representation_mask: 7,
-    seq_tag: 0,
-    cons_tag: 1,
-    external_tag: 2,
-    sliced_tag: 3,
-    thin_tag: 5,
-    encoding_mask: 8,
-    one_byte_tag: 8,
-    uncached_external_mask: 0x10,
-    length: 12,
-    seq_chars: 16,
-    cons_first: 16,
-    cons_second: 24,
-    sliced_parent: 16,
-    sliced_offset: 24,
-    thin_actual: 16,
-    external_data: 24,
-};
+/// Stack frame types (`StackFrame::Type`, published as `v8dbg_frametype_*`). A typed frame
+/// holds its type as a marker (the type shifted left by one: a Smi-like word) below its frame
+/// pointer, where a JS frame holds its context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameTypes {
+    pub entry: u32,
+    /// The frame of a call from JS into C++: a runtime function, a C++ builtin
+    /// (`BuiltinExitFrame`), an API callback (`ApiCallbackExitFrame`, V8 12+) or accessor.
+    pub exit: u32,
+    pub builtin_exit: u32,
+    pub api_callback_exit: Option<u32>,
+    pub api_accessor_exit: Option<u32>,
+}
 
-/// ScopeInfo of V8 10.2 – 12.4: Smi flags, positions after the inferred name.
-const SCOPE_INFO_SMI_FLAGS: ScopeInfoLayout = ScopeInfoLayout {
-    flags_are_smi: true,
-    context_local_count_index: 2,
-    first_vars_index: 3,
-    fixed_positions: None,
-    max_inlined_local_names: 75,
-    scope_type_mask: 0xf,
-    has_saved_class_variable_bit: 10,
-    function_variable_shift: 12,
-    has_inferred_name_bit: 14,
-    // EVAL_SCOPE, FUNCTION_SCOPE, MODULE_SCOPE, SCRIPT_SCOPE
-    position_scope_types: &[1, 2, 3, 4],
-};
+impl FrameTypes {
+    /// Every exit frame type, as a bit set (bit n: type n).
+    pub fn exit_mask(&self) -> u64 {
+        [Some(self.exit), Some(self.builtin_exit), self.api_callback_exit, self.api_accessor_exit]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t < 64)
+            .fold(0, |m, t| m | 1 << t)
+    }
+}
 
-/// ScopeInfo of V8 13.6 and 14.6: raw flags, positions in fixed slots 3 and 4.
-const SCOPE_INFO_FIXED_POSITIONS: ScopeInfoLayout =
-    ScopeInfoLayout { flags_are_smi: false, first_vars_index: 5, fixed_positions: Some((3, 4)), position_scope_types: &[], ..SCOPE_INFO_SMI_FLAGS };
+/// The isolate of a thread, and its last exit from JS. A thread that runs JS keeps its
+/// `Isolate*` in V8's thread-local `g_current_isolate_`; the isolate's thread-local top keeps
+/// `c_entry_fp_`, the frame pointer of the innermost exit frame while the thread runs C++
+/// called from JS, and 0 while it runs JS (the entry into JS clears it). V8's own sampler
+/// starts its walk of a thread outside JS there. No `v8dbg_*` symbol publishes the offset:
+/// measured per version (the exit frame's marker below it, for Atomics.wait, an fs binding, a
+/// child process and an addon), and checked at every use by that marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsolateLayout {
+    /// Byte offset of `ThreadLocalTop::c_entry_fp_` from the `Isolate*`.
+    pub c_entry_fp: u64,
+}
+
+/// The V8 objects the `nodejs_v1_dev` reader walks (discovery's `nodejs` module) and the
+/// writer (`v8-addon/layout.h`) publishes: byte offsets in a 64-bit V8 without pointer
+/// compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodejsFacts {
+    /// Where an API object's embedder field 0 is: after the JSObject header (map, properties,
+    /// elements), and from V8 13 one more slot (the C++-heap wrappable pointer).
+    pub wrapped_object_offset: u64,
+    /// `JSCollection::kTableOffset`: right after the JSObject header.
+    pub js_map_table_offset: u64,
+    /// An OrderedHashMap's FixedArray header (map, length) before its three Smi counts.
+    pub ordered_hash_map_header_size: u64,
+}
 
 impl Layout {
-    /// The layout this reader knows for `version` (by major.minor), unchecked.
-    pub fn defaults(version: V8Version) -> Option<Layout> {
-        let common = |types: Types, code: CodeLayout, deopt: DeoptLayout| Layout {
-            version,
-            fp_context: -8,
-            fp_function: -16,
-            fp_bytecode_array: -32,
-            fp_bytecode_offset: -40,
-            reg_bytecode_array: 12,
-            reg_bytecode_offset: 9,
-            map_instance_type: 12,
-            types,
-            string: STRINGS,
-            fixed_array_length: 8,
-            fixed_array_data: 16,
-            js_function_shared: 32,
-            sfi_function_data: 8,
-            sfi_name_or_scope_info: 16,
-            sfi_script: 32,
-            scope_info: SCOPE_INFO_SMI_FLAGS,
-            script_source: 8,
-            script_name: 16,
-            script_line_ends: 56,
-            script_eval_from_shared: 72,
-            script_eval_from_position: 80,
-            bytecode_length: 8,
-            bytecode_position_table: 24,
-            bytecode_data: 64,
-            position_code_shift: 0,
-            code,
-            deopt,
-        };
-        let deopt_v10 = DeoptLayout {
-            inlined_function_count: 1,
-            literal_array: 2,
-            shared_function_info: 6,
-            shared_function_info_wrapped: None,
-            inlining_positions: 7,
-            inlining_position_size: 16,
-        };
-        let deopt_v13 =
-            DeoptLayout { literal_array: 3, shared_function_info: 7, shared_function_info_wrapped: Some(8), inlining_positions: 8, ..deopt_v10 };
-        let stream32 = Instructions::Stream { start_field: 40, header: 32, code_field: 8 };
-        match (version.major, version.minor) {
-            // Node 18
-            (10, 2) => Some(Layout {
-                js_function_shared: 24,
-                bytecode_position_table: 32,
-                bytecode_data: 56,
-                ..common(
-                    Types {
-                        first_nonstring: 128,
-                        shared_function_info: 257,
-                        script: 170,
-                        scope_info: 256,
-                        bytecode_array: 195,
-                        code: 240,
-                        instruction_stream: None,
-                        position_table: 194,
-                        deoptimization_data: 179,
-                        deoptimization_literals: 237,
-                        inlining_positions: 194,
-                        shared_function_info_wrapper: None,
-                    },
-                    CodeLayout {
-                        flags: 48,
-                        kind_mask: 0xf,
-                        kind_shift: 0,
-                        kind_baseline: 11,
-                        kind_maglev: 12,
-                        kind_turbofan: 13,
-                        instruction_size: 40,
-                        instructions: Instructions::Inline { header: 128 },
-                        position_table: 24,
-                        deoptimization_data: 16,
-                    },
-                    deopt_v10,
-                )
-            }),
-            // Node 20
-            (11, 3) => Some(Layout {
-                js_function_shared: 24,
-                bytecode_position_table: 32,
-                bytecode_data: 54,
-                ..common(
-                    Types {
-                        first_nonstring: 128,
-                        shared_function_info: 262,
-                        script: 167,
-                        scope_info: 261,
-                        bytecode_array: 191,
-                        code: 245,
-                        instruction_stream: Some(252),
-                        position_table: 190,
-                        deoptimization_data: 175,
-                        deoptimization_literals: 240,
-                        inlining_positions: 190,
-                        shared_function_info_wrapper: None,
-                    },
-                    CodeLayout {
-                        flags: 48,
-                        kind_mask: 0xf,
-                        kind_shift: 0,
-                        kind_baseline: 11,
-                        kind_maglev: 12,
-                        kind_turbofan: 13,
-                        instruction_size: 56,
-                        instructions: Instructions::Stream { start_field: 40, header: 16, code_field: 8 },
-                        position_table: 24,
-                        deoptimization_data: 16,
-                    },
-                    deopt_v10,
-                )
-            }),
-            // Node 22
-            (12, 4) => Some(common(
-                Types {
-                    first_nonstring: 128,
-                    shared_function_info: 274,
-                    script: 167,
-                    scope_info: 272,
-                    bytecode_array: 205,
-                    code: 206,
-                    instruction_stream: Some(210),
-                    position_table: 212,
-                    deoptimization_data: 213,
-                    deoptimization_literals: 247,
-                    inlining_positions: 186,
-                    shared_function_info_wrapper: None,
-                },
-                CodeLayout {
-                    flags: 48,
-                    kind_mask: 0xf,
-                    kind_shift: 0,
-                    kind_baseline: 10,
-                    kind_maglev: 11,
-                    kind_turbofan: 12,
-                    instruction_size: 52,
-                    instructions: stream32,
-                    position_table: 16,
-                    deoptimization_data: 8,
-                },
-                deopt_v10,
-            )),
-            // Node 24 (13.6) and 26 (14.6): the same shapes, other type ids and code kinds.
-            (13, 6) | (14, 6) => {
-                let v13 = version.major == 13;
-                Some(Layout {
-                    position_code_shift: if v13 { 0 } else { 1 },
-                    sfi_name_or_scope_info: 24,
-                    sfi_script: 40,
-                    scope_info: SCOPE_INFO_FIXED_POSITIONS,
-                    ..common(
-                        Types {
-                            first_nonstring: 128,
-                            shared_function_info: if v13 { 282 } else { 288 },
-                            script: if v13 { 167 } else { 166 },
-                            scope_info: if v13 { 280 } else { 286 },
-                            bytecode_array: if v13 { 186 } else { 185 },
-                            code: if v13 { 187 } else { 186 },
-                            instruction_stream: Some(192),
-                            position_table: 196,
-                            deoptimization_data: 193,
-                            deoptimization_literals: 199,
-                            inlining_positions: 196,
-                            shared_function_info_wrapper: Some(195),
-                        },
-                        CodeLayout {
-                            flags: 52,
-                            kind_mask: 0xf,
-                            kind_shift: 0,
-                            kind_baseline: if v13 { 10 } else { 11 },
-                            kind_maglev: if v13 { 11 } else { 12 },
-                            kind_turbofan: if v13 { 12 } else { 13 },
-                            instruction_size: 56,
-                            instructions: stream32,
-                            position_table: 16,
-                            deoptimization_data: 8,
-                        },
-                        deopt_v13,
-                    )
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// The defaults for the binary's V8, checked against every `v8dbg_*` symbol it publishes.
-    pub fn checked(symbols: &PostmortemSymbols) -> Result<Layout, LayoutError> {
-        let path = symbols.path.clone();
-        if symbols.values.is_empty() {
-            return Err(LayoutError::NoSymbols { path });
-        }
-        let Some(version) = symbols.version else { return Err(LayoutError::NoVersion { path }) };
-        let Some(layout) = Layout::defaults(version) else { return Err(LayoutError::UnknownVersion { path, version }) };
-        for check in layout.checks() {
-            match check.aliases.iter().find_map(|name| symbols.values.get(*name).map(|v| (*name, *v))) {
-                Some((symbol, published)) if published != check.expected => {
-                    return Err(LayoutError::Mismatch { path, version, symbol: symbol.to_string(), published, expected: check.expected });
-                }
-                Some(_) => {}
-                None if check.required => {
-                    return Err(LayoutError::Missing { path, version, symbol: check.aliases[0].to_string() });
-                }
-                None => {}
-            }
-        }
-        Ok(layout)
-    }
-
     /// Every symbol a binary of this V8 may publish about a field the readers
     /// use, with the value this layout holds. `required`: every official build
     /// of this V8 carries it (its absence means another kind of build).
@@ -533,37 +344,23 @@ impl Layout {
         for id in [t.position_table, t.deoptimization_data, t.deoptimization_literals, t.inlining_positions] {
             v.push(Check { aliases: array_type_symbol(self, id), expected: id as i64, required: true });
         }
+        let f = &self.frame_types;
+        v.push(req(&["v8dbg_frametype_EntryFrame"], f.entry as i64));
+        v.push(req(&["v8dbg_frametype_ExitFrame"], f.exit as i64));
+        v.push(req(&["v8dbg_frametype_BuiltinExitFrame"], f.builtin_exit as i64));
+        if let Some(t) = f.api_callback_exit {
+            v.push(req(&["v8dbg_frametype_ApiCallbackExitFrame"], t as i64));
+        }
+        if let Some(t) = f.api_accessor_exit {
+            v.push(opt(&["v8dbg_frametype_ApiAccessorExitFrame"], t as i64));
+        }
         v
     }
 }
 
 /// The `v8dbg_type_*` symbol naming the array type `id` in this layout.
 fn array_type_symbol(l: &Layout, id: u16) -> &'static [&'static str] {
-    let v = (l.version.major, l.version.minor);
-    let known: &[(u16, &'static [&'static str])] = match v {
-        (10, 2) => &[
-            (194, &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"]),
-            (179, &["v8dbg_type_FixedArray__FIXED_ARRAY_TYPE"]),
-            (237, &["v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"]),
-        ],
-        (11, 3) => &[
-            (190, &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"]),
-            (175, &["v8dbg_type_FixedArray__FIXED_ARRAY_TYPE"]),
-            (240, &["v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"]),
-        ],
-        (12, 4) => &[
-            (186, &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"]),
-            (212, &["v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"]),
-            (213, &["v8dbg_type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE"]),
-            (247, &["v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"]),
-        ],
-        _ => &[
-            (196, &["v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"]),
-            (193, &["v8dbg_type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE"]),
-            (199, &["v8dbg_type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE"]),
-        ],
-    };
-    known.iter().find(|(k, _)| *k == id).map_or(&["v8dbg_type_unknown_array"], |(_, names)| names)
+    l.array_types.iter().find(|(k, _)| *k == id).map_or(&["v8dbg_type_unknown_array"], |(_, name)| std::slice::from_ref(name))
 }
 
 /// One symbol check: the first alias the binary publishes must hold `expected`.
@@ -572,20 +369,4 @@ pub struct Check {
     pub aliases: &'static [&'static str],
     pub expected: i64,
     pub required: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_supported_v8_has_a_layout_and_no_other() {
-        for (major, minor) in [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)] {
-            let l = Layout::defaults(V8Version::new(major, minor, 0, 0)).unwrap();
-            assert!(l.checks().iter().all(|c| !c.aliases.is_empty() && c.aliases[0] != "v8dbg_type_unknown_array"), "{major}.{minor}");
-        }
-        for (major, minor) in [(9, 4), (12, 9), (14, 1), (15, 0)] {
-            assert!(Layout::defaults(V8Version::new(major, minor, 0, 0)).is_none());
-        }
-    }
 }

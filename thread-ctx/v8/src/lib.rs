@@ -7,9 +7,9 @@
 //! The parts, in the order a frame passes them:
 //! - [`symbols`]: what the node binary says about its V8 (its `v8dbg_*`
 //!   postmortem symbols, version, bytecode sizes, where the bytecode handlers are);
-//! - [`layout`]: the layout of that V8, from this crate's table for Node
-//!   18–26, checked against every symbol the binary publishes (a
-//!   disagreement refuses the binary: never a guess);
+//! - [`layout`]: the layout of that V8, from this crate's table of each
+//!   supported V8 ([`supported`]), checked against every symbol the binary
+//!   publishes (a disagreement refuses the binary: never a guess);
 //! - [`frame`]: what the sampler captures of a JS frame (pc, the frame's
 //!   SharedFunctionInfo, bytecode array and offset slots, the innermost frame's registers);
 //! - [`namer`]: the names, read from the target's heap through [`memory::HeapMemory`]
@@ -42,6 +42,7 @@ pub mod position_table;
 pub mod script;
 pub mod snapshot;
 pub mod string;
+pub mod supported;
 pub mod symbols;
 pub mod tagged;
 pub mod version;

@@ -544,8 +544,9 @@ mod tests {
 
     #[test]
     fn every_tier_of_the_example_is_named_on_every_layout() {
-        for (major, minor) in [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)] {
-            let e = example(Layout::defaults(V8Version::new(major, minor, 0, 0)).unwrap());
+        for s in crate::supported::SUPPORTED {
+            let (major, minor) = (s.layout.version.major, s.layout.version.minor);
+            let e = example(s.layout.clone());
             let mut namer = Namer::new(e.builder.layout.clone(), Some(e.bytecode_sizes.clone()));
             for round in 0..2 {
                 for (input, expected) in &e.frames {

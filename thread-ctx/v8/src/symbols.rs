@@ -4,13 +4,15 @@
 //! (`v8::internal::Version::major_` ...), the bytecode size table the baseline
 //! tier's pc → bytecode mapping needs (`Bytecodes::kBytecodeSizes`, `.symtab`
 //! only), and where the interpreter's bytecode handlers are (`Builtins_*`
-//! symbols of the embedded builtins, `.symtab` only).
+//! symbols of the embedded builtins, `.symtab` only), and where each thread
+//! of a process running the file keeps its isolate (V8's thread-local
+//! `g_current_isolate_`, with the file's TLS segment).
 //!
 //! The parsing is the `object` crate's checked API over whatever reader the
 //! caller gives (the agent's is budgeted: a file cannot choose how much is read).
 
 use crate::version::V8Version;
-use object::read::elf::{ElfFile64, ProgramHeader};
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
 use object::read::ReadRef;
 use object::{Endianness, Object, ObjectSection, ObjectSymbol, SectionIndex};
 use std::collections::HashMap;
@@ -23,6 +25,9 @@ const BYTECODE_SIZES: &str = "_ZN2v88internal11interpreter9Bytecodes14kBytecodeS
 /// follow it to the end of the embedded builtins (V8 lists them last).
 const FIRST_BYTECODE_HANDLER: &str = "Builtins_WideHandler";
 const BUILTIN_PREFIX: &str = "Builtins_";
+/// The thread-local variable holding a thread's `Isolate*` (V8 11+: a C++ `thread_local`; V8 10
+/// kept the isolate behind a pthread key, which this reader does not follow).
+pub const CURRENT_ISOLATE_SYMBOL: &str = "_ZN2v88internal18g_current_isolate_E";
 /// More `v8dbg_*` symbols than any V8 publishes (~530): the rest is not read.
 const MAX_V8DBG_SYMBOLS: usize = 4096;
 /// Symbols looked at, both tables together: node has ~190,000; a file claiming
@@ -82,6 +87,11 @@ pub struct PostmortemSymbols {
     /// The loadable segments: (file offset, link-time address, bytes in the file), to turn
     /// where a process maps the file into link-time addresses.
     pub segments: Vec<(u64, u64, u64)>,
+    /// Where a thread's `g_current_isolate_` is, from its thread pointer, in a process whose
+    /// executable is this file (x86-64 glibc: the executable's TLS block ends at the thread
+    /// pointer). None in a shared object (libnode.so: its block is placed at load time) or
+    /// without the symbol.
+    pub current_isolate_tp_offset: Option<i64>,
 }
 
 impl PostmortemSymbols {
@@ -100,10 +110,15 @@ impl PostmortemSymbols {
         let mut sizes_symbol: Option<(u64, u64, SectionIndex)> = None;
         let mut first_handler: Option<u64> = None;
         let mut builtins: Option<VaddrRange> = None;
-        for segment in file.elf_program_headers().iter().filter(|p| p.p_type(file.endian()) == object::elf::PT_LOAD).take(64) {
-            let e = file.endian();
+        let mut current_isolate: Option<u64> = None;
+        let e = file.endian();
+        let headers = file.elf_program_headers();
+        for segment in headers.iter().filter(|p| p.p_type(e) == object::elf::PT_LOAD).take(64) {
             out.segments.push((segment.p_offset(e), segment.p_vaddr(e), segment.p_filesz(e)));
         }
+        let tls = headers.iter().take(64).find(|p| p.p_type(e) == object::elf::PT_TLS).map(|p| (p.p_vaddr(e), p.p_memsz(e), p.p_align(e)));
+        let executable =
+            file.elf_header().e_type(e) == object::elf::ET_EXEC || headers.iter().take(64).any(|p| p.p_type(e) == object::elf::PT_INTERP);
         for sym in file.dynamic_symbols().chain(file.symbols()).take(MAX_SYMBOLS) {
             let Ok(name) = sym.name() else { continue };
             if name.starts_with(V8DBG_PREFIX) {
@@ -121,6 +136,8 @@ impl PostmortemSymbols {
                 if versions[i].is_none() {
                     versions[i] = symbol_int(&file, sym.address(), 4, sym.section_index()).and_then(|v| u32::try_from(v).ok());
                 }
+            } else if name == CURRENT_ISOLATE_SYMBOL && sym.kind() == object::SymbolKind::Tls && sym.size() == 8 {
+                current_isolate.get_or_insert(sym.address());
             } else if name == BYTECODE_SIZES {
                 if let Some(section) = sym.section_index() {
                     sizes_symbol = Some((sym.address(), sym.size(), section));
@@ -143,12 +160,29 @@ impl PostmortemSymbols {
             out.bytecode_sizes = section_bytes(&file, addr, size, section).and_then(BytecodeSizes::new);
         }
         out.builtins = builtins;
+        if let (Some(value), Some((vaddr, memsz, align)), true) = (current_isolate, tls, executable) {
+            out.current_isolate_tp_offset = executable_tp_offset(value, vaddr, memsz, align);
+        }
         out.bytecode_handlers = match (first_handler, builtins) {
             (Some(start), Some(all)) if start < all.end => Some(VaddrRange { start, end: all.end }),
             _ => None,
         };
         Ok(out)
     }
+}
+
+/// The thread-pointer offset of the executable's TLS symbol at `value` in its block (x86-64,
+/// glibc's TLS_TCB_AT_TP: the executable's block comes first, right below the thread pointer,
+/// aligned to `align` with its first byte's alignment in the segment kept). None when the
+/// segment's numbers are implausible.
+fn executable_tp_offset(value: u64, vaddr: u64, memsz: u64, align: u64) -> Option<i64> {
+    let align = align.max(1);
+    if !align.is_power_of_two() || align > 4096 || memsz > 1 << 20 || value.checked_add(8)? > memsz {
+        return None;
+    }
+    let firstbyte = vaddr.wrapping_neg() & (align - 1);
+    let block = (memsz - firstbyte.min(memsz)).div_ceil(align) * align + firstbyte;
+    Some(value as i64 - block as i64)
 }
 
 /// A symbol's bytes, at most [`MAX_BYTECODE_SIZES`] of them (every symbol read here is smaller).

@@ -121,8 +121,8 @@ struct Tally {
 fn names(major: u32) {
     let Some(s) = setup(major) else { return };
     let script = fixture("names.js");
-    // TurboFan (not Maglev) is the tier whose inlining is asked for: 24 and 26 tier up through Maglev first.
-    let flags: &[&str] = if major >= 24 { &["--no-maglev"] } else { &[] };
+    // TurboFan (not Maglev) is the tier whose inlining is asked for: a V8 with Maglev tiers up through it first.
+    let flags: &[&str] = if thread_ctx_v8::supported::for_node(major).unwrap().maglev { &["--no-maglev"] } else { &[] };
     let mut target = Target::spawn(&s.bin, flags, &script, &["250"]);
     target.wait_line("ready");
     let pid = target.pid();
@@ -322,7 +322,7 @@ fn run(major: u32) {
 /// versions' targets made every one of them slower than all of them in turn.
 #[test]
 fn names_on_every_node() {
-    for major in common::MAJORS {
+    for major in common::majors() {
         run(major);
     }
 }

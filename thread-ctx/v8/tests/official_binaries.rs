@@ -4,24 +4,18 @@
 
 mod common;
 
-use common::{node_binary, symbols, MAJORS};
+use common::{majors, node_binary, symbols};
 use thread_ctx_v8::{Layout, LayoutError, PostmortemSymbols, V8Version};
 
 #[test]
 fn every_official_binary_passes_its_layout_check() {
-    for major in MAJORS {
+    for major in majors() {
         let Some(bin) = node_binary(major) else { continue };
         let s = symbols(&bin);
         let layout = Layout::checked(&s).unwrap_or_else(|e| panic!("Node {major}: {e}"));
         let v = layout.version;
-        let expected = match major {
-            18 => (10, 2),
-            20 => (11, 3),
-            22 => (12, 4),
-            24 => (13, 6),
-            _ => (14, 6),
-        };
-        assert_eq!((v.major, v.minor), expected, "Node {major}");
+        let listed = thread_ctx_v8::supported::for_node(major).unwrap().layout.version;
+        assert_eq!((v.major, v.minor), (listed.major, listed.minor), "Node {major}");
         assert!(s.values.len() > 400, "Node {major}: {} v8dbg symbols", s.values.len());
         assert!(s.bytecode_sizes.as_ref().is_some_and(|b| b.count() > 150), "Node {major}: kBytecodeSizes");
         let handlers = s.bytecode_handlers.unwrap();
@@ -47,7 +41,12 @@ fn a_binary_that_disagrees_or_says_nothing_is_refused() {
     assert!(matches!(Layout::checked(&missing), Err(LayoutError::Missing { .. })));
     let mut newer = good.clone();
     newer.version = Some(V8Version::new(15, 1, 0, 0));
-    assert!(matches!(Layout::checked(&newer), Err(LayoutError::UnknownVersion { .. })));
+    let e = Layout::checked(&newer).unwrap_err();
+    assert!(matches!(e, LayoutError::UnknownVersion { .. }));
+    assert!(
+        e.to_string().contains("V8 15.1.0.0 has no known layout (this reader knows V8 10.2 (Node 18), 11.3 (Node 20)"),
+        "the message names the list: {e}"
+    );
     let none = PostmortemSymbols { path: "/usr/bin/node-stripped".into(), ..Default::default() };
     let e = Layout::checked(&none).unwrap_err();
     assert!(e.to_string().contains("no v8dbg symbols"), "{e}");

@@ -255,3 +255,47 @@ impl PprofView {
         PprofView { strings, sample_types, samples, mappings, build_ids, functions, time_nanos, duration_nanos, tick_unit }
     }
 }
+
+/// The phases a fixture printed so far ("phase NAME @NS" lines, NS on CLOCK_MONOTONIC: the clock
+/// of the sampler's times), to tell which phase a sample fell in.
+pub struct Phases {
+    starts: Vec<(u64, String)>,
+    /// Samples this close to a phase's start may belong to the one before (the line is printed first).
+    edge_ns: u64,
+}
+
+impl Phases {
+    pub fn new(edge_ns: u64) -> Phases {
+        Phases { starts: Vec::new(), edge_ns }
+    }
+
+    /// Takes the phase lines `w` printed since the last call.
+    pub fn drain(&mut self, w: &WriterProcess) {
+        while let Ok(line) = w.lines.try_recv() {
+            let (name, at) = line.strip_prefix("phase ").and_then(|x| x.rsplit_once(" @")).expect("a phase line");
+            self.starts.push((at.parse().unwrap(), name.to_string()));
+        }
+    }
+
+    /// The phase a sample taken at `t` fell in; None before the first phase, at a phase's edge, or
+    /// in the last phase seen (it may have ended since).
+    pub fn at(&self, t: u64) -> Option<&str> {
+        let i = self.starts.iter().rposition(|(s, _)| *s <= t)?;
+        (t - self.starts[i].0 >= self.edge_ns && i + 1 < self.starts.len()).then_some(self.starts[i].1.as_str())
+    }
+}
+
+/// One `thread-ctx record PID ARGS --duration 3s --format jsonl --frames` of the phased fixture
+/// `w` (its JS frames named from its heap, no fallback to the perf map), and the phase lines it
+/// printed meanwhile: its samples. `what` names the run in messages.
+pub fn record_frames(w: &WriterProcess, what: &str, args: &[&str], phases: &mut Phases) -> Vec<serde_json::Value> {
+    let pid = w.pid.to_string();
+    let mut all = vec!["record", pid.as_str()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--duration", "3s", "--format", "jsonl", "--frames"]);
+    let r = crate::common::thread_ctx(&all);
+    assert_eq!(r.code, 0, "{what}: record failed: {}", r.stderr);
+    assert!(!r.stderr.contains("falling back to the perf map"), "{what}: {}", r.stderr);
+    phases.drain(w);
+    r.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}

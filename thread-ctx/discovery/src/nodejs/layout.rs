@@ -59,6 +59,7 @@ pub struct NodejsLayout {
     pub tagged_size: u64,
     pub source: LayoutSource,
     /// The target's V8 version, when it could be read.
+    #[serde(serialize_with = "crate::v8_version::serialize_version")]
     pub v8: Option<V8Version>,
 }
 
@@ -90,20 +91,22 @@ impl std::fmt::Display for NodejsLayout {
     }
 }
 
-/// What V8 itself fixes for a version this reader knows, from V8's headers as
-/// node ships them (`v8-internal.h`, `js-collection.h`, `ordered-hash-table.h`):
-/// JSObject header = map, properties, elements (3 tagged words); V8 13 added a
-/// C++-heap wrappable slot before the embedder fields of API objects
-/// (`kJSAPIObjectWithEmbedderSlotsHeaderSize`); JSCollection::kTableOffset is
-/// right after the JSObject header; an OrderedHashMap is a FixedArray (map, length).
+/// What V8 itself fixes for a version this reader knows: the walk's facts in the
+/// version's entry of thread-ctx-v8's list of supported V8s (the one table of V8
+/// layouts; the writer's `v8-addon/layout.h` is checked against it too).
 fn v8_facts(v: V8Version) -> Option<(u64, u64, u64)> {
-    match v.major {
-        // Node 22 (V8 12.4): embedder fields right after the JSObject header.
-        12 => Some((24, 24, 16)),
-        // Node 24 (13.6), 25 (14.1), 26 (14.6): one more word before them.
-        13 | 14 => Some((32, 24, 16)),
-        _ => None,
-    }
+    let f = thread_ctx_v8::supported::find(v)?.layout.nodejs?;
+    Some((f.wrapped_object_offset, f.js_map_table_offset, f.ordered_hash_map_header_size))
+}
+
+/// The versions with a `nodejs_v1_dev` layout, as messages say them.
+fn known_versions() -> String {
+    let each: Vec<String> = thread_ctx_v8::supported::SUPPORTED
+        .iter()
+        .filter(|s| s.layout.nodejs.is_some())
+        .map(|s| format!("{}.{} (Node {})", s.layout.version.major, s.layout.version.minor, s.node))
+        .collect();
+    format!("V8 {}", each.join(", "))
 }
 
 /// Why a `nodejs_v1_dev` writer's struct is not walked: the one line a user sees.
@@ -123,7 +126,7 @@ pub enum LayoutError {
     PointerCompressed(u64),
     #[error("{key} = {published} is published, but {v8} puts it at {expected}: the writer was built for another V8; refusing to walk")]
     OtherV8 { key: &'static str, published: u64, v8: V8Version, expected: u64 },
-    #[error("no known nodejs_v1_dev layout: {0} is not a version whose layout this reader knows (V8 12-14, Node 22-26), and the writer publishes no threadlocal.* layout integers; refusing to walk")]
+    #[error("no known nodejs_v1_dev layout: {0} is not a version whose layout this reader knows ({known}), and the writer publishes no threadlocal.* layout integers; refusing to walk", known = known_versions())]
     UnknownV8(V8Version),
     #[error("no known nodejs_v1_dev layout: the target's V8 version could not be read ({0}), and the writer publishes no threadlocal.* layout integers; refusing to walk")]
     NoV8(V8VersionError),
@@ -218,21 +221,24 @@ mod tests {
     fn attrs(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
         v.as_object().unwrap().clone()
     }
-    const NODE24: V8Version = V8Version { major: 13, minor: 6 };
+    const NODE24: V8Version = V8Version::new(13, 6, 0, 0);
 
     #[test]
     fn defaults_follow_the_v8_version() {
         let l = layout_for(&attrs(json!({})), Ok(NODE24)).unwrap();
         assert_eq!((l.wrapped_object_offset, l.js_map_table_offset, l.ordered_hash_map_header_size), (32, 24, 16));
         assert_eq!(l.source, LayoutSource::SchemaDefaults);
-        let l = layout_for(&attrs(json!({})), Ok(V8Version { major: 12, minor: 4 })).unwrap();
+        let l = layout_for(&attrs(json!({})), Ok(V8Version::new(12, 4, 0, 0))).unwrap();
         assert_eq!(l.wrapped_object_offset, 24);
     }
 
     #[test]
     fn unknown_version_without_publication_is_one_line() {
-        let e = layout_for(&attrs(json!({})), Ok(V8Version { major: 15, minor: 1 })).unwrap_err().to_string();
+        let e = layout_for(&attrs(json!({})), Ok(V8Version::new(15, 1, 0, 0))).unwrap_err().to_string();
         assert!(e.contains("V8 15.1") && e.contains("refusing") && !e.contains('\n'), "{e}");
+        assert!(e.contains("V8 12.4 (Node 22), 13.6 (Node 24), 14.6 (Node 26)"), "the message names the list: {e}");
+        let node25 = layout_for(&attrs(json!({})), Ok(V8Version::new(14, 1, 0, 0))).unwrap_err().to_string();
+        assert!(node25.contains("V8 14.1") && node25.contains("refusing"), "a V8 outside the one list is refused: {node25}");
         let e = layout_for(&attrs(json!({})), Err(V8VersionError::NoSymbols)).unwrap_err().to_string();
         assert!(e.contains("could not be read"), "{e}");
     }
@@ -243,7 +249,7 @@ mod tests {
             WRAPPED_OBJECT_OFFSET_KEY: 40, TAGGED_SIZE_KEY: 8, NATIVE_WRAP_FIELDS_OFFSET_KEY: 8,
             JS_MAP_TABLE_OFFSET_KEY: 24, ORDERED_HASH_MAP_HEADER_SIZE_KEY: 16,
         });
-        let l = layout_for(&attrs(full.clone()), Ok(V8Version { major: 15, minor: 0 })).unwrap();
+        let l = layout_for(&attrs(full.clone()), Ok(V8Version::new(15, 0, 0, 0))).unwrap();
         assert_eq!((l.wrapped_object_offset, l.native_wrap_fields_offset, l.source), (40, Some(8), LayoutSource::Published));
         let mut odd = full.clone();
         odd[WRAPPED_OBJECT_OFFSET_KEY] = json!(1 << 20);
@@ -256,7 +262,7 @@ mod tests {
     #[test]
     fn published_values_must_match_a_known_v8() {
         let e = layout_for(&attrs(json!({ WRAPPED_OBJECT_OFFSET_KEY: 24 })), Ok(NODE24)).unwrap_err().to_string();
-        assert!(e.contains("V8 13.6 puts it at 32"), "{e}");
+        assert!(e.contains("V8 13.6.0.0 puts it at 32"), "{e}");
         let e = layout_for(&attrs(json!({ TAGGED_SIZE_KEY: 4 })), Ok(NODE24)).unwrap_err().to_string();
         assert!(e.contains("pointer-compressed"), "{e}");
         let e = layout_for(&attrs(json!({ JS_MAP_TABLE_OFFSET_KEY: "24" })), Ok(NODE24)).unwrap_err().to_string();

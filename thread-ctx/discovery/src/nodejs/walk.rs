@@ -264,7 +264,7 @@ mod tests {
         ordered_hash_map_header_size: 16,
         tagged_size: 8,
         source: LayoutSource::SchemaDefaults,
-        v8: Some(V8Version { major: 13, minor: 6 }),
+        v8: Some(V8Version::new(13, 6, 0, 0)),
     };
     const SMI: fn(i64) -> u64 = |v| (v as u64) << 32;
     // Word indices of the fake objects.

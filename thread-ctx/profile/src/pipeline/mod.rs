@@ -105,6 +105,8 @@ pub struct TrackedProcess {
     builder: Option<ProfileBuilder>,
     only_tid: Option<u32>,
     last_named: Instant,
+    /// It published its allocation sampling interval (its allocations are sampled).
+    allocations_on: bool,
 }
 
 impl TrackedProcess {
@@ -294,8 +296,9 @@ impl Pipeline {
             w.queue.push(Job::Track { key, v8 });
         }
         let mut decoder = Decoder::new(discovery.key_map(), &self.opts);
+        let interval = discovery.context().and_then(published_interval);
         if self.opts.alloc {
-            decoder.set_alloc_interval(discovery.context().and_then(published_interval));
+            decoder.set_alloc_interval(interval);
         }
         let process = TrackedProcess {
             key,
@@ -306,6 +309,7 @@ impl Pipeline {
             builder,
             only_tid: None,
             last_named: Instant::now(),
+            allocations_on: interval.is_some(),
         };
         self.processes.insert(pid, process);
         Ok(())
@@ -434,11 +438,13 @@ impl Pipeline {
         let mut finished: Vec<(ProcessKey, Identity, Aggregate, Option<ProfileBuilder>)> = Vec::new();
         for p in self.processes.values_mut() {
             p.aggregate.losses += p.decoder.take_losses();
+            p.aggregate.allocations_on = p.allocations_on;
             finished.push((p.key, p.identity.clone(), std::mem::take(&mut p.aggregate), None));
         }
         let tracked = finished.len();
         for mut p in std::mem::take(&mut self.exited) {
             p.aggregate.losses += p.decoder.take_losses();
+            p.aggregate.allocations_on = p.allocations_on;
             self.counters.attrs_evicted += p.decoder.attrs_evicted;
             finished.push((p.key, p.identity.clone(), std::mem::take(&mut p.aggregate), p.builder.take()));
         }

@@ -51,6 +51,7 @@ static __always_inline int task_user_regs(struct task_struct *task, struct user_
 	r->bp = BPF_CORE_READ(p, bp);
 	r->r9 = BPF_CORE_READ(p, r9);
 	r->r12 = BPF_CORE_READ(p, r12);
+	r->fsbase = BPF_CORE_READ(task, thread.fsbase);
 	return 0;
 }
 

@@ -48,8 +48,9 @@ struct {
 	__uint(max_entries, 3);
 } scratch SEC(".maps");
 
-/* Set by user space while it measures the program (record --bpf-stats): each
- * tick of a tracked thread then adds its own run time to COUNTER_CPU_SAMPLE_NS.
+/* Set by user space while it measures the programs (record --bpf-stats): each
+ * tick of a tracked thread then adds its own run time to COUNTER_CPU_SAMPLE_NS,
+ * each switch of one (out or in) to COUNTER_OFF_CPU_NS.
  * The kernel's per-program run time also holds the runs on every other
  * process's ticks, which a busy machine multiplies. */
 volatile __u32 time_samples = 0;
@@ -78,6 +79,7 @@ int sample_thread_ctx(struct bpf_perf_event_data *ctx)
 			r.bp = ctx->regs.rbp;
 			r.r9 = ctx->regs.r9;
 			r.r12 = ctx->regs.r12;
+			r.fsbase = BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), thread.fsbase);
 			regs = &r;
 		} else if (!task_user_regs(bpf_get_current_task_btf(), &r)) {
 			regs = &r;
@@ -106,10 +108,13 @@ struct {
 SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
+	__u64 start = time_samples ? bpf_ktime_get_ns() : 0;
+	int tracked = 0;
 	/* Here `current` is still prev: its record, pid and stacks are read as its own. */
 	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
 	struct target *t = bpf_map_lookup_elem(&targets, &prev_tgid);
 	if (t) {
+		tracked = 1;
 		__u32 slot = SCRATCH_OFF_CPU;
 		struct sample_event *e = bpf_map_lookup_elem(&scratch, &slot);
 		if (e) {
@@ -128,6 +133,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	}
 	__u32 next_tgid = BPF_CORE_READ(next, tgid);
 	if (bpf_map_lookup_elem(&targets, &next_tgid)) {
+		tracked = 1;
 		__u32 tid = BPF_CORE_READ(next, pid);
 		struct sample_event *e = bpf_map_lookup_elem(&switched_out, &tid);
 		if (e) {
@@ -139,6 +145,8 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 			bpf_map_delete_elem(&switched_out, &tid);
 		}
 	}
+	if (start && tracked)
+		add(COUNTER_OFF_CPU_NS, bpf_ktime_get_ns() - start);
 	return 0;
 }
 

