@@ -12,8 +12,10 @@
 //   node bench/agent/bpf-cost.js --bins PATH[,PATH] [--rounds 5] [--seconds 15] [--hz 99] [--off-cpu]
 // "per sample" is the program's own clock around its runs on the target's ticks (what the target's
 // samples cost); "<= per sample" is the kernel's run time of every run divided by the target's
-// samples, an upper bound that also holds the runs on other processes' ticks. Needs a quiet
-// machine: everything a cold cache costs shows in these microseconds.
+// samples, an upper bound that also holds the runs on other processes' ticks; "per run" is the
+// kernel's BPF stats (run time ÷ runs, every tick of every process). A last table gives, per
+// binary, the walk's cost over bpf_get_stack's round by round. Needs a quiet machine: everything a
+// cold cache costs shows in these microseconds.
 const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -73,6 +75,22 @@ if (process.getuid() !== 0) throw new Error('eBPF needs root: run with sudo');
       const bound = spread(mine.map((s) => s.bound));
       const [bin, stacks] = mode.split('|');
       console.log(`| ${path.relative(root, bin)} | ${stacks} | ${per.median.toFixed(0)} [${per.min}, ${per.max}] | ${bound.median.toFixed(0)} | ${run.median.toFixed(0)} |`);
+    }
+    // The walk against bpf_get_stack, round by round (each pair measured minutes apart at most).
+    console.log('\n| binary | v8 walk ÷ bpf_get_stack, per sample (own clock), median [min, max] | per run (kernel BPF stats), median [min, max] |');
+    console.log('|---|---|---|');
+    for (const bin of BINS) {
+      const ratios = (k) => {
+        const xs = [];
+        for (let round = 1; round <= ROUNDS; round++) {
+          const walk = samples.find((s) => s.round === round && s.mode === `${bin}|v8 walk`);
+          const stack = samples.find((s) => s.round === round && s.mode === `${bin}|bpf_get_stack`);
+          if (walk && stack && stack[k] > 0) xs.push(walk[k] / stack[k]);
+        }
+        const r = spread(xs);
+        return `${r.median.toFixed(2)} [${r.min.toFixed(2)}, ${r.max.toFixed(2)}]`;
+      };
+      console.log(`| ${path.relative(root, bin)} | ${ratios('perSample')} | ${ratios('perRun')} |`);
     }
   } finally {
     for (const c of new Set(Object.values(services))) {
