@@ -193,8 +193,7 @@ fn read<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, code: u64, start: u64, size:
     }
     let data = heap.field(code, c.deoptimization_data)?;
     if tier == Tier::Baseline {
-        heap.expect(data, l.types.bytecode_array)?;
-        info.bytecode_array = Some(data);
+        info.bytecode_array = Some(heap.bytecode_array(data)?);
         return Ok(info);
     }
     deoptimization_data(heap, data, &mut info)?;

@@ -222,17 +222,17 @@ impl Namer {
 
     fn name_in<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput) -> Result<NamedFrame, Miss> {
         let function = self.function(heap, input.shared)?;
+        let bytecode_offset = smi(input.bytecode_offset);
+        let interpreted = bytecode_offset.is_some() && heap.instance_type(input.bytecode_array).ok() == Some(self.layout.types.bytecode_array);
         if let PcRegion::Jit { floor } = input.region {
-            let mut code = self.code(heap, input.pc, floor)?;
-            if !self.belongs(&code, input) {
-                // V8 reused the code's addresses for another function's: look again, once.
-                self.codes.remove(code.start);
-                code = self.code(heap, input.pc, floor)?;
-                if !self.belongs(&code, input) {
-                    return Err(Miss::CodeMismatch);
-                }
+            match self.frame_code(heap, input, floor) {
+                Ok(code) => return self.name_in_code(heap, input, &function, &code, input.pc, input.leaf),
+                // An interpreted frame whose pc is in its function's own copy of the interpreter's
+                // entry trampoline (--interpreted-frames-native-stack: a builtin's code, no
+                // function's): named by its bytecode offset, as any.
+                Err(_) if interpreted => {}
+                Err(m) => return Err(m),
             }
-            return self.name_in_code(heap, input, &function, &code, input.pc, input.leaf);
         }
         if input.leaf {
             if let Some(regs) = &input.registers {
@@ -246,8 +246,6 @@ impl Namer {
                 }
             }
         }
-        let bytecode_offset = smi(input.bytecode_offset);
-        let interpreted = bytecode_offset.is_some() && heap.instance_type(input.bytecode_array).ok() == Some(self.layout.types.bytecode_array);
         if !interpreted {
             // A builtin with JS linkage (or a frame V8 has not finished setting up).
             return Ok(NamedFrame { frames: vec![self.js_frame(heap, &function, None, None)], pc: input.pc });
@@ -261,6 +259,22 @@ impl Namer {
         let offset = raw - (self.layout.bytecode_data as i64 - 1);
         let position = self.bytecode_position(heap, input.bytecode_array, offset)?;
         Ok(NamedFrame { frames: vec![self.js_frame(heap, &function, position, Some(Tier::Interpreted))], pc: input.pc })
+    }
+
+    /// The generated code at the pc of the frame `input`, which must be that frame's.
+    fn frame_code<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput, floor: u64) -> Result<Arc<CodeInfo>, Miss> {
+        let code = self.code(heap, input.pc, floor)?;
+        if self.belongs(&code, input) {
+            return Ok(code);
+        }
+        // V8 reused the code's addresses for another function's: look again, once.
+        self.codes.remove(code.start);
+        let code = self.code(heap, input.pc, floor)?;
+        if self.belongs(&code, input) {
+            Ok(code)
+        } else {
+            Err(Miss::CodeMismatch)
+        }
     }
 
     /// Whether generated code `code` is the code of the frame `input`.
@@ -380,15 +394,10 @@ impl Namer {
     fn caller_bytecode<M: HeapMemory + ?Sized>(&self, heap: &Heap<'_, M>, sfi: u64) -> Option<u64> {
         let l = &self.layout;
         let data = heap.field(sfi, l.sfi_function_data).ok()?;
-        let t = heap.instance_type(data).ok()?;
-        if t == l.types.bytecode_array {
-            return Some(data);
+        if heap.instance_type(data).ok()? == l.types.code {
+            return heap.bytecode_array(heap.field(data, l.code.deoptimization_data).ok()?).ok();
         }
-        if t == l.types.code {
-            let array = heap.field(data, l.code.deoptimization_data).ok()?;
-            return (heap.instance_type(array).ok()? == l.types.bytecode_array).then_some(array);
-        }
-        None
+        heap.bytecode_array(data).ok()
     }
 
     /// The function behind the SharedFunctionInfo `sfi` (tagged), cached and checked.
