@@ -19,18 +19,16 @@
 // service's V8 heap); `perfmap`, --perf-basic-prof-only-functions on a copy of the same node whose
 // v8dbg_* symbols were renamed away (the sampler takes the stack with bpf_get_stack, the agent
 // names JS frames from the perf map): the two paths on the same Node, side by side.
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const net = require('node:net');
 
+const { root, track, cpuSeconds, peakRssMiB, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep } = require('../lib/agent-bench');
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
 const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
 
-const root = path.resolve(__dirname, '../..');
-const collectorBin = path.join(root, 'target/otelcol/otelcol-thread-ctx');
 
 function option(name, fallback) {
   const at = process.argv.indexOf(`--${name}`);
@@ -49,64 +47,9 @@ if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run wi
 for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run cargo build --release first`);
 if (!(ROUNDS >= 1)) throw new RangeError(`--rounds: expected at least 1, got ${ROUNDS}`);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Every process the benchmark starts is killed however it ends (an error, Ctrl-C): twenty busy
-// services left behind would load the machine long after.
-const started = new Set();
-function track(child) {
-  started.add(child);
-  child.on('exit', () => started.delete(child));
-  return child;
-}
-process.on('exit', () => {
-  for (const c of started) c.kill('SIGKILL');
-});
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(1));
-const clk = Number(execFileSync('getconf', ['CLK_TCK']).toString());
-
-function cpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / clk;
-}
-function peakRssMiB(pid) {
-  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-function waitFor(child, text) {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "${text}" within 60 s: ${seen}`)), 60000);
-    const onData = (d) => {
-      seen += d;
-      if (seen.includes(text)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-  });
-}
-
 // The CPU programs (or the allocation programs) loaded now (bpftool), by id: the agent's is the one
 // that appears after it starts (bpftool's owner pids are not always available).
-function samplerProgs(name = 'sample_thread_ctx') {
-  try {
-    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => x.name === name);
-  } catch {
-    return [];
-  }
-}
+const samplerProgs = (name = 'sample_thread_ctx') => bpfPrograms([name]);
 // BPF run time of program `id`, from kernel BPF stats.
 function bpfStats(id, name) {
   const p = samplerProgs(name).find((x) => x.id === id);
@@ -162,8 +105,13 @@ async function measure(services, hz, endpoint, bin, naming) {
     fs.rmSync(`/tmp/perf-${c.pid}.map`, { force: true });
   }
   fs.rmSync(tmp, { recursive: true, force: true });
-  const windows = stderr.split('\n').filter((l) => l.includes(': window ')).slice(windows0);
+  const allWindows = stderr.split('\n').filter((l) => l.includes(': window '));
+  const windows = allWindows.slice(windows0);
   const num = (l, re) => Number((l.match(re) || [])[1] || 0);
+  // The V8 heap reads (system calls) and MiB read so far, running totals of the status line.
+  const heapReads = (l) => (l ? [num(l, /V8 heap reads: (\d+) \(/), num(l, /V8 heap reads: \d+ \(([\d.]+) MiB\)/)] : [0, 0]);
+  const [reads0, mib0] = heapReads(allWindows[windows0 - 1]);
+  const [reads1, mib1] = heapReads(allWindows[allWindows.length - 1]);
   const samples = windows.reduce((a, l) => a + num(l, / (\d+) CPU samples/), 0);
   const span = windows.reduce((a, l) => a + num(l, /\((\d+) with a span\)/), 0);
   const windowSecs = windows.reduce((a, l) => a + num(l, /window ([\d.]+)s/), 0);
@@ -186,6 +134,9 @@ async function measure(services, hz, endpoint, bin, naming) {
     cpuPct: (100 * (cpu1 - cpu0)) / wall,
     // Agent CPU per sample the kernel delivered in the measured span.
     usPerSample: samples ? ((cpu1 - cpu0) * 1e6) / ((samples * wall) / windowSecs) : NaN,
+    // Reads of the services' V8 heaps per sample of the windows measured (heap naming only).
+    readsPerSample: samples && reads1 > reads0 ? (reads1 - reads0) / samples : NaN,
+    kibPerSample: samples && reads1 > reads0 ? ((mib1 - mib0) * 1024) / samples : NaN,
     load: os.loadavg()[0],
     rss,
     samplesPerSec: samples / windowSecs,
@@ -200,23 +151,8 @@ async function measure(services, hz, endpoint, bin, naming) {
 }
 
 (async () => {
-  let collector = null;
-  let endpoint = null;
-  if (fs.existsSync(collectorBin)) {
-    const [grpc, http] = [await freePort(), await freePort()];
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-otelcol-'));
-    collector = track(spawn(collectorBin, ['--config', path.join(root, 'collector/config.yaml'), '--feature-gates=+service.profilesSupport'], {
-      env: { ...process.env, OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: '/dev/null' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }));
-    await waitFor(collector, 'Everything is ready');
-    endpoint = `http://127.0.0.1:${grpc}`;
-  }
-  let statsWas = null;
-  try {
-    statsWas = fs.readFileSync('/proc/sys/kernel/bpf_stats_enabled', 'utf8').trim();
-    fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', '1');
-  } catch {}
+  const { collector, endpoint } = (await startCollector()) ?? {};
+  const restoreBpfStats = enableBpfStats();
   const rows = [];
   try {
     for (const services of SERVICES) {
@@ -231,22 +167,22 @@ async function measure(services, hz, endpoint, bin, naming) {
       }
     }
   } finally {
-    if (statsWas !== null) fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', statsWas);
+    restoreBpfStats();
     collector?.kill('SIGTERM');
   }
   const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
   const allocation = ALLOC ? ', allocations on (agent --alloc, services at 512 KiB)' : '';
   console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}${allocation}`);
   const allocHead = ALLOC ? ' allocation samples/s | alloc BPF ns/run |' : '';
-  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames named from the heap (not) |${allocHead} load (1 min) |`);
-  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
+  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames named from the heap (not) | V8 heap reads per sample | KiB read per sample |${allocHead} load (1 min) |`);
+  console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
   for (const r of rows) {
     const allocCols = ALLOC ? ` ${f(r.allocsPerSec)} | ${f(r.allocNsPerRun, 0)} |` : '';
-    console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${r.heapNamed} (${r.heapMissed}) |${allocCols} ${f(r.load, 1)} |`);
+    console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${r.heapNamed} (${r.heapMissed}) | ${f(r.readsPerSample)} | ${f(r.kibPerSample)} |${allocCols} ${f(r.load, 1)} |`);
   }
   if (BINS.length > 1 || NAMINGS.length > 1 || ROUNDS > 1) {
-    console.log('\n| binary | JS naming | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | BPF ns/run, median [min, max] | peak RSS (MiB), median |');
-    console.log('|---|---|---|---|---|---|---|---|---|');
+    console.log('\n| binary | JS naming | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | BPF ns/run, median [min, max] | peak RSS (MiB), median | V8 heap reads per sample, median | KiB read per sample, median |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const services of SERVICES) {
       for (const hz of RATES) {
         for (const bin of BINS) {
@@ -256,7 +192,9 @@ async function measure(services, hz, endpoint, bin, naming) {
             const pct = spread(mine.map((r) => r.cpuPct));
             const ns = spread(mine.map((r) => r.nsPerRun));
             const rss = spread(mine.map((r) => r.rss));
-            console.log(`| ${path.relative(root, bin)} | ${naming} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(ns.median, 0)} [${f(ns.min, 0)}, ${f(ns.max, 0)}] | ${f(rss.median)} |`);
+            const reads = spread(mine.map((r) => r.readsPerSample));
+            const kib = spread(mine.map((r) => r.kibPerSample));
+            console.log(`| ${path.relative(root, bin)} | ${naming} | ${services} | ${hz} | ${mine.length} | ${f(us.median, 0)} [${f(us.min, 0)}, ${f(us.max, 0)}] | ${f(pct.median, 2)} [${f(pct.min, 2)}, ${f(pct.max, 2)}] | ${f(ns.median, 0)} [${f(ns.min, 0)}, ${f(ns.max, 0)}] | ${f(rss.median)} | ${f(reads.median)} | ${f(kib.median)} |`);
           }
         }
       }

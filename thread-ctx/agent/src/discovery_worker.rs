@@ -5,6 +5,7 @@
 //! channel; every read of a target runs under its [`Heartbeat`], one process
 //! at a time, so the loop can tell a stuck read from a slow scan.
 
+use super::object_sites::ObjectSites;
 use super::registry::{Registry, State};
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
@@ -18,8 +19,8 @@ use thread_ctx_discovery::remote_memory::RemoteMemory;
 use thread_ctx_discovery::resource::resource_of;
 use thread_ctx_discovery::{discover, Discovery};
 use thread_ctx_profile::pipeline::watchdog::Heartbeat;
-use thread_ctx_sampler::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
-use thread_ctx_sampler::{V8FramesError, V8Process, V8Sites};
+use thread_ctx_sampler::alloc_probe::{ProbeSite, ProbeSiteError};
+use thread_ctx_sampler::{V8FramesError, V8Process};
 
 /// What discovery tells the sampling loop.
 pub enum Found {
@@ -51,21 +52,14 @@ pub struct DiscoveryConfig {
     pub host_name: String,
     /// Allocations are sampled: find each process's allocation probe site.
     pub alloc: bool,
+    /// Probe sites and V8 layouts by `node` object (each read once).
+    pub sites: ObjectSites,
 }
 
 /// Runs one discovery worker until it is retired or the loop hangs up.
 pub fn run(config: DiscoveryConfig, registry: Arc<Registry>, beat: Heartbeat, to_loop: Sender<Found>) {
     beat.bind_current_thread();
-    let mut worker = Worker {
-        config,
-        registry,
-        beat,
-        to_loop,
-        scanner: HostScanner::new(),
-        contexts: HashMap::new(),
-        probe_sites: ProbeSites::new(),
-        v8_sites: V8Sites::new(),
-    };
+    let mut worker = Worker { config, registry, beat, to_loop, scanner: HostScanner::new(), contexts: HashMap::new() };
     loop {
         let next = Instant::now() + worker.config.scan_interval;
         if worker.beat.retired() || worker.registry.stopping() || !worker.scan() {
@@ -88,10 +82,6 @@ struct Worker {
     /// (a rescan reads those 32 bytes, not the whole maps), or when its maps were last read
     /// for one it had not published yet.
     contexts: HashMap<u32, Context>,
-    /// Allocation probe offsets per `node` object (read once per build id).
-    probe_sites: ProbeSites,
-    /// V8 layouts by node binary (each read once).
-    v8_sites: V8Sites,
 }
 
 #[derive(Clone, Copy)]
@@ -156,9 +146,8 @@ impl Worker {
                 };
                 self.contexts.insert(key.pid, context);
                 let resource = resource_of(&d, &self.config.host_name);
-                let alloc_site = self.config.alloc.then(|| self.probe_sites.site(key.pid));
-                let v8 = self.v8_sites.process(key.pid);
-                Found::Track { key, discovery: Box::new(d), resource, alloc_site, v8 }
+                let sites = self.config.sites.of(key.pid, self.config.alloc);
+                Found::Track { key, discovery: Box::new(d), resource, alloc_site: sites.alloc, v8: sites.v8 }
             }
             Err(e) => Found::Refused { key, reason: e.to_string() },
         }

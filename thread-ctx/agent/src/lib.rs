@@ -17,6 +17,7 @@
 mod cpu_throttling;
 mod discovery_worker;
 mod heap;
+mod object_sites;
 mod registry;
 mod window_stats;
 
@@ -24,6 +25,7 @@ pub use heap::HeapStats;
 pub use window_stats::WindowStats;
 
 use discovery_worker::{DiscoveryConfig, Found};
+use object_sites::ObjectSites;
 use registry::{Registry, State};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -36,8 +38,8 @@ use thread_ctx_discovery::{discover, Discovery, WriterError};
 use thread_ctx_profile::pipeline::watchdog::{stuck_note, Heartbeat, Supervised};
 use thread_ctx_profile::pipeline::{Identity, Pipeline, PipelineError, Symbolize};
 use thread_ctx_profile::sink::WindowSink;
-use thread_ctx_sampler::alloc_probe::{ProbeSite, ProbeSiteError, ProbeSites};
-use thread_ctx_sampler::{Counters, SamplerOptions, V8FramesError, V8Process, V8Sites, MAX_TARGETS};
+use thread_ctx_sampler::alloc_probe::{ProbeSite, ProbeSiteError};
+use thread_ctx_sampler::{Counters, SamplerOptions, V8FramesError, V8Process, MAX_TARGETS};
 
 /// How long the loop waits for events at most before looking at the clock again. The ring buffer
 /// holds a second of events and wakes the loop a quarter full; this bounds how late a stop, a
@@ -123,6 +125,8 @@ pub struct Agent {
     window_start_unix_ns: u64,
     counters_at_start: Counters,
     stats: WindowStats,
+    /// Probe sites and V8 layouts by `node` object, for every discovery.
+    sites: ObjectSites,
     /// Things worth a line on stderr (a process tracked, skipped, or gone), taken by the caller.
     notes: Vec<String>,
     /// Each process's cgroup CPU throttling, put on its window before a sink gets it.
@@ -146,13 +150,14 @@ impl Agent {
             window_start_unix_ns: unix_now_ns(),
             counters_at_start: Counters::default(),
             stats: WindowStats::default(),
+            sites: ObjectSites::default(),
             notes: Vec::new(),
             throttling: cpu_throttling::ThrottlingReader::new(),
             opts,
         };
         for pid in agent.opts.pids.clone() {
             let key = ProcessKey::of(pid).ok_or(AgentError::Pid { pid, cause: PidError::NoProcess })?;
-            let (d, alloc_site, v8) = discover_within(pid, agent.opts.sampler.alloc, agent.opts.process_timeout)
+            let (d, alloc_site, v8) = discover_within(pid, agent.sites.clone(), agent.opts.sampler.alloc, agent.opts.process_timeout)
                 .map_err(|e| AgentError::Pid { pid, cause: PidError::Read(e) })?;
             let resource = resource_of(&d, &agent.host_name);
             agent.track(key, d, resource, alloc_site, v8).map_err(|e| AgentError::Pid { pid, cause: PidError::Track(e) })?;
@@ -373,6 +378,7 @@ impl Agent {
             host_wide: self.opts.pids.is_empty(),
             host_name: self.host_name.clone(),
             alloc: self.opts.sampler.alloc,
+            sites: self.sites.clone(),
         }
     }
 
@@ -393,12 +399,15 @@ type Discovered = (Discovery, Option<Result<ProbeSite, ProbeSiteError>>, Result<
 
 /// The process's discovery, its allocation probe site (allocations on) and its V8 layout: read
 /// on a thread of their own, given up after `timeout` (the thread is left behind).
-fn discover_within(pid: u32, alloc: bool, timeout: Duration) -> Result<Discovered, ReadError> {
+fn discover_within(pid: u32, sites: ObjectSites, alloc: bool, timeout: Duration) -> Result<Discovered, ReadError> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("discover".into())
         .spawn(move || {
-            let found = discover(pid as i32).map(|d| (d, alloc.then(|| ProbeSites::new().site(pid)), V8Sites::new().process(pid)));
+            let found = discover(pid as i32).map(|d| {
+                let s = sites.of(pid, alloc);
+                (d, s.alloc, s.v8)
+            });
             // Nobody may be listening any more (timed out): nothing to do then.
             let _ = tx.send(found);
         })

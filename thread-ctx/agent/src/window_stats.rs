@@ -64,6 +64,10 @@ impl WindowStats {
         if c.js_heap_named + c.js_heap_missed > 0 {
             line += &format!(", JS frames named from V8 heaps: {} (not: {})", c.js_heap_named, c.js_heap_missed);
         }
+        if c.js_heap_reads.calls > 0 {
+            let r = c.js_heap_reads;
+            line += &format!(", V8 heap reads: {} ({:.1} MiB)", r.calls, r.bytes as f64 / (1 << 20) as f64);
+        }
         let unnamed_js = thread_ctx_profile::symbolizer::processes_with_unnamed_js();
         if unnamed_js > 0 {
             line += &format!(", {unnamed_js} processes with unnamed JS frames (no perf map or jitdump)");

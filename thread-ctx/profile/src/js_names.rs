@@ -10,23 +10,59 @@
 
 use super::frame::{Frame, JsTier, SourcePos};
 use super::js_key::{JsKey, JS_FRAME_BY_CODE};
+use std::cell::Cell;
 use thread_ctx_discovery::maps::Mapping;
-use thread_ctx_discovery::remote_memory::RemoteMemory;
+use thread_ctx_discovery::remote_memory::{RemoteMemory, MAX_IOVECS};
 use thread_ctx_sampler::event::{JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
 use thread_ctx_sampler::V8Process;
 use thread_ctx_v8::cache::CacheSize;
 use thread_ctx_v8::code::Tier;
 use thread_ctx_v8::memory::{Fault, HeapMemory};
 use thread_ctx_v8::namer::{CacheSizes, Stats};
+use thread_ctx_v8::snapshot::Snapshot;
 use thread_ctx_v8::tagged::smi_word;
 use thread_ctx_v8::{FrameInput, LeafRegisters, Namer, PcRegion};
 
-/// The target's memory as the namer reads it.
-struct TargetHeap(RemoteMemory);
+/// The target's memory as the namer reads it, with what the reads cost.
+struct TargetHeap {
+    memory: RemoteMemory,
+    reads: Cell<HeapReads>,
+}
+
+/// Reads of a target's heap so far: system calls (`process_vm_readv`) and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeapReads {
+    pub calls: u64,
+    pub bytes: u64,
+}
+
+impl std::ops::AddAssign for HeapReads {
+    fn add_assign(&mut self, o: HeapReads) {
+        self.calls += o.calls;
+        self.bytes += o.bytes;
+    }
+}
+
+impl TargetHeap {
+    fn count(&self, calls: u64, bytes: u64) {
+        let mut r = self.reads.get();
+        r += HeapReads { calls, bytes };
+        self.reads.set(r);
+    }
+}
 
 impl HeapMemory for TargetHeap {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        self.0.read(addr, buf, "V8 heap").map_err(|_| Fault { addr, len: buf.len() })
+        self.count(1, buf.len() as u64);
+        self.memory.read(addr, buf, "V8 heap").map_err(|_| Fault { addr, len: buf.len() })
+    }
+
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Result<(), Fault>> {
+        let ok = self.memory.read_many(reads);
+        // A call per MAX_IOVECS reads, and one more after each failed read.
+        let failed = ok.iter().filter(|&&o| !o).count();
+        self.count(reads.len().div_ceil(MAX_IOVECS) as u64 + failed as u64, reads.iter().map(|(_, b)| b.len() as u64).sum());
+        reads.iter().zip(ok).map(|((addr, buf), ok)| if ok { Ok(()) } else { Err(Fault { addr: *addr, len: buf.len() }) }).collect()
     }
 }
 
@@ -61,22 +97,64 @@ fn tier_of(t: Tier) -> JsTier {
 pub struct JsNames {
     process: V8Process,
     namer: Namer,
-    heap: TargetHeap,
+    /// The target's heap, with each batch's checks read at once in front of it.
+    heap: Snapshot<TargetHeap>,
+}
+
+/// What naming a key asks of the namer.
+enum Ask {
+    /// The innermost frame of generated code whose frame holds no function: its code object.
+    ByCode {
+        pc: u64,
+        floor: u64,
+    },
+    Frame(FrameInput),
 }
 
 impl JsNames {
     pub fn new(pid: i32, process: V8Process) -> Self {
         let namer = Namer::new(process.object.layout.clone(), process.object.bytecode_sizes.clone());
-        JsNames { process, namer, heap: TargetHeap(RemoteMemory::new(pid)) }
+        let heap = TargetHeap { memory: RemoteMemory::new(pid), reads: Cell::new(HeapReads::default()) };
+        JsNames { process, namer, heap: Snapshot::new(heap) }
     }
 
     /// The frames of `key`; None when the heap does not name it (its pc is then named as before).
     pub fn name(&mut self, key: &JsKey, maps: &[Mapping]) -> Option<JsNamed> {
+        let ask = self.ask(key, maps)?;
+        let named = self.name_asked(key, ask);
+        // What it read of the target is not kept past its naming.
+        self.heap.clear();
+        named
+    }
+
+    /// The frames of each key, named as one batch: what checks the namer's cached objects is
+    /// read from the target at once first (one system call, not one per object).
+    pub fn name_batch(&mut self, keys: &[JsKey], maps: &[Mapping]) -> Vec<Option<JsNamed>> {
+        self.namer.next_batch();
+        let asks: Vec<Option<Ask>> = keys.iter().map(|k| self.ask(k, maps)).collect();
+        let inputs: Vec<FrameInput> = asks
+            .iter()
+            .flatten()
+            .map(|a| match a {
+                Ask::Frame(input) => input.clone(),
+                &Ask::ByCode { pc, floor } => {
+                    FrameInput { pc, region: PcRegion::Jit { floor }, leaf: true, shared: 0, bytecode_array: 0, bytecode_offset: 0, registers: None }
+                }
+            })
+            .collect();
+        let reads = self.namer.batch_reads(&inputs);
+        self.heap.take(&reads);
+        let named = keys.iter().zip(asks).map(|(key, ask)| self.name_asked(key, ask?)).collect();
+        self.heap.clear();
+        named
+    }
+
+    /// What naming `key` asks of the namer; None for a frame the heap cannot name.
+    fn ask(&self, key: &JsKey, maps: &[Mapping]) -> Option<Ask> {
         let region = self.process.region(maps, key.pc);
         if key.flags & JS_FRAME_BY_CODE != 0 {
             let PcRegion::Jit { floor } = region else { return None };
-            let named = self.namer.name_by_code(&self.heap, key.pc, floor).ok()?;
-            return Some(JsNamed { frames: named.frames.into_iter().map(frame_of).collect(), builtin_pc: None });
+            return Some(Ask::ByCode { pc: key.pc, floor });
         }
         let mut input = FrameInput {
             pc: key.pc,
@@ -103,6 +181,17 @@ impl JsNames {
                 .collect();
             input.registers = Some(LeafRegisters { bytecode_array: 0, bytecode_offset: 0, return_candidates });
         }
+        Some(Ask::Frame(input))
+    }
+
+    fn name_asked(&mut self, key: &JsKey, ask: Ask) -> Option<JsNamed> {
+        let input = match ask {
+            Ask::ByCode { pc, floor } => {
+                let named = self.namer.name_by_code(&self.heap, pc, floor).ok()?;
+                return Some(JsNamed { frames: named.frames.into_iter().map(frame_of).collect(), builtin_pc: None });
+            }
+            Ask::Frame(input) => input,
+        };
         let named = self.namer.name(&self.heap, &input).ok()?;
         // A builtin with JS linkage has no script of its own: its ELF symbol names it better.
         if named.frames.iter().all(|f| f.script.is_none() && f.tier.is_none()) {
@@ -126,6 +215,11 @@ impl JsNames {
     pub fn counts(&self) -> (u64, u64) {
         let s = &self.namer.stats;
         (s.named, s.missed() - s.misses[thread_ctx_v8::Miss::NotJsFrame.index()])
+    }
+
+    /// What reading the target's heap has cost so far.
+    pub fn reads(&self) -> HeapReads {
+        self.heap.inner().reads.get()
     }
 
     pub fn cache_sizes(&self) -> CacheSizes {

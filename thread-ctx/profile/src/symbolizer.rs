@@ -15,11 +15,11 @@ use super::aggregate::{lookup_addr, Space};
 use super::frame::Frame;
 use super::jitdump::{self, JitDumpFile};
 use super::js_key::JsKey;
-use super::js_names::JsNames;
+use super::js_names::{JsNamed, JsNames};
 use super::native_symbols::{NativeSymbols, ObjectId};
 use super::perf_map_reader::{PerfMapReader, PerfMapStatus};
 use super::source_map::SourceMaps;
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -287,14 +287,16 @@ impl Symbolizer {
 
     /// Names JS frames not named yet in this window.
     pub fn name_js(&mut self, keys: &[JsKey]) {
-        if let Some(js) = self.js.as_mut() {
-            js.next_batch();
-        }
-        for key in keys {
-            if !self.js_named.contains_key(key) {
-                let indexes = self.js_indexes(key);
-                self.js_named.insert(*key, indexes);
-            }
+        let mut seen = HashSet::new();
+        let new: Vec<JsKey> = keys.iter().filter(|k| !self.js_named.contains_key(k) && seen.insert(**k)).copied().collect();
+        let named = match self.js.as_mut() {
+            Some(js) if !new.is_empty() => js.name_batch(&new, &self.maps),
+            _ => Vec::new(),
+        };
+        let mut named = named.into_iter();
+        for key in new {
+            let indexes = self.js_indexes_of(&key, named.next().flatten());
+            self.js_named.insert(key, indexes);
         }
     }
 
@@ -308,11 +310,16 @@ impl Symbolizer {
     }
 
     fn js_indexes(&mut self, key: &JsKey) -> Vec<usize> {
-        let by_pc = |s: &mut Self, pc: u64| s.frame_index(Space::User, lookup_addr(pc, key.depth as usize));
         let named = match self.js.as_mut() {
             Some(js) => js.name(key, &self.maps),
             None => None,
         };
+        self.js_indexes_of(key, named)
+    }
+
+    /// The indexes of `key`'s frames as the heap named them, or of its pc's name (`named` None).
+    fn js_indexes_of(&mut self, key: &JsKey, named: Option<JsNamed>) -> Vec<usize> {
+        let by_pc = |s: &mut Self, pc: u64| s.frame_index(Space::User, lookup_addr(pc, key.depth as usize));
         let Some(named) = named else { return vec![by_pc(self, key.pc)] };
         let mut indexes = Vec::with_capacity(named.frames.len() + 1);
         if let Some(pc) = named.builtin_pc {

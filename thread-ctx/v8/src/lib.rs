@@ -25,6 +25,7 @@
 //! The crate reads the target only through [`memory::HeapMemory`]; the agent
 //! gives it its reader of another process's memory.
 
+pub mod batch_reads;
 pub mod bytecode;
 pub mod cache;
 pub mod code;
@@ -39,6 +40,7 @@ pub mod memory;
 pub mod namer;
 pub mod position_table;
 pub mod script;
+pub mod snapshot;
 pub mod string;
 pub mod supported;
 pub mod symbols;

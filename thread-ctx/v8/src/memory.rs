@@ -18,11 +18,22 @@ pub struct Fault {
 /// of another process, and by the heap images of the tests and fuzz targets.
 pub trait HeapMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
+
+    /// Fills each buffer from its address, as many at once as the memory allows (a live
+    /// process: up to 1,024 in one system call). A read that fails is a [`Fault`] in its
+    /// place and leaves the others unaffected.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Result<(), Fault>> {
+        reads.iter_mut().map(|(addr, buf)| self.read(*addr, buf)).collect()
+    }
 }
 
 impl<M: HeapMemory + ?Sized> HeapMemory for &M {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         (**self).read(addr, buf)
+    }
+
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Result<(), Fault>> {
+        (**self).read_many(reads)
     }
 }
 

@@ -118,11 +118,11 @@ struct BytecodeInfo {
 
 /// Names the JS frames of one process.
 pub struct Namer {
-    layout: Layout,
+    pub(crate) layout: Layout,
     bytecode_sizes: Option<BytecodeSizes>,
-    functions: BoundedCache<Arc<FunctionInfo>>,
-    scripts: BoundedCache<Arc<ScriptInfo>>,
-    codes: BoundedCache<Arc<CodeInfo>>,
+    pub(crate) functions: BoundedCache<Arc<FunctionInfo>>,
+    pub(crate) scripts: BoundedCache<Arc<ScriptInfo>>,
+    pub(crate) codes: BoundedCache<Arc<CodeInfo>>,
     bytecodes: BoundedCache<Arc<BytecodeInfo>>,
     learned: LearnedMaps,
     pub stats: Stats,
@@ -223,14 +223,13 @@ impl Namer {
     fn name_in<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput) -> Result<NamedFrame, Miss> {
         let function = self.function(heap, input.shared)?;
         let bytecode_offset = smi(input.bytecode_offset);
-        let interpreted = bytecode_offset.is_some() && heap.instance_type(input.bytecode_array).ok() == Some(self.layout.types.bytecode_array);
         if let PcRegion::Jit { floor } = input.region {
             match self.frame_code(heap, input, floor) {
                 Ok(code) => return self.name_in_code(heap, input, &function, &code, input.pc, input.leaf),
                 // An interpreted frame whose pc is in its function's own copy of the interpreter's
                 // entry trampoline (--interpreted-frames-native-stack: a builtin's code, no
                 // function's): named by its bytecode offset, as any.
-                Err(_) if interpreted => {}
+                Err(_) if bytecode_offset.is_some() && self.is_bytecode_array(heap, input.bytecode_array) => {}
                 Err(m) => return Err(m),
             }
         }
@@ -246,6 +245,7 @@ impl Namer {
                 }
             }
         }
+        let interpreted = bytecode_offset.is_some() && self.is_bytecode_array(heap, input.bytecode_array);
         if !interpreted {
             // A builtin with JS linkage (or a frame V8 has not finished setting up).
             return Ok(NamedFrame { frames: vec![self.js_frame(heap, &function, None, None)], pc: input.pc });
@@ -267,6 +267,9 @@ impl Namer {
         if self.belongs(&code, input) {
             return Ok(code);
         }
+        if code.tier.is_none() {
+            return Err(Miss::NoCode); // no function's code: kept, not looked for again
+        }
         // V8 reused the code's addresses for another function's: look again, once.
         self.codes.remove(code.start);
         let code = self.code(heap, input.pc, floor)?;
@@ -280,8 +283,9 @@ impl Namer {
     /// Whether generated code `code` is the code of the frame `input`.
     fn belongs(&self, code: &CodeInfo, input: &FrameInput) -> bool {
         match code.tier {
-            Tier::Baseline => code.bytecode_array == Some(input.bytecode_array),
-            _ => code.function == Some(input.shared),
+            Some(Tier::Baseline) => code.bytecode_array == Some(input.bytecode_array),
+            Some(_) => code.function == Some(input.shared),
+            None => false,
         }
     }
 
@@ -296,7 +300,8 @@ impl Namer {
     ) -> Result<NamedFrame, Miss> {
         // A return address is one past its call: the call's position is one byte back.
         let offset = pc - code.start - if sampled || pc == code.start { 0 } else { 1 };
-        if code.tier == Tier::Baseline {
+        let Some(tier) = code.tier else { return Err(Miss::NoCode) };
+        if tier == Tier::Baseline {
             let bytecode_array = code.bytecode_array.unwrap_or(input.bytecode_array);
             let bytecodes = self.bytecodes_of(heap, bytecode_array);
             let position = match (&self.bytecode_sizes, bytecodes) {
@@ -321,12 +326,12 @@ impl Namer {
             }
             let inlined = if index >= 0 { *code.inlined.get(index as usize).ok_or(Miss::BadLength)? } else { input.shared };
             let info = self.function(heap, inlined)?;
-            let mut frame = self.js_frame(heap, &info, Some(p), Some(code.tier));
+            let mut frame = self.js_frame(heap, &info, Some(p), Some(tier));
             frame.inlined = true;
             frames.push(frame);
             position = Some(caller);
         }
-        frames.push(self.js_frame(heap, function, position, Some(code.tier)));
+        frames.push(self.js_frame(heap, function, position, Some(tier)));
         Ok(NamedFrame { frames, pc })
     }
 
@@ -466,6 +471,24 @@ impl Namer {
         let span = l.bytecode_length.max(l.bytecode_position_table) + 8;
         let header = heap.mem.bytes_at(untag(array)?, span as usize)?;
         Ok(vec![word(&header, 0), word(&header, l.bytecode_length as usize), word(&header, l.bytecode_position_table as usize)])
+    }
+
+    /// `array` is a bytecode array this namer has cached, still what it was.
+    /// Whether `tagged` is a BytecodeArray. One cached and checked (its map word among what is
+    /// checked) is one: its type needs no read of its map then.
+    fn is_bytecode_array<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, tagged: u64) -> bool {
+        self.cached_bytecode_array(heap, tagged) || heap.instance_type(tagged).ok() == Some(self.layout.types.bytecode_array)
+    }
+
+    fn cached_bytecode_array<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> bool {
+        if self.bytecodes.fresh(array).is_some() {
+            return true;
+        }
+        if self.bytecodes.peek(array).is_none() {
+            return false;
+        }
+        let Ok(fingerprint) = self.bytecode_fingerprint(heap, array) else { return false };
+        self.bytecodes.get_valid(array, |_, old| old == fingerprint.as_slice()).is_some()
     }
 
     fn bytecode_info<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> Result<Arc<BytecodeInfo>, Miss> {

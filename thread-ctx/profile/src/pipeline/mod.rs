@@ -148,6 +148,8 @@ pub struct PipelineCounters {
     /// by their pc instead: perf map, jitdump, ELF symbol), over the tracked processes.
     pub js_heap_named: u64,
     pub js_heap_missed: u64,
+    /// Reads of those heaps (each a system call), over the tracked processes.
+    pub js_heap_reads: crate::js_names::HeapReads,
     /// What the bounded caches hold now.
     pub cached: CacheSizes,
 }
@@ -563,6 +565,7 @@ impl Pipeline {
             c.cached.v8_bytes = g(&w.counters.v8_bytes);
             c.js_heap_named = g(&w.counters.js_heap_named);
             c.js_heap_missed = g(&w.counters.js_heap_missed);
+            c.js_heap_reads = crate::js_names::HeapReads { calls: g(&w.counters.js_heap_reads), bytes: g(&w.counters.js_heap_read_bytes) };
         }
         c.cached.attr_sets = self.processes.values().map(|p| p.decoder.attrs_cached() as u64).sum();
         for b in self.processes.values().filter_map(|p| p.builder.as_ref()) {
@@ -572,6 +575,7 @@ impl Pipeline {
                 let (named, missed) = js.counts();
                 c.js_heap_named += named;
                 c.js_heap_missed += missed;
+                c.js_heap_reads += js.reads();
                 c.cached.v8_entries += js.cached().entries as u64;
                 c.cached.v8_bytes += js.cached().bytes as u64;
             }

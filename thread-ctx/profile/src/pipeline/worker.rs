@@ -75,6 +75,9 @@ pub struct WorkerCounters {
     /// JS frames named from V8 heaps, and not, by the processes the worker names now.
     pub js_heap_named: AtomicU64,
     pub js_heap_missed: AtomicU64,
+    /// Reads of those heaps (system calls) and their bytes.
+    pub js_heap_reads: AtomicU64,
+    pub js_heap_read_bytes: AtomicU64,
 }
 
 /// How long an idle worker sleeps before it looks at its heartbeat again. Closing the queue
@@ -325,6 +328,7 @@ impl Worker {
         c.objects_open.store(natives.objects_open() as u64, Ordering::Relaxed);
         let (mut js, mut threads, mut maps, mut js_held, mut threads_held) = (0, 0, 0, 0, 0);
         let (mut v8_entries, mut v8_bytes, mut named, mut missed) = (0, 0, 0, 0);
+        let mut reads = crate::js_names::HeapReads::default();
         for (_, b) in self.builders.values() {
             js += b.symbolizer().js_names_evicted();
             threads += b.thread_names_evicted;
@@ -336,8 +340,11 @@ impl Worker {
                 (v8_entries, v8_bytes) = (v8_entries + size.entries as u64, v8_bytes + size.bytes as u64);
                 let (n, m) = j.counts();
                 (named, missed) = (named + n, missed + m);
+                reads += j.reads();
             }
         }
+        c.js_heap_reads.store(reads.calls, Ordering::Relaxed);
+        c.js_heap_read_bytes.store(reads.bytes, Ordering::Relaxed);
         c.v8_entries.store(v8_entries, Ordering::Relaxed);
         c.v8_bytes.store(v8_bytes, Ordering::Relaxed);
         c.js_heap_named.store(named, Ordering::Relaxed);

@@ -1,0 +1,100 @@
+'use strict';
+// What the agent benchmarks (bench/agent/run.js, features.js) share: the processes they start
+// (killed however the benchmark ends), an agent's CPU time and peak RSS from /proc, waiting for a
+// line, the test Collector the agent exports to, and the BPF programs an agent loads.
+const { spawn, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '../..');
+const collectorBin = path.join(root, 'target/otelcol/otelcol-thread-ctx');
+
+// Every process the benchmark starts is killed however it ends (an error, Ctrl-C): twenty busy
+// services left behind would load the machine long after.
+const started = new Set();
+function track(child) {
+  started.add(child);
+  child.on('exit', () => started.delete(child));
+  return child;
+}
+process.on('exit', () => {
+  for (const c of started) c.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(1));
+
+const clk = Number(execFileSync('getconf', ['CLK_TCK']).toString());
+/** A process's CPU time so far (utime + stime), in seconds. */
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / clk;
+}
+/** A process's peak RSS (VmHWM), in MiB. */
+function peakRssMiB(pid) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+/** Resolves with what the child printed (stdout and stderr) once it printed `text`. */
+function waitFor(child, text) {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`no "${text}" within 60 s: ${seen.slice(-400)}`)), 60000);
+    const onData = (d) => {
+      seen += d;
+      if (seen.includes(text)) {
+        clearTimeout(timer);
+        resolve(seen);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+  });
+}
+
+/** The test Collector (discarding what it receives), its OTLP/gRPC endpoint and its OTLP/HTTP
+ * traces endpoint; null when it is not built. */
+async function startCollector() {
+  if (!fs.existsSync(collectorBin)) return null;
+  const [grpc, http] = [await freePort(), await freePort()];
+  const collector = track(spawn(collectorBin, ['--config', path.join(root, 'collector/config.yaml'), '--feature-gates=+service.profilesSupport'], {
+    env: { ...process.env, OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_OUTPUT: '/dev/null' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }));
+  await waitFor(collector, 'Everything is ready');
+  return { collector, endpoint: `http://127.0.0.1:${grpc}`, tracesEndpoint: `http://127.0.0.1:${http}/v1/traces` };
+}
+
+/** The BPF programs loaded now whose name is one of `names` (bpftool), with their kernel stats. */
+function bpfPrograms(names) {
+  try {
+    return JSON.parse(execFileSync('bpftool', ['prog', 'show', '-j']).toString()).filter((x) => names.includes(x.name));
+  } catch {
+    return [];
+  }
+}
+
+/** Turns kernel BPF stats on; returns what restores the setting. */
+function enableBpfStats() {
+  try {
+    const was = fs.readFileSync('/proc/sys/kernel/bpf_stats_enabled', 'utf8').trim();
+    fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', '1');
+    return () => fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', was);
+  } catch {
+    return () => {};
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const loadAverage = () => os.loadavg()[0];
+
+module.exports = { root, track, cpuSeconds, peakRssMiB, freePort, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep, loadAverage };
