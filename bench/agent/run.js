@@ -123,12 +123,13 @@ async function measure(services, hz, endpoint, bin, naming) {
   const allocNs = alloc0 && alloc1 ? alloc1.runTimeNs - alloc0.runTimeNs : 0;
   const runs = bpf0 && bpf1 ? bpf1.runs - bpf0.runs : 0;
   const runNs = bpf0 && bpf1 ? bpf1.runTimeNs - bpf0.runTimeNs : 0;
-  const named = stderr.split('\n').filter((l) => l.includes('JS frames named from V8 heaps')).pop() || '';
+  // JS frames of the CPU samples (once per sample), as each window's status line counts them.
+  const namingLine = / JS frames in the CPU samples symbolized since the last line: \d+ named \((\d+) from V8 heaps, \d+ from perf maps\), (\d+) unnamed/;
   return {
     bin,
     naming,
-    heapNamed: num(named, /JS frames named from V8 heaps: (\d+)/),
-    heapMissed: num(named, /JS frames named from V8 heaps: \d+ \(not: (\d+)\)/),
+    heapNamed: windows.reduce((a, l) => a + num(l, namingLine), 0),
+    heapMissed: windows.reduce((a, l) => a + Number((l.match(namingLine) || [])[2] || 0), 0),
     services,
     hz,
     cpuPct: (100 * (cpu1 - cpu0)) / wall,
@@ -174,7 +175,7 @@ async function measure(services, hz, endpoint, bin, naming) {
   const allocation = ALLOC ? ', allocations on (agent --alloc, services at 512 KiB)' : '';
   console.log(`thread-ctx agent, ${SECONDS} s per row, 10 s windows, ${os.cpus().length} CPUs, export: ${endpoint ? 'OTLP gRPC to the test Collector' : 'pprof files'}${allocation}`);
   const allocHead = ALLOC ? ' allocation samples/s | alloc BPF ns/run |' : '';
-  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames named from the heap (not) | V8 heap reads per sample | KiB read per sample |${allocHead} load (1 min) |`);
+  console.log(`| binary | JS naming | services | Hz | agent CPU (% of a core) | agent CPU per sample (µs) | peak RSS (MiB) | samples/s | with a span | OTLP samples exported/s | dropped | BPF ns/run | BPF ns/sample (<=) | JS frames in samples named from the heap (unnamed) | V8 heap reads per sample | KiB read per sample |${allocHead} load (1 min) |`);
   console.log(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|${ALLOC ? '---|---|' : ''}---|`);
   for (const r of rows) {
     const allocCols = ALLOC ? ` ${f(r.allocsPerSec)} | ${f(r.allocNsPerRun, 0)} |` : '';

@@ -256,6 +256,9 @@ impl Agent {
     }
 
     fn write(&mut self, sink: &mut dyn WindowSink, w: &thread_ctx_profile::window::Window) {
+        for p in &w.processes {
+            self.stats.js_naming.add(&p.profile.js_naming, 1);
+        }
         if let Err(e) = sink.write(w) {
             self.notes.push(e.to_string());
         }

@@ -3,6 +3,7 @@
 use super::HeapStats;
 use thread_ctx_otlp::ExporterStats;
 use thread_ctx_profile::pipeline::PipelineCounters;
+use thread_ctx_profile::JsNaming;
 
 /// What happened during a window.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +25,10 @@ pub struct WindowStats {
     /// Allocation samples delivered (agent --alloc).
     pub alloc_samples: u64,
     pub dropped_ring_full: u64,
+    /// How the JS frames of the CPU samples in the windows symbolized since the last status
+    /// line were named, counted once per sample (the symbolization thread finishes a window
+    /// after its line: these are mostly the window before's).
+    pub js_naming: JsNaming,
     /// Cache evictions and drops since the agent started, and what the caches hold now.
     pub counters: PipelineCounters,
     /// The agent's heap at the window's end.
@@ -57,12 +62,12 @@ impl WindowStats {
             line += &format!(", {} allocation samples", self.alloc_samples);
         }
         line += &format!(", dropped: {} ring buffer full", self.dropped_ring_full);
+        if !self.js_naming.is_empty() {
+            line += &format!(", JS frames in the CPU samples symbolized since the last line: {}", self.js_naming);
+        }
         line += &format!("; since start: dropped {} over the distinct-stack cap", c.dropped_entry_cap);
         if c.dropped_behind > 0 {
             line += &format!(", {} addresses with symbolization behind", c.dropped_behind);
-        }
-        if c.js_heap_named + c.js_heap_missed > 0 {
-            line += &format!(", JS frames named from V8 heaps: {} (not: {})", c.js_heap_named, c.js_heap_missed);
         }
         if c.js_heap_reads.calls > 0 {
             let r = c.js_heap_reads;

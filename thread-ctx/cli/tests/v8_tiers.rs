@@ -13,6 +13,14 @@
 //! Maglev is tested where
 //! it is built in (Node 24 and 26; `v8_enable_maglev` is 0 in the official 18,
 //! 20 and 22).
+//!
+//! The same again with node's profiling flags on (`with_perf_flags`): `--perf-prof`
+//! (a jitdump), `--perf-basic-prof-only-functions` (a perf map) and
+//! `--interpreted-frames-native-stack` (a copy of the interpreter's entry trampoline
+//! per function, on the native stack): a frame the heap names is named from the
+//! heap, to the sampled line, in every tier, whatever else the process writes. The
+//! flags only add sources; `--perf-basic-prof` writes the perf map of
+//! `-only-functions` plus the stubs', which the heap does not name either way.
 
 use thread_ctx_test_support::process as common;
 mod profile_common;
@@ -52,6 +60,13 @@ struct Tally {
 }
 
 fn run(major: &str) {
+    run_with(major, &[]);
+}
+
+/// The profiling flags the second set of rows runs with.
+const PERF_FLAGS: [&str; 3] = ["--perf-prof", "--perf-basic-prof-only-functions", "--interpreted-frames-native-stack"];
+
+fn run_with(major: &str, perf_flags: &[&str]) {
     let maglev = thread_ctx_v8::supported::for_node(major.parse().unwrap()).expect("a supported Node").maglev;
     let tiers: Vec<&str> = if maglev { vec!["Interpreted", "Baseline", "Maglev", "Turbofan"] } else { vec!["Interpreted", "Baseline", "Turbofan"] };
     let mut cmd = std::process::Command::new(node(major));
@@ -60,7 +75,10 @@ fn run(major: &str) {
         cmd.arg("--maglev-filter=loopsMaglev");
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf();
-    cmd.arg(fixture("v8_tiers.js")).arg(&root).arg(tiers.join(",")).arg("200");
+    cmd.args(perf_flags).arg(fixture("v8_tiers.js")).arg(&root).arg(tiers.join(",")).arg("200");
+    // Where --perf-prof writes its jitdump (jit-PID.dump), removed with the directory.
+    let cwd = tempfile::tempdir().unwrap();
+    cmd.current_dir(cwd.path());
     let w = start_writer(cmd, false);
     let mut phases = Phases::new(EDGE_NS);
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
@@ -99,6 +117,7 @@ fn run(major: &str) {
             *tally.seen.entry(format!("{name}:{} {}", f["line"], f["tier"])).or_default() += 1;
         }
     }
+    let major = format!("{major}{}", perf_flags.iter().map(|f| format!(" {f}")).collect::<String>());
     let mut report = format!("Node {major}: {recordings} recordings, {:.1} s\n", start.elapsed().as_secs_f64());
     let mut failures = Vec::new();
     for tier in &tiers {
@@ -131,11 +150,26 @@ fn run(major: &str) {
 }
 
 // One test per Node version (`cargo test --test v8_tiers node_22` runs one), one at a time, and one
-// that every supported version has its row.
-thread_ctx_test_support::node_rows!(run, thread_ctx_v8::supported::node_majors();
-    (node_18_names_each_loop_at_its_line_in_every_tier, "18"),
-    (node_20_names_each_loop_at_its_line_in_every_tier, "20"),
-    (node_22_names_each_loop_at_its_line_in_every_tier, "22"),
-    (node_24_names_each_loop_at_its_line_in_every_tier, "24"),
-    (node_26_names_each_loop_at_its_line_in_every_tier, "26"),
-);
+// that every supported version has its row; without flags, then with them.
+macro_rules! tier_rows {
+    ($run:path) => {
+        thread_ctx_test_support::node_rows!($run, thread_ctx_v8::supported::node_majors();
+            (node_18_names_each_loop_at_its_line_in_every_tier, "18"),
+            (node_20_names_each_loop_at_its_line_in_every_tier, "20"),
+            (node_22_names_each_loop_at_its_line_in_every_tier, "22"),
+            (node_24_names_each_loop_at_its_line_in_every_tier, "24"),
+            (node_26_names_each_loop_at_its_line_in_every_tier, "26"),
+        );
+    };
+}
+
+tier_rows!(run);
+
+/// The rows again, with node's profiling flags on.
+mod with_perf_flags {
+    fn run(major: &str) {
+        super::run_with(major, &super::PERF_FLAGS);
+    }
+
+    tier_rows!(run);
+}

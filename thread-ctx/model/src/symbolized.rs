@@ -81,6 +81,8 @@ pub struct Profile {
     pub runs_v8: bool,
     /// Build ids (lower-case hex) of the mapped objects, by (device, inode).
     pub build_ids: HashMap<(String, u64), String>,
+    /// How the JS frames of its CPU samples were named, or why not.
+    pub js_naming: crate::JsNaming,
     frame_ids: HashMap<Frame, usize>,
     entry_ids: HashMap<EntryKey, usize>,
 }

@@ -6,11 +6,14 @@
 
 use super::aggregate::{Aggregate, Space, Unnamed};
 use super::frame::Frame;
+use super::js_key::JsKey;
 use super::symbolized::{monotonic_to_unix_ns, Entry, Profile, StackFrame};
-use super::symbolizer::Symbolizer;
+use super::symbolizer::{Symbolizer, UNNAMED_JIT};
 use foldhash::{HashMap, HashMapExt, HashSet};
 use thread_ctx_discovery::build_id::build_id;
 use thread_ctx_discovery::container::namespace_pid;
+use thread_ctx_model::js_naming::why;
+use thread_ctx_model::{FrameKind, JsNaming};
 use thread_ctx_sampler::SamplerOptions;
 
 /// Thread names kept per process; past this the table starts over (counted).
@@ -108,8 +111,9 @@ impl ProfileBuilder {
         p.alloc_traced = self.alloc && (aggregate.allocations_on || aggregate.entries().iter().any(|e| e.key.kind.is_alloc()));
         p.times_complete = aggregate.times_complete();
         p.dropped_samples = aggregate.dropped_samples;
-        // The stack of each aggregate stack id, as profile frames (one per distinct stack).
-        let mut stacks: HashMap<u32, Vec<StackFrame>> = HashMap::new();
+        // The stack of each aggregate stack id, as profile frames (one per distinct stack), and
+        // how its JS frames were named.
+        let mut stacks: HashMap<u32, (Vec<StackFrame>, JsNaming)> = HashMap::new();
         let mut frame_of: HashMap<usize, usize> = HashMap::new();
         for raw in aggregate.entries() {
             let stack = stacks
@@ -118,14 +122,19 @@ impl ProfileBuilder {
                     let (kernel, user) = aggregate.stack(raw.key.stack);
                     let js = aggregate.js_keys(raw.key.stack);
                     let mut out = Vec::with_capacity(kernel.len() + user.len());
+                    let mut naming = JsNaming::default();
                     let mut skipping = true;
                     for (space, frames) in [(Space::Kernel, kernel), (Space::User, user)] {
                         for (depth, &addr) in frames.iter().enumerate() {
                             // A JS frame read by the sampler may be several (the functions inlined at its pc).
-                            let indexes: Vec<usize> = match js.iter().find(|k| space == Space::User && k.depth as usize == depth) {
+                            let key = js.iter().find(|k| space == Space::User && k.depth as usize == depth);
+                            let indexes: Vec<usize> = match key {
                                 Some(key) => self.symbolizer.js_frame_indexes(key).to_vec(),
                                 None => vec![self.symbolizer.frame_index(space, super::aggregate::lookup_addr(addr, depth))],
                             };
+                            if space == Space::User {
+                                self.count_js(&indexes, key, &mut naming);
+                            }
                             for i in indexes {
                                 // A tracepoint's kernel stack starts in the tracing program itself: not the thread's code.
                                 if space == Space::Kernel && skipping && is_tracing_frame(&self.symbolizer.frame(i).name) {
@@ -138,10 +147,14 @@ impl ProfileBuilder {
                             }
                         }
                     }
-                    out
+                    (out, naming)
                 })
                 .clone();
+            let (stack, naming) = stack;
             let k = &raw.key;
+            if k.kind.is_cpu() {
+                p.js_naming.add(&naming, raw.count);
+            }
             p.push_distinct(Entry {
                 kind: k.kind,
                 stack,
@@ -167,6 +180,31 @@ impl ProfileBuilder {
         p.thread_vids = tids.iter().filter_map(|t| self.thread_vids.get(t).map(|v| (*t, *v))).collect();
         self.finish_profile(&mut p, aggregate.losses);
         p
+    }
+
+    /// Counts into `naming` the JS frames one position of a user stack became (`indexes`, from
+    /// the sampler's JS frame `key` when it read one there): named from the heap (a tier), from a
+    /// perf map or jitdump, or in generated code named by nothing, with why.
+    fn count_js(&self, indexes: &[usize], key: Option<&JsKey>, naming: &mut JsNaming) {
+        // Named by the heap: every JS frame of the key (an inlined function's frame has no tier
+        // of its own), else by its pc (a perf map or jitdump).
+        let by_heap = key.is_some_and(|k| self.symbolizer.why_unnamed(k).is_none());
+        for &i in indexes {
+            let f = self.symbolizer.frame(i);
+            match f.kind {
+                FrameKind::Js if by_heap => naming.from_heap += 1,
+                FrameKind::Js => naming.from_perf_map += 1,
+                FrameKind::Unknown if f.name == UNNAMED_JIT => {
+                    let why = match key {
+                        Some(k) => self.symbolizer.why_unnamed(k).unwrap_or(why::NOT_READ),
+                        None if self.symbolizer.names_js_from_heap() => why::NOT_READ,
+                        None => why::NO_SOURCE,
+                    };
+                    *naming.unnamed.entry(why).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
     }
 
     fn finish_profile(&self, p: &mut Profile, losses: super::decode::StackLosses) {

@@ -21,7 +21,7 @@ use thread_ctx_v8::memory::{Fault, HeapMemory};
 use thread_ctx_v8::namer::{CacheSizes, Stats};
 use thread_ctx_v8::snapshot::Snapshot;
 use thread_ctx_v8::tagged::smi_word;
-use thread_ctx_v8::{FrameInput, LeafRegisters, Namer, PcRegion};
+use thread_ctx_v8::{FrameInput, LeafRegisters, Miss, Namer, PcRegion};
 
 /// The target's memory as the namer reads it, with what the reads cost.
 struct TargetHeap {
@@ -118,9 +118,10 @@ impl JsNames {
         JsNames { process, namer, heap: Snapshot::new(heap) }
     }
 
-    /// The frames of `key`; None when the heap does not name it (its pc is then named as before).
-    pub fn name(&mut self, key: &JsKey, maps: &[Mapping]) -> Option<JsNamed> {
-        let ask = self.ask(key, maps)?;
+    /// The frames of `key`; Err (why, a short label) when the heap does not name it (its pc is
+    /// then named as before).
+    pub fn name(&mut self, key: &JsKey, maps: &[Mapping]) -> Result<JsNamed, &'static str> {
+        let ask = self.ask(key, maps).ok_or(Miss::NotJsFrame.as_str())?;
         let named = self.name_asked(key, ask);
         // What it read of the target is not kept past its naming.
         self.heap.clear();
@@ -129,7 +130,7 @@ impl JsNames {
 
     /// The frames of each key, named as one batch: what checks the namer's cached objects is
     /// read from the target at once first (one system call, not one per object).
-    pub fn name_batch(&mut self, keys: &[JsKey], maps: &[Mapping]) -> Vec<Option<JsNamed>> {
+    pub fn name_batch(&mut self, keys: &[JsKey], maps: &[Mapping]) -> Vec<Result<JsNamed, &'static str>> {
         self.namer.next_batch();
         let asks: Vec<Option<Ask>> = keys.iter().map(|k| self.ask(k, maps)).collect();
         let inputs: Vec<FrameInput> = asks
@@ -144,7 +145,7 @@ impl JsNames {
             .collect();
         let reads = self.namer.batch_reads(&inputs);
         self.heap.take(&reads);
-        let named = keys.iter().zip(asks).map(|(key, ask)| self.name_asked(key, ask?)).collect();
+        let named = keys.iter().zip(asks).map(|(key, ask)| self.name_asked(key, ask.ok_or(Miss::NotJsFrame.as_str())?)).collect();
         self.heap.clear();
         named
     }
@@ -184,21 +185,21 @@ impl JsNames {
         Some(Ask::Frame(input))
     }
 
-    fn name_asked(&mut self, key: &JsKey, ask: Ask) -> Option<JsNamed> {
+    fn name_asked(&mut self, key: &JsKey, ask: Ask) -> Result<JsNamed, &'static str> {
         let input = match ask {
             Ask::ByCode { pc, floor } => {
-                let named = self.namer.name_by_code(&self.heap, pc, floor).ok()?;
-                return Some(JsNamed { frames: named.frames.into_iter().map(frame_of).collect(), builtin_pc: None });
+                let named = self.namer.name_by_code(&self.heap, pc, floor).map_err(Miss::as_str)?;
+                return Ok(JsNamed { frames: named.frames.into_iter().map(frame_of).collect(), builtin_pc: None });
             }
             Ask::Frame(input) => input,
         };
-        let named = self.namer.name(&self.heap, &input).ok()?;
+        let named = self.namer.name(&self.heap, &input).map_err(Miss::as_str)?;
         // A builtin with JS linkage has no script of its own: its ELF symbol names it better.
         if named.frames.iter().all(|f| f.script.is_none() && f.tier.is_none()) {
-            return None;
+            return Err("builtin");
         }
         let frames = named.frames.into_iter().map(frame_of).collect();
-        Some(JsNamed { frames, builtin_pc: (named.pc != key.pc).then_some(key.pc) })
+        Ok(JsNamed { frames, builtin_pc: (named.pc != key.pc).then_some(key.pc) })
     }
 
     /// Starts a batch of frames named together (see [`Namer::next_batch`]).
@@ -208,13 +209,6 @@ impl JsNames {
 
     pub fn stats(&self) -> &Stats {
         &self.namer.stats
-    }
-
-    /// (frames named from the heap, frames it did not name) so far. A native frame whose
-    /// slots only looked like a JS frame's is neither.
-    pub fn counts(&self) -> (u64, u64) {
-        let s = &self.namer.stats;
-        (s.named, s.missed() - s.misses[thread_ctx_v8::Miss::NotJsFrame.index()])
     }
 
     /// What reading the target's heap has cost so far.

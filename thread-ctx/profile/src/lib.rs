@@ -38,7 +38,7 @@ pub use native_symbols::NativeSymbols;
 pub use symbolizer::Symbolizer;
 
 // The data model the stages make, under the paths this crate's users have always named it by.
-pub use thread_ctx_model::{filter, frame, sample, sink, symbolized, window};
+pub use thread_ctx_model::{filter, frame, js_naming, sample, sink, symbolized, window};
 pub use thread_ctx_model::{
-    Entry, Filter, Frame, FrameKind, Generated, Measure, Profile, Sample, SampleKind, SourcePos, Value, Window, WindowProcess,
+    Entry, Filter, Frame, FrameKind, Generated, JsNaming, Measure, Profile, Sample, SampleKind, SourcePos, Value, Window, WindowProcess,
 };

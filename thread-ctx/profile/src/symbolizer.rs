@@ -37,6 +37,11 @@ pub fn processes_with_unnamed_js() -> u64 {
     PROCESSES_WITH_UNNAMED_JS.load(Ordering::Relaxed)
 }
 
+/// The name of a frame in anonymous executable memory (V8's generated code) that nothing named.
+pub const UNNAMED_JIT: &str = "[anon:jit]";
+/// Why a JS frame of a process whose heap is not read was not named by it.
+const NOT_NAMED_BY_HEAP: &str = thread_ctx_model::js_naming::why::NO_SOURCE;
+
 /// Maps older than this are read again at the next naming (libraries loaded, code unmapped).
 pub const MAPS_MAX_AGE: Duration = Duration::from_secs(10);
 /// The process's maps are read at most this often when addresses fall outside them.
@@ -73,6 +78,8 @@ pub struct Symbolizer {
     js_unavailable_noted: Cell<bool>,
     /// This window's JS frames: key -> indexes in `frames`, innermost first.
     js_named: HashMap<JsKey, Vec<usize>>,
+    /// Why the heap did not name a key of this window (the reader's miss, or why it was not asked).
+    js_why: HashMap<JsKey, &'static str>,
 }
 
 impl Symbolizer {
@@ -112,6 +119,7 @@ impl Symbolizer {
             js_unavailable: None,
             js_unavailable_noted: Cell::new(false),
             js_named: HashMap::new(),
+            js_why: HashMap::new(),
         };
         s.reload_jit_names();
         Ok(s)
@@ -295,9 +303,14 @@ impl Symbolizer {
         };
         let mut named = named.into_iter();
         for key in new {
-            let indexes = self.js_indexes_of(&key, named.next().flatten());
+            let indexes = self.js_indexes_of(&key, named.next().unwrap_or(Err(NOT_NAMED_BY_HEAP)));
             self.js_named.insert(key, indexes);
         }
+    }
+
+    /// Why the heap did not name the JS frame `key` this window (None: it did, or it was not named yet).
+    pub fn why_unnamed(&self, key: &JsKey) -> Option<&'static str> {
+        self.js_why.get(key).copied()
     }
 
     /// The indexes in this window's frames of a JS frame (innermost first), naming it now if it was not yet.
@@ -312,15 +325,22 @@ impl Symbolizer {
     fn js_indexes(&mut self, key: &JsKey) -> Vec<usize> {
         let named = match self.js.as_mut() {
             Some(js) => js.name(key, &self.maps),
-            None => None,
+            None => Err(NOT_NAMED_BY_HEAP),
         };
         self.js_indexes_of(key, named)
     }
 
-    /// The indexes of `key`'s frames as the heap named them, or of its pc's name (`named` None).
-    fn js_indexes_of(&mut self, key: &JsKey, named: Option<JsNamed>) -> Vec<usize> {
+    /// The indexes of `key`'s frames as the heap named them, or of its pc's name (`named` Err:
+    /// why the heap did not, kept for [`Symbolizer::why_unnamed`]).
+    fn js_indexes_of(&mut self, key: &JsKey, named: std::result::Result<JsNamed, &'static str>) -> Vec<usize> {
         let by_pc = |s: &mut Self, pc: u64| s.frame_index(Space::User, lookup_addr(pc, key.depth as usize));
-        let Some(named) = named else { return vec![by_pc(self, key.pc)] };
+        let named = match named {
+            Ok(named) => named,
+            Err(why) => {
+                self.js_why.insert(*key, why);
+                return vec![by_pc(self, key.pc)];
+            }
+        };
         let mut indexes = Vec::with_capacity(named.frames.len() + 1);
         if let Some(pc) = named.builtin_pc {
             indexes.push(by_pc(self, pc));
@@ -360,6 +380,7 @@ impl Symbolizer {
         self.perf_map.next_window();
         self.named.clear();
         self.js_named.clear();
+        self.js_why.clear();
         if let Some(js) = self.js.as_mut() {
             js.next_batch();
         }
@@ -470,7 +491,7 @@ impl Symbolizer {
                 let base = m.path().rsplit('/').next().unwrap_or(m.path());
                 Frame::unknown(format!("[{base}]"), Some(m.path().to_string()))
             }
-            Some(m) if m.name.is_empty() => Frame::unknown("[anon:jit]".into(), None),
+            Some(m) if m.name.is_empty() => Frame::unknown(UNNAMED_JIT.into(), None),
             Some(m) => Frame::unknown(m.name.clone(), None),
             None => Frame::unknown("[unmapped]".into(), None),
         }

@@ -457,7 +457,7 @@ mod tests {
     #[test]
     fn ring_is_a_bounded_power_of_two() {
         assert_eq!(ring_size(2, 49), RING_MIN_BYTES);
-        assert_eq!(ring_size(2, 999), 1 << 23);
+        assert_eq!(ring_size(2, 999), 1 << 24); // 2 x 999 x 5,192 bytes: a second of the largest events
         let big = ring_size(256, 999);
         assert!(big.is_power_of_two() && big <= RING_MAX_BYTES, "{big}");
     }

@@ -8,10 +8,10 @@ use serde_json::{json, Value};
 use thread_ctx_discovery::ctx_record::{decode_attrs, Header, HEADER_SIZE};
 use thread_ctx_discovery::ids::hex;
 /// What the sampler read of one JS frame, as the data model carries it.
-pub use thread_ctx_model::js_frame::{JsFrameSlots, JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
+pub use thread_ctx_model::js_frame::{JsFrameSlots, JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER, NOT_A_SMI};
 
 /// Size of `struct sample_event` (bpf/sampler_abi.h asserts the same layout): the largest record.
-pub const EVENT_SIZE: usize = 4168;
+pub const EVENT_SIZE: usize = 5192;
 const _: () = assert!(std::mem::size_of::<sample_event>() == EVENT_SIZE);
 /// Bytes of the event before its attrs: every ring-buffer record starts with them, followed by
 /// the user and kernel stack frames, JS frames, leaf words and the attrs-data it holds
@@ -19,7 +19,9 @@ const _: () = assert!(std::mem::size_of::<sample_event>() == EVENT_SIZE);
 pub const EVENT_HEAD_SIZE: usize = 80;
 const _: () = assert!(std::mem::offset_of!(sample_event, attrs) == EVENT_HEAD_SIZE);
 /// `struct js_frame` (bpf/sampler_abi.h asserts it too).
-pub const JS_FRAME_SIZE: usize = 32;
+pub const JS_FRAME_SIZE: usize = 24;
+/// `JS_FRAME_NOT_SMI`: the frame's bytecode offset slot held no Smi (its value is not sent).
+const JS_FRAME_NOT_SMI: u16 = 4;
 const _: () = assert!(std::mem::size_of::<js_frame>() == JS_FRAME_SIZE);
 const EVENT_CPU_SAMPLE: u8 = 0;
 const EVENT_OFF_CPU: u8 = 1;
@@ -94,14 +96,28 @@ fn stack(bytes: i32, buf: &[u64]) -> Result<Vec<u64>, i32> {
 
 /// One `struct js_frame` as the skeleton has it.
 fn js_frame_from_raw(f: &js_frame) -> JsFrameSlots {
-    JsFrameSlots { depth: f.depth, flags: f.flags, shared: f.shared, bytecode_array: f.bytecode_array, bytecode_offset: f.bytecode_offset }
+    slots(f.depth, f.flags, f.shared, f.bytecode_array, f.bytecode_offset)
 }
 
 /// One `struct js_frame` as the ring buffer holds it.
 fn js_frame_from_bytes(b: &[u8]) -> JsFrameSlots {
     let w = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
     let h = |at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().expect("2 bytes"));
-    JsFrameSlots { shared: w(0), bytecode_array: w(8), bytecode_offset: w(16), depth: h(24), flags: h(26) }
+    let offset = u32::from_ne_bytes(b[16..20].try_into().expect("4 bytes"));
+    slots(h(20), h(22), w(0), w(8), offset)
+}
+
+/// The frame's slots as the data model carries them: the bytecode offset slot's word again (its
+/// Smi, or a word that is none), or the offset register's value.
+fn slots(depth: u16, flags: u16, shared: u64, bytecode_array: u64, offset: u32) -> JsFrameSlots {
+    let bytecode_offset = if flags & JS_FRAME_OFFSET_REGISTER != 0 {
+        offset as u64
+    } else if flags & JS_FRAME_NOT_SMI != 0 {
+        NOT_A_SMI
+    } else {
+        (offset as u64) << 32
+    };
+    JsFrameSlots { depth, flags: flags & !JS_FRAME_NOT_SMI, shared, bytecode_array, bytecode_offset }
 }
 
 impl Event {
@@ -295,17 +311,19 @@ mod tests {
         e.user_stack_bytes = 24;
         e.user_stack[..3].copy_from_slice(&[0x10, 0x20, 0x30]);
         e.js_frame_count = 2;
-        e.js[0] = js_frame { shared: 0x1001, bytecode_array: 0x2001, bytecode_offset: 5 << 32, depth: 0, flags: JS_FRAME_LEAF_STACK, pad: 0 };
-        e.js[1] = js_frame { shared: 0x3001, bytecode_array: 7, bytecode_offset: 9, depth: 2, flags: 0, pad: 0 };
+        e.js[0] = js_frame { shared: 0x1001, bytecode_array: 0x2001, bytecode_offset: 0, depth: 0, flags: JS_FRAME_LEAF_STACK | JS_FRAME_NOT_SMI };
+        e.js[1] = js_frame { shared: 0x3001, bytecode_array: 7, bytecode_offset: 9, depth: 2, flags: 0 };
         e.leaf_word_count = 3;
         e.leaf_words = [0xa, 0xb, 0xc];
         let s = Event::decode(&bytes(&e)).unwrap();
         assert_eq!(s.user_stack, Ok(vec![0x10, 0x20, 0x30]));
         assert_eq!(s.js_frames.len(), 2);
         assert_eq!((s.js_frames[0].shared, s.js_frames[0].flags, s.js_frames[1].depth), (0x1001, JS_FRAME_LEAF_STACK, 2));
+        // The offset slot's word again: no Smi (a baseline frame's), or the Smi of its value.
+        assert_eq!((s.js_frames[0].bytecode_offset, s.js_frames[1].bytecode_offset), (NOT_A_SMI, 9 << 32));
         assert_eq!(s.leaf_words, vec![0xa, 0xb, 0xc]);
         assert_eq!(s.attrs, vec![0, 1, b'x'], "attrs still come last");
-        e.js_frame_count = 65;
+        e.js_frame_count = e.js.len() as u16 + 1;
         assert!(Event::decode(&bytes(&e)).is_err(), "more JS frames than the event holds");
     }
 
@@ -332,7 +350,7 @@ mod tests {
 
     #[test]
     fn bad_events_are_rejected_with_reason() {
-        assert!(Event::decode(&[0; 10]).unwrap_err().to_string().contains("expected 80 to 4168"));
+        assert!(Event::decode(&[0; 10]).unwrap_err().to_string().contains("expected 80 to 5192"));
         let mut short = bytes(&raw(CtxState::Valid, 1, &[0, 2, b'/', b'a']));
         short.pop();
         assert!(Event::decode(&short).unwrap_err().to_string().contains("its head declares"), "a record shorter than its head says is refused");

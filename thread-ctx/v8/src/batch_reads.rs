@@ -83,8 +83,7 @@ mod tests {
     use crate::image::{example, HeapImage};
     use crate::memory::{Fault, HeapMemory};
     use crate::snapshot::Snapshot;
-    use crate::version::V8Version;
-    use crate::{Layout, Namer};
+    use crate::Namer;
     use std::cell::Cell;
 
     /// The example heap, counting the reads that reach it (a batch read counts once).
@@ -107,8 +106,9 @@ mod tests {
 
     #[test]
     fn a_cached_batch_costs_one_read_and_names_alike() {
-        for (major, minor) in [(10, 2), (11, 3), (12, 4), (13, 6), (14, 6)] {
-            let e = example(Layout::defaults(V8Version::new(major, minor, 0, 0)).unwrap());
+        for s in crate::supported::SUPPORTED {
+            let (major, minor) = (s.layout.version.major, s.layout.version.minor);
+            let e = example(s.layout.clone());
             let mut namer = Namer::new(e.builder.layout.clone(), Some(e.bytecode_sizes.clone()));
             let inputs: Vec<_> = e.frames.iter().map(|(input, _)| input.clone()).collect();
             let first: Vec<_> = inputs.iter().map(|i| namer.name(&e.builder.image, i).unwrap()).collect();

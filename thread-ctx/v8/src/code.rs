@@ -57,7 +57,10 @@ impl Tier {
 pub struct CodeInfo {
     /// The Code (tagged).
     pub code: u64,
-    pub tier: Tier,
+    /// None: the code of no JS function (a builtin's copy, as the interpreter's entry trampoline
+    /// each function gets under --interpreted-frames-native-stack; a regexp's), kept so that its
+    /// pcs are not looked for again.
+    pub tier: Option<Tier>,
     pub start: u64,
     pub size: u64,
     /// The word before `start` (the holder's map) and the Code it leads to: checked again before the cache is trusted.
@@ -166,13 +169,13 @@ fn read<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, code: u64, start: u64, size:
     let flags = heap.mem.u32(untag(code)? + c.flags)?;
     let kind = (flags >> c.kind_shift) & c.kind_mask;
     let tier = if kind == c.kind_baseline {
-        Tier::Baseline
+        Some(Tier::Baseline)
     } else if kind == c.kind_maglev {
-        Tier::Maglev
+        Some(Tier::Maglev)
     } else if kind == c.kind_turbofan {
-        Tier::Turbofan
+        Some(Tier::Turbofan)
     } else {
-        return Err(Miss::NoCode); // a builtin, a regexp, wasm: not a JS function's code
+        None // a builtin, a regexp, wasm: not a JS function's code
     };
     let mut info = CodeInfo {
         code,
@@ -187,14 +190,16 @@ fn read<M: HeapMemory + ?Sized>(heap: &Heap<'_, M>, code: u64, start: u64, size:
         inlining: Vec::new(),
         bytecode_array: None,
     };
+    if tier.is_none() {
+        return Ok(info);
+    }
     let table = heap.field(code, c.position_table)?;
     if is_heap_object(table) {
         info.table = heap.byte_array(table, l.types.position_table, MAX_TABLE_BYTES)?;
     }
     let data = heap.field(code, c.deoptimization_data)?;
-    if tier == Tier::Baseline {
-        heap.expect(data, l.types.bytecode_array)?;
-        info.bytecode_array = Some(data);
+    if tier == Some(Tier::Baseline) {
+        info.bytecode_array = Some(heap.bytecode_array(data)?);
         return Ok(info);
     }
     deoptimization_data(heap, data, &mut info)?;

@@ -70,6 +70,23 @@ impl<'a, M: HeapMemory + ?Sized> Heap<'a, M> {
         Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
     }
 
+    /// The BytecodeArray `data` is, or wraps (an InterpreterData, where the layout has one).
+    pub fn bytecode_array(&self, data: u64) -> Result<u64, Miss> {
+        let l = self.layout;
+        let t = self.instance_type(data)?;
+        if t == l.types.bytecode_array {
+            return Ok(data);
+        }
+        match l.interpreter_data {
+            Some(d) if t == d.type_id => {
+                let array = self.field(data, d.bytecode_array)?;
+                self.expect(array, l.types.bytecode_array)?;
+                Ok(array)
+            }
+            _ => Err(Miss::WrongType),
+        }
+    }
+
     /// The bytes of the byte array `tagged` of type `t`, at most `max` of them.
     pub fn byte_array(&self, tagged: u64, t: u16, max: u64) -> Result<Vec<u8>, Miss> {
         self.expect(tagged, t)?;

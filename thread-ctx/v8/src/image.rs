@@ -289,8 +289,10 @@ pub const EXAMPLE_SOURCE: &str = "function outer(x) {\n  let a = x;\n  return in
 
 /// A heap holding one script with two functions, `outer` calling `inner`,
 /// and one frame of `outer` in each tier (interpreted, interpreted sampled in a
-/// bytecode handler, baseline, TurboFan with `inner` inlined), with the names
-/// each must get. What the namer's tests check and the fuzz targets lie about.
+/// bytecode handler, baseline, TurboFan with `inner` inlined; and, as under
+/// `--interpreted-frames-native-stack`, baseline code whose bytecode is wrapped in
+/// an InterpreterData and an interpreted frame whose pc is in the function's copy
+/// of the interpreter's entry trampoline), with the names each must get. What the namer's tests check and the fuzz targets lie about.
 #[derive(Clone)]
 pub struct Example {
     pub builder: HeapBuilder,
@@ -377,6 +379,23 @@ pub fn example(layout: Layout) -> Example {
         bytecode_offset: offset_slot,
         registers,
     };
+    // Under --interpreted-frames-native-stack: the function's own copy of the interpreter's entry
+    // trampoline (a builtin's code), and baseline code whose bytecode is wrapped with it.
+    let trampoline_start = CODE_BASE + 0x600;
+    let no_table = b.byte_array(l.types.position_table, &[]);
+    let trampoline = b.code(0, trampoline_start, 0x40, no_table, smi_word(0));
+    let wrapped_start = CODE_BASE + 0x700;
+    let wrapped = match l.interpreter_data {
+        Some(d) => {
+            let data = b.object(d.type_id, 24);
+            b.set(data, d.bytecode_array, array);
+            b.set(data, d.bytecode_array + 8, trampoline);
+            data
+        }
+        None => array,
+    };
+    b.code(l.code.kind_baseline, wrapped_start, 0x40, pc_table, wrapped);
+
     let jit = PcRegion::Jit { floor: CODE_BASE };
     let frames = vec![
         // Interpreted, at the call (bytecode 1): line 3.
@@ -406,6 +425,10 @@ pub fn example(layout: Layout) -> Example {
             ),
             vec![("outer", 3)],
         ),
+        // Baseline code whose bytecode is in an InterpreterData, and an interpreted frame returning
+        // into its trampoline copy, at the call (bytecode 1): line 3.
+        (frame(wrapped_start + 10, jit, true, feedback, None), vec![("outer", 2)]),
+        (frame(trampoline_start + 0x10, jit, false, slot(1), None), vec![("outer", 3)]),
         // TurboFan: in inner's inlined body, then after it.
         (frame(opt_start + 0x28, jit, true, smi_word(5), None), vec![("inner", 6), ("outer", 3)]),
         (frame(opt_start + 0x48, jit, false, smi_word(5), None), vec![("outer", 3)]),

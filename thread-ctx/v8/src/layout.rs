@@ -83,6 +83,14 @@ pub struct ScopeInfoLayout {
     pub scope_type_base: u32,
 }
 
+/// `InterpreterData`: a function's BytecodeArray beside its copy of the interpreter's entry
+/// trampoline, where the function's data or its baseline code would hold the BytecodeArray.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterpreterDataLayout {
+    pub type_id: u16,
+    pub bytecode_array: u64,
+}
+
 /// `Code`: the generated code of a function (baseline, Maglev, TurboFan).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeLayout {
@@ -142,6 +150,10 @@ pub struct Layout {
     pub js_function_shared: u64,
     /// The function's data: its BytecodeArray, or its baseline Code (which holds the BytecodeArray).
     pub sfi_function_data: u64,
+    /// Where a function's BytecodeArray is wrapped instead, under
+    /// `--interpreted-frames-native-stack` (with a code event listener, such as the perf map's,
+    /// on V8 12+): with the function's own copy of the interpreter's entry trampoline.
+    pub interpreter_data: Option<InterpreterDataLayout>,
     pub sfi_name_or_scope_info: u64,
     pub sfi_script: u64,
     pub scope_info: ScopeInfoLayout,
@@ -343,6 +355,9 @@ impl Layout {
         // The array types: each id must be the one V8 publishes for the kind of array this layout expects there.
         for id in [t.position_table, t.deoptimization_data, t.deoptimization_literals, t.inlining_positions] {
             v.push(Check { aliases: array_type_symbol(self, id), expected: id as i64, required: true });
+        }
+        if let Some(d) = self.interpreter_data {
+            v.push(req(&["v8dbg_type_InterpreterData__INTERPRETER_DATA_TYPE"], d.type_id as i64));
         }
         let f = &self.frame_types;
         v.push(req(&["v8dbg_frametype_EntryFrame"], f.entry as i64));

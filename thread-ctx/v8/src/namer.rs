@@ -222,17 +222,16 @@ impl Namer {
 
     fn name_in<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput) -> Result<NamedFrame, Miss> {
         let function = self.function(heap, input.shared)?;
+        let bytecode_offset = smi(input.bytecode_offset);
         if let PcRegion::Jit { floor } = input.region {
-            let mut code = self.code(heap, input.pc, floor)?;
-            if !self.belongs(&code, input) {
-                // V8 reused the code's addresses for another function's: look again, once.
-                self.codes.remove(code.start);
-                code = self.code(heap, input.pc, floor)?;
-                if !self.belongs(&code, input) {
-                    return Err(Miss::CodeMismatch);
-                }
+            match self.frame_code(heap, input, floor) {
+                Ok(code) => return self.name_in_code(heap, input, &function, &code, input.pc, input.leaf),
+                // An interpreted frame whose pc is in its function's own copy of the interpreter's
+                // entry trampoline (--interpreted-frames-native-stack: a builtin's code, no
+                // function's): named by its bytecode offset, as any.
+                Err(_) if bytecode_offset.is_some() && self.is_bytecode_array(heap, input.bytecode_array) => {}
+                Err(m) => return Err(m),
             }
-            return self.name_in_code(heap, input, &function, &code, input.pc, input.leaf);
         }
         if input.leaf {
             if let Some(regs) = &input.registers {
@@ -246,12 +245,7 @@ impl Namer {
                 }
             }
         }
-        let bytecode_offset = smi(input.bytecode_offset);
-        // A bytecode array cached and checked (its map word among what is checked) is one: its
-        // type needs no read of its map then.
-        let interpreted = bytecode_offset.is_some()
-            && (self.cached_bytecode_array(heap, input.bytecode_array)
-                || heap.instance_type(input.bytecode_array).ok() == Some(self.layout.types.bytecode_array));
+        let interpreted = bytecode_offset.is_some() && self.is_bytecode_array(heap, input.bytecode_array);
         if !interpreted {
             // A builtin with JS linkage (or a frame V8 has not finished setting up).
             return Ok(NamedFrame { frames: vec![self.js_frame(heap, &function, None, None)], pc: input.pc });
@@ -267,11 +261,31 @@ impl Namer {
         Ok(NamedFrame { frames: vec![self.js_frame(heap, &function, position, Some(Tier::Interpreted))], pc: input.pc })
     }
 
+    /// The generated code at the pc of the frame `input`, which must be that frame's.
+    fn frame_code<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, input: &FrameInput, floor: u64) -> Result<Arc<CodeInfo>, Miss> {
+        let code = self.code(heap, input.pc, floor)?;
+        if self.belongs(&code, input) {
+            return Ok(code);
+        }
+        if code.tier.is_none() {
+            return Err(Miss::NoCode); // no function's code: kept, not looked for again
+        }
+        // V8 reused the code's addresses for another function's: look again, once.
+        self.codes.remove(code.start);
+        let code = self.code(heap, input.pc, floor)?;
+        if self.belongs(&code, input) {
+            Ok(code)
+        } else {
+            Err(Miss::CodeMismatch)
+        }
+    }
+
     /// Whether generated code `code` is the code of the frame `input`.
     fn belongs(&self, code: &CodeInfo, input: &FrameInput) -> bool {
         match code.tier {
-            Tier::Baseline => code.bytecode_array == Some(input.bytecode_array),
-            _ => code.function == Some(input.shared),
+            Some(Tier::Baseline) => code.bytecode_array == Some(input.bytecode_array),
+            Some(_) => code.function == Some(input.shared),
+            None => false,
         }
     }
 
@@ -286,7 +300,8 @@ impl Namer {
     ) -> Result<NamedFrame, Miss> {
         // A return address is one past its call: the call's position is one byte back.
         let offset = pc - code.start - if sampled || pc == code.start { 0 } else { 1 };
-        if code.tier == Tier::Baseline {
+        let Some(tier) = code.tier else { return Err(Miss::NoCode) };
+        if tier == Tier::Baseline {
             let bytecode_array = code.bytecode_array.unwrap_or(input.bytecode_array);
             let bytecodes = self.bytecodes_of(heap, bytecode_array);
             let position = match (&self.bytecode_sizes, bytecodes) {
@@ -311,12 +326,12 @@ impl Namer {
             }
             let inlined = if index >= 0 { *code.inlined.get(index as usize).ok_or(Miss::BadLength)? } else { input.shared };
             let info = self.function(heap, inlined)?;
-            let mut frame = self.js_frame(heap, &info, Some(p), Some(code.tier));
+            let mut frame = self.js_frame(heap, &info, Some(p), Some(tier));
             frame.inlined = true;
             frames.push(frame);
             position = Some(caller);
         }
-        frames.push(self.js_frame(heap, function, position, Some(code.tier)));
+        frames.push(self.js_frame(heap, function, position, Some(tier)));
         Ok(NamedFrame { frames, pc })
     }
 
@@ -384,15 +399,10 @@ impl Namer {
     fn caller_bytecode<M: HeapMemory + ?Sized>(&self, heap: &Heap<'_, M>, sfi: u64) -> Option<u64> {
         let l = &self.layout;
         let data = heap.field(sfi, l.sfi_function_data).ok()?;
-        let t = heap.instance_type(data).ok()?;
-        if t == l.types.bytecode_array {
-            return Some(data);
+        if heap.instance_type(data).ok()? == l.types.code {
+            return heap.bytecode_array(heap.field(data, l.code.deoptimization_data).ok()?).ok();
         }
-        if t == l.types.code {
-            let array = heap.field(data, l.code.deoptimization_data).ok()?;
-            return (heap.instance_type(array).ok()? == l.types.bytecode_array).then_some(array);
-        }
-        None
+        heap.bytecode_array(data).ok()
     }
 
     /// The function behind the SharedFunctionInfo `sfi` (tagged), cached and checked.
@@ -464,6 +474,12 @@ impl Namer {
     }
 
     /// `array` is a bytecode array this namer has cached, still what it was.
+    /// Whether `tagged` is a BytecodeArray. One cached and checked (its map word among what is
+    /// checked) is one: its type needs no read of its map then.
+    fn is_bytecode_array<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, tagged: u64) -> bool {
+        self.cached_bytecode_array(heap, tagged) || heap.instance_type(tagged).ok() == Some(self.layout.types.bytecode_array)
+    }
+
     fn cached_bytecode_array<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> bool {
         if self.bytecodes.fresh(array).is_some() {
             return true;

@@ -13,7 +13,10 @@
 //! CONTRIBUTING.md, "A new Node version").
 
 use crate::error::LayoutError;
-use crate::layout::{CodeLayout, DeoptLayout, FrameTypes, Instructions, IsolateLayout, Layout, NodejsFacts, ScopeInfoLayout, StringLayout, Types};
+use crate::layout::{
+    CodeLayout, DeoptLayout, FrameTypes, Instructions, InterpreterDataLayout, IsolateLayout, Layout, NodejsFacts, ScopeInfoLayout, StringLayout,
+    Types,
+};
 use crate::symbols::PostmortemSymbols;
 use crate::version::V8Version;
 
@@ -134,6 +137,7 @@ const V8_10_2: Layout = Layout {
     fixed_array_data: 16,
     js_function_shared: 24,
     sfi_function_data: 8,
+    interpreter_data: Some(InterpreterDataLayout { type_id: 162, bytecode_array: 8 }),
     sfi_name_or_scope_info: 16,
     sfi_script: 32,
     // Smi flags, positions after the inferred name.
@@ -214,6 +218,7 @@ const V8_11_3: Layout = Layout {
         (240, "v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"),
     ],
     frame_types: FrameTypes { builtin_exit: 25, ..V8_10_2.frame_types },
+    interpreter_data: Some(InterpreterDataLayout { type_id: 159, ..V8_10_2.interpreter_data.unwrap() }),
     isolate: Some(IsolateLayout { c_entry_fp: 0x180 }),
     ..V8_10_2
 };
@@ -253,6 +258,7 @@ const V8_12_4: Layout = Layout {
         (247, "v8dbg_type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"),
     ],
     frame_types: FrameTypes { builtin_exit: 26, api_callback_exit: Some(27), ..V8_11_3.frame_types },
+    interpreter_data: Some(InterpreterDataLayout { type_id: 207, ..V8_11_3.interpreter_data.unwrap() }),
     isolate: Some(IsolateLayout { c_entry_fp: 0x110 }),
     nodejs: Some(NodejsFacts { wrapped_object_offset: 24, js_map_table_offset: 24, ordered_hash_map_header_size: 16 }),
     ..V8_11_3
@@ -293,6 +299,7 @@ const V8_13_6: Layout = Layout {
         (199, "v8dbg_type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE"),
     ],
     frame_types: FrameTypes { builtin_exit: 27, api_callback_exit: Some(28), api_accessor_exit: Some(29), ..V8_12_4.frame_types },
+    interpreter_data: Some(InterpreterDataLayout { type_id: 188, ..V8_12_4.interpreter_data.unwrap() }),
     isolate: Some(IsolateLayout { c_entry_fp: 0x140 }),
     nodejs: Some(NodejsFacts { wrapped_object_offset: 32, ..V8_12_4.nodejs.unwrap() }),
     ..V8_12_4
@@ -305,6 +312,7 @@ const V8_14_6: Layout = Layout {
     types: Types { shared_function_info: 288, script: 166, scope_info: 286, bytecode_array: 185, code: 186, ..V8_13_6.types },
     code: CodeLayout { kind_baseline: 11, kind_maglev: 12, kind_turbofan: 13, ..V8_13_6.code },
     frame_types: FrameTypes { builtin_exit: 17, api_callback_exit: Some(18), api_accessor_exit: None, ..V8_13_6.frame_types },
+    interpreter_data: Some(InterpreterDataLayout { type_id: 187, ..V8_13_6.interpreter_data.unwrap() }),
     isolate: Some(IsolateLayout { c_entry_fp: 0x148 }),
     ..V8_13_6
 };

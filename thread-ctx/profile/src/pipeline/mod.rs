@@ -144,10 +144,6 @@ pub struct PipelineCounters {
     pub dropped_behind: u64,
     /// Samples left out of a window for the distinct-entry cap.
     pub dropped_entry_cap: u64,
-    /// JS frames named from the processes' V8 heaps, and those the heap did not name (named
-    /// by their pc instead: perf map, jitdump, ELF symbol), over the tracked processes.
-    pub js_heap_named: u64,
-    pub js_heap_missed: u64,
     /// Reads of those heaps (each a system call), over the tracked processes.
     pub js_heap_reads: crate::js_names::HeapReads,
     /// What the bounded caches hold now.
@@ -563,8 +559,6 @@ impl Pipeline {
             c.cached.thread_names = g(&w.counters.thread_names);
             c.cached.v8_entries = g(&w.counters.v8_entries);
             c.cached.v8_bytes = g(&w.counters.v8_bytes);
-            c.js_heap_named = g(&w.counters.js_heap_named);
-            c.js_heap_missed = g(&w.counters.js_heap_missed);
             c.js_heap_reads = crate::js_names::HeapReads { calls: g(&w.counters.js_heap_reads), bytes: g(&w.counters.js_heap_read_bytes) };
         }
         c.cached.attr_sets = self.processes.values().map(|p| p.decoder.attrs_cached() as u64).sum();
@@ -572,9 +566,6 @@ impl Pipeline {
             c.js_names_evicted += b.symbolizer().js_names_evicted();
             c.thread_names_evicted += b.thread_names_evicted;
             if let Some(js) = b.symbolizer().js_names() {
-                let (named, missed) = js.counts();
-                c.js_heap_named += named;
-                c.js_heap_missed += missed;
                 c.js_heap_reads += js.reads();
                 c.cached.v8_entries += js.cached().entries as u64;
                 c.cached.v8_bytes += js.cached().bytes as u64;

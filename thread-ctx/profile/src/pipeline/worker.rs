@@ -72,9 +72,6 @@ pub struct WorkerCounters {
     pub thread_names: AtomicU64,
     pub v8_entries: AtomicU64,
     pub v8_bytes: AtomicU64,
-    /// JS frames named from V8 heaps, and not, by the processes the worker names now.
-    pub js_heap_named: AtomicU64,
-    pub js_heap_missed: AtomicU64,
     /// Reads of those heaps (system calls) and their bytes.
     pub js_heap_reads: AtomicU64,
     pub js_heap_read_bytes: AtomicU64,
@@ -327,7 +324,7 @@ impl Worker {
         c.native_name_bytes.store(name_bytes as u64, Ordering::Relaxed);
         c.objects_open.store(natives.objects_open() as u64, Ordering::Relaxed);
         let (mut js, mut threads, mut maps, mut js_held, mut threads_held) = (0, 0, 0, 0, 0);
-        let (mut v8_entries, mut v8_bytes, mut named, mut missed) = (0, 0, 0, 0);
+        let (mut v8_entries, mut v8_bytes) = (0, 0);
         let mut reads = crate::js_names::HeapReads::default();
         for (_, b) in self.builders.values() {
             js += b.symbolizer().js_names_evicted();
@@ -338,8 +335,6 @@ impl Worker {
             if let Some(j) = b.symbolizer().js_names() {
                 let size = j.cached();
                 (v8_entries, v8_bytes) = (v8_entries + size.entries as u64, v8_bytes + size.bytes as u64);
-                let (n, m) = j.counts();
-                (named, missed) = (named + n, missed + m);
                 reads += j.reads();
             }
         }
@@ -347,8 +342,6 @@ impl Worker {
         c.js_heap_read_bytes.store(reads.bytes, Ordering::Relaxed);
         c.v8_entries.store(v8_entries, Ordering::Relaxed);
         c.v8_bytes.store(v8_bytes, Ordering::Relaxed);
-        c.js_heap_named.store(named, Ordering::Relaxed);
-        c.js_heap_missed.store(missed, Ordering::Relaxed);
         c.js_functions.store(js_held, Ordering::Relaxed);
         c.thread_names.store(threads_held, Ordering::Relaxed);
         c.js_names_evicted.fetch_max(js, Ordering::Relaxed);

@@ -189,7 +189,7 @@ static __always_inline void fill_event(struct sample_event *e, const struct targ
 /* Sends the event as its head, then only the stack frames, JS frames, leaf
  * words and attrs-data it holds (EVENT_HEAD_SIZE + user + kernel + js + leaf +
  * attrs bytes, in that order): a sample of a 20-frame stack is a few hundred
- * bytes in the ring, not the 4 KB struct, so the ring's memory (cold, it
+ * bytes in the ring, not the 5 KB struct, so the ring's memory (cold, it
  * cycles through megabytes) is touched for what is sent only. Non-zero when
  * the ring buffer is full. */
 static __always_inline long send_event(struct sample_event *e)

@@ -40,8 +40,10 @@ struct nodejs_layout {
 /* Farthest an exit frame is taken to be above the stack pointer: node's main stack is 8 MiB at most
  * by default (ulimit -s), a worker's 4 MiB. */
 #define EXIT_FRAME_MAX_DISTANCE (8ULL << 20)
-/* JS frames read per sample (v8_frames.bpf.h): a power of two. */
-#define JS_FRAMES_MAX 64
+/* JS frames read per sample (v8_frames.bpf.h): a power of two, and at least USER_STACK_DEPTH:
+ * every frame of a walk may be a JS frame. A NestJS request's stack at warm-up, before TurboFan
+ * inlines its middleware, holds ~90 (64 left a third of its samples' outer frames unread). */
+#define JS_FRAMES_MAX 128
 /* Words read at the stack pointer for an innermost JS frame under a frameless builtin. */
 #define LEAF_STACK_WORDS 3
 /* Where every supported V8 (Node 18-26) keeps a JS frame's slots, from its frame
@@ -135,15 +137,15 @@ enum event_kind {
 /* js_frame.flags */
 #define JS_FRAME_OFFSET_REGISTER 1 /* innermost, in a builtin: bytecode_offset is the interpreter's offset register (the array register held the frame's array) */
 #define JS_FRAME_LEAF_STACK 2      /* innermost, in a builtin, no Smi offset: the event's leaf words are the words at the stack pointer */
+#define JS_FRAME_NOT_SMI 4         /* the bytecode offset slot held no Smi (a baseline or optimized frame): bytecode_offset is 0 */
 
 /* What a JS frame of user_stack[depth] holds (v8_frames.bpf.h). */
 struct js_frame {
 	__u64 shared;          /* the JSFunction's SharedFunctionInfo, read at sample time (tagged) */
 	__u64 bytecode_array;  /* the frame's bytecode array slot */
-	__u64 bytecode_offset; /* the frame's bytecode offset slot (a Smi in interpreted frames), or see flags */
+	__u32 bytecode_offset; /* the value of the Smi in the frame's bytecode offset slot (interpreted frames), or see flags */
 	__u16 depth;           /* index of the frame's pc in user_stack */
 	__u16 flags;           /* JS_FRAME_* */
-	__u32 pad;
 };
 
 /* OTEP 4947 record header, byte-packed as in the target's memory. */
@@ -188,9 +190,9 @@ _Static_assert(sizeof(struct ctx_header) == CTX_HEADER_SIZE, "ctx_header layout"
 _Static_assert(__builtin_offsetof(struct sample_event, attrs) == EVENT_HEAD_SIZE, "event head layout");
 _Static_assert(sizeof(struct v8_target) == 64, "v8_target layout");
 _Static_assert(sizeof(struct target) == 144, "target layout");
-_Static_assert(sizeof(struct js_frame) == 32, "js_frame layout");
+_Static_assert(sizeof(struct js_frame) == 24, "js_frame layout");
 _Static_assert(sizeof(struct sample_event) == 52 + CTX_HEADER_SIZE + CTX_ATTRS_MAX + 4 + 8 * (USER_STACK_DEPTH + KERNEL_STACK_DEPTH) +
-		       32 * JS_FRAMES_MAX + 8 * LEAF_STACK_WORDS,
+		       24 * JS_FRAMES_MAX + 8 * LEAF_STACK_WORDS,
 	       "sample_event layout");
 
 #endif

@@ -140,23 +140,25 @@ static long walk_v8_frame(__u64 i, void *data)
 		__u64 shared = 0;
 		if (!bpf_probe_read_user(&shared, sizeof(shared), (void *)(function - 1 + v->js_function_shared)) && v8_tagged(shared)) {
 			struct js_frame *f = &e->js[js & (JS_FRAMES_MAX - 1)];
+			/* Only an interpreted frame holds a Smi there (its value in the upper half: no
+			 * pointer compression); a baseline frame holds its feedback cell, an optimized one
+			 * anything. */
+			__u64 slot = w[V8_SLOT(V8_FP_BYTECODE_OFFSET)];
+			int smi_offset = (slot & 0xffffffffULL) == 0;
 			f->shared = shared;
 			f->bytecode_array = w[V8_SLOT(V8_FP_BYTECODE_ARRAY)];
-			f->bytecode_offset = w[V8_SLOT(V8_FP_BYTECODE_OFFSET)];
+			f->bytecode_offset = smi_offset ? (__u32)(slot >> 32) : 0;
 			f->depth = n;
-			f->flags = 0;
-			f->pad = 0;
+			f->flags = smi_offset ? 0 : JS_FRAME_NOT_SMI;
 			const struct user_regs *r = c->r;
 			if (n == 0 && in_builtins(v, pc)) {
-				/* Only an interpreted frame holds a Smi there (a baseline frame, whose code may
-				 * keep its bytecode array in r12 too, holds its feedback cell). */
-				int smi_offset = (f->bytecode_offset & 0xffffffffULL) == 0;
+				/* A baseline frame's code may keep its bytecode array in r12 too: a Smi says interpreted. */
 				if (smi_offset && r->r12 == f->bytecode_array) {
-					f->bytecode_offset = r->r9;
+					f->bytecode_offset = (__u32)r->r9;
 					f->flags = JS_FRAME_OFFSET_REGISTER;
 				} else if (!smi_offset && !bpf_probe_read_user(e->leaf_words, sizeof(e->leaf_words), (void *)r->sp)) {
 					e->leaf_word_count = LEAF_STACK_WORDS;
-					f->flags = JS_FRAME_LEAF_STACK;
+					f->flags |= JS_FRAME_LEAF_STACK;
 				}
 			}
 			c->js = js + 1;
