@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 [[ $# -gt 0 ]] || set -- target/release/thread-ctx
 file=$(mktemp -d)/traces.pb
 trap 'rm -rf "$(dirname "$file")"' EXIT
-REPORT_TRACES_KEEP_FILE="$file" cargo test --profile test-release -q -p thread-ctx --test report_cli \
+REPORT_TRACES_KEEP_FILE="$file" cargo test --release -q -p thread-ctx --test report_cli \
   traces_report_memory_stays_bounded_on_a_large_file >/dev/null
 echo "file: $(du -m "$file" | cut -f1) MiB"
 for round in 1 2 3; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds a release: the addon and `thread-ctx` in release mode (binary stripped), laid out the way
+# Builds a release: the addon and `thread-ctx` with cargo's `dist` profile (fat LTO; binary stripped), laid out the way
 # napi-rs lays out prebuilt platform packages, packed with `npm pack`:
 #
 #   DIR/otel-thread-ctx-V.tgz                the package with the platform package bundled in it:
@@ -11,7 +11,7 @@
 #   DIR/thread-ctx-agent-V-linux-x64.tar.gz  the agent for a host (thread-ctx, its systemd unit and
 #                                            installer) and the agent image's build input
 #
-#   scripts/release.sh [--out DIR]      (DIR defaults to dist/)
+#   scripts/release.sh [--out DIR] [--profile dist|release]   (DIR defaults to dist/)
 #
 # Needs what scripts/setup.sh installs (Rust, clang, libbpf headers, binutils, g++ and the Node
 # 22/24/26 headers for the V8 addon) and nothing else.
@@ -20,10 +20,18 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 
 out="$root/dist"
+# --profile release: the tests' packaging of the build they already have (no second, LTO build
+# of every dependency); what ships is --profile dist, the default.
+profile=dist
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$(mkdir -p "$2" && cd "$2" && pwd)"; shift 2 ;;
-    *) echo "release: unknown argument '$1' (expected --out DIR)" >&2; exit 2 ;;
+    --profile)
+      case "${2:-}" in
+        dist | release) profile="$2"; shift 2 ;;
+        *) echo "release: --profile: expected dist or release, got '${2:-}'" >&2; exit 2 ;;
+      esac ;;
+    *) echo "release: unknown argument '$1' (expected --out DIR, --profile dist|release)" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -55,8 +63,8 @@ if [[ "$platform_name" != "$name-$tuple" ]]; then
   exit 1
 fi
 
-echo "release: building $name $version for $tuple (cargo build --release)"
-cargo build --release --quiet -p otel-thread-ctx -p thread-ctx
+echo "release: building $name $version for $tuple (cargo build --profile $profile)"
+cargo build --profile "$profile" --quiet -p otel-thread-ctx -p thread-ctx
 
 stage="$(mktemp -d "${TMPDIR:-/tmp}/otel-thread-ctx-release.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
@@ -66,9 +74,9 @@ trap 'rm -rf "$stage"' EXIT
 plat="$stage/$tuple"
 mkdir -p "$plat"
 cp "$platform_dir/package.json" "$platform_dir/README.md" LICENSE "$plat/"
-cp target/release/libotel_thread_ctx.so "$plat/$name.$tuple.node"
+cp "target/$profile/libotel_thread_ctx.so" "$plat/$name.$tuple.node"
 strip --strip-debug "$plat/$name.$tuple.node"
-cp target/release/thread-ctx "$plat/thread-ctx"
+cp "target/$profile/thread-ctx" "$plat/thread-ctx"
 strip "$plat/thread-ctx"
 chmod 755 "$plat/thread-ctx"
 # The V8 part of schema 'nodejs', one file per Node ABI (22, 24, 26), loaded by js/nodejs/v8-addon.js.

@@ -6,23 +6,22 @@ cd "$(dirname "$0")/.."
 
 SETUP_JAEGER=later bash scripts/setup.sh
 
-# The Go side that only the end-to-end tests need (Jaeger's build: ~10 min of CPU on a cold
-# machine, Prometheus's ~4 min; the connector's tests) runs in the background while the Rust
-# tests run, which spend much of their time waiting for the processes they sample; the
-# end-to-end tests wait for it.
+# Jaeger's and Prometheus's builds (Go: ~10 and ~4 min of CPU on a cold machine) run in the
+# background while clippy and the Rust tests compile; the tests wait for them before they run
+# (the demo's test runs both). The connector's go test then runs beside the Rust tests, which
+# spend much of their time waiting for the processes they sample.
 mkdir -p target
-go_log=target/go-side.log
+go_builds_log=target/go-builds.log
+go_test_log=target/go-test.log
 (
   set -e
   bash scripts/build-jaeger.sh
   bash scripts/build-prometheus.sh
-  source scripts/go-build.sh
-  echo "== go test (the spanprofiles connector) =="
-  go test -C collector/spanprofilesconnector -trimpath ./...
-) >"$go_log" 2>&1 &
-go_side=$!
-# A failure below ends this script: the background build ends with it.
-trap 'kill "$go_side" 2>/dev/null || true' EXIT
+) >"$go_builds_log" 2>&1 &
+go_builds=$!
+go_test=
+# A failure below ends this script: the background jobs end with it.
+trap 'kill $go_builds $go_test 2>/dev/null || true' EXIT
 
 echo "== house style: rustfmt, clippy =="
 cargo fmt --all -- --check
@@ -41,23 +40,42 @@ echo "== types: index.d.ts against typed use of every export (tsc --noEmit, stri
 node_modules/.bin/tsc -p __test__/types/tsconfig.json --noEmit
 
 echo "== cargo test (addon unit tests, reader and sampler) =="
-cargo test --profile test-release --workspace
+cargo test --release --workspace --no-run
+echo "== Jaeger's and Prometheus's builds (run in the background) =="
+go_status=0
+wait "$go_builds" || go_status=$?
+cat "$go_builds_log"
+[[ $go_status -eq 0 ]] || { echo "building Jaeger or Prometheus failed (exit $go_status): see above" >&2; exit 1; }
+(
+  set -e
+  source scripts/go-build.sh
+  go test -C collector/spanprofilesconnector -trimpath ./...
+) >"$go_test_log" 2>&1 &
+go_test=$!
+cargo test --release --workspace
+
+echo "== the release tarballs, packed once for every test file and Node version that installs them =="
+rm -rf target/test-dist
+mkdir -p target/test-dist
+bash scripts/release.sh --profile release --out target/test-dist >target/test-dist/release.log
+export OTEL_THREAD_CTX_TEST_DIST="$PWD/target/test-dist"
 
 echo "== node --test (Node $(node --version)) =="
 npm test
 
-echo "== the Go side: Jaeger's and Prometheus's builds and the connector's go test (run in the background) =="
+echo "== go test (the spanprofiles connector; run in the background) =="
 go_status=0
-wait "$go_side" || go_status=$?
-cat "$go_log"
-[[ $go_status -eq 0 ]] || { echo "the Go side failed (exit $go_status): see above" >&2; exit 1; }
+wait "$go_test" || go_status=$?
+cat "$go_test_log"
+[[ $go_status -eq 0 ]] || { echo "the connector's go test failed (exit $go_status): see above" >&2; exit 1; }
 
 echo "== thread-ctx without eBPF (cargo feature ebpf off), for the end-to-end test to report with =="
-# Beside the test build (~1 min of CPU: the crates whose features differ without the sampler),
-# copied out of target/test-release/, where the next cargo build or test puts its own back.
-cargo build --profile test-release -p thread-ctx --no-default-features
+# Beside the release build (~1 min of CPU: the crates whose features differ without the sampler),
+# copied out of target/release/; the build after it puts the eBPF one back (a relink).
+cargo build --release -p thread-ctx --no-default-features
 mkdir -p target/no-ebpf
-cp target/test-release/thread-ctx target/no-ebpf/thread-ctx
+cp target/release/thread-ctx target/no-ebpf/thread-ctx
+cargo build --release -p thread-ctx
 
 echo "== end to end: spanprofiles with a real service, agent, Collector, Jaeger and Prometheus (once, not per Node) =="
 node --test __test__/e2e/

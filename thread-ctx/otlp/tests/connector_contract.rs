@@ -12,9 +12,9 @@
 //! regenerate and check the other side:
 //!
 //! ```sh
-//! UPDATE_GOLDEN=1 cargo test --profile test-release -p thread-ctx-otlp --test connector_contract
+//! UPDATE_GOLDEN=1 cargo test --release -p thread-ctx-otlp --test connector_contract
 //! UPDATE_GOLDEN=1 go test -C collector/spanprofilesconnector -run TestAgentGolden ./...
-//! cargo test --profile test-release -p thread-ctx-otlp --test connector_contract
+//! cargo test --release -p thread-ctx-otlp --test connector_contract
 //! ```
 //!
 //! The files are the file exporter's proto format (each message preceded by its size, 4 bytes

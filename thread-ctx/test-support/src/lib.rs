@@ -27,7 +27,7 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
 }
 
-/// The profile directory the running test was built into (`target/test-release/`): a test's
+/// The profile directory the running test was built into (`target/release/`): a test's
 /// executable is in its `deps/`.
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own executable");
