@@ -6,5 +6,5 @@
 # without it the demo falls back to ptrace snapshots and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh >&2
+SETUP_FOR=demo bash scripts/setup.sh >&2
 exec node demo/run.js "$@"

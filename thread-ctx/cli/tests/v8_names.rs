@@ -234,24 +234,29 @@ fn named(f: &Value) -> bool {
 
 /// The demo's HTTP service under load from another process, plain `node`: ≥ 99 % of its JS
 /// frames named by function, script and line.
-fn http_service(major: &str) {
-    let root = repo_root();
+/// An HTTP service (`script`, printing `{"pid":..,"port":..}` first) on a free port, and the load
+/// of `v8_http_load.js` on it (`load` its arguments after the port: concurrency, paths); both end
+/// with the returned guards (the load's stdin is ours).
+fn service_under_load(major: &str, script: &Path, name: &str, load: &[&str]) -> (Killed, Killed, u64) {
     let service = Command::new(node(major))
-        .arg(root.join("demo/service.js"))
+        .arg(script)
         .env("PORT", "0")
-        .env("OTEL_SERVICE_NAME", "v8-names-http")
+        .env("OTEL_SERVICE_NAME", name)
+        .env("OTEL_TRACES_EXPORTER", "none")
         .stdout(Stdio::piped())
         .spawn()
-        .expect("starting demo/service.js");
+        .unwrap_or_else(|e| panic!("starting {}: {e}", script.display()));
     let mut service = Killed(service);
     let mut line = String::new();
     BufReader::new(service.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let started: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("demo/service.js printed {line:?}: {e}"));
+    let started: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{} printed {line:?}: {e}", script.display()));
     let (pid, port) = (started["pid"].as_u64().unwrap(), started["port"].as_u64().unwrap());
-    // Its stdin is ours: it exits when this test does.
-    let _load = Killed(
-        Command::new(node(major)).arg(fixture("v8_http_load.js")).arg(port.to_string()).stdin(Stdio::piped()).spawn().expect("starting the load"),
-    );
+    let load = Command::new(node(major)).arg(fixture("v8_http_load.js")).arg(port.to_string()).args(load).stdin(Stdio::piped()).spawn();
+    (service, Killed(load.expect("starting the load")), pid)
+}
+
+fn http_service(major: &str) {
+    let (mut service, _load, pid) = service_under_load(major, &repo_root().join("demo/service.js"), "v8-names-http", &[]);
     std::thread::sleep(Duration::from_secs(2));
     let (mut js, mut ok) = (0usize, 0usize);
     let mut unnamed: BTreeMap<String, usize> = BTreeMap::new();
@@ -291,27 +296,7 @@ fn nest_service_from_its_first_seconds(major: &str) {
     assert!(main.exists(), "{} is missing: bash scripts/setup.sh installs and compiles the NestJS fixture", main.display());
     let mut reports = Vec::new();
     for attempt in 1..=3 {
-        let service = Command::new(node(major))
-            .arg(&main)
-            .env("PORT", "0")
-            .env("OTEL_SERVICE_NAME", "v8-names-nest")
-            .env("OTEL_TRACES_EXPORTER", "none")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starting the NestJS fixture");
-        let mut service = Killed(service);
-        let mut line = String::new();
-        BufReader::new(service.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let started: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the NestJS fixture printed {line:?}: {e}"));
-        let (pid, port) = (started["pid"].as_u64().unwrap(), started["port"].as_u64().unwrap());
-        let _load = Killed(
-            Command::new(node(major))
-                .arg(fixture("v8_http_load.js"))
-                .args([&port.to_string(), "4", "/price/sku-1,/orders/7,/quote/sku-2"])
-                .stdin(Stdio::piped())
-                .spawn()
-                .expect("starting the load"),
-        );
+        let (_service, _load, pid) = service_under_load(major, &main, "v8-names-nest", &["4", "/price/sku-1,/orders/7,/quote/sku-2"]);
         let r = thread_ctx(&["record", &pid.to_string(), "--hz", "99", "--duration", "20s", "--format", "jsonl", "--frames"]);
         assert_eq!(r.code, 0, "Node {major}: record failed: {}", r.stderr);
         // Per 5 s slice: (samples with a JS frame, of them with an unnamed one).
