@@ -203,7 +203,11 @@ async function measure(mode, bin, servicePid, endpoint, tmp) {
       if (MODES.includes('alloc')) console.log(`| ${path.relative(root, bin)} | an allocation sample | ${per('alloc', (r) => r.allocs, 'alloc_sample')} |`);
     }
   }
-})().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+})().then(
+  // Exiting stops what it started (the Collector's pipes would keep it waiting).
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
