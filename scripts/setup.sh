@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian 12 machine, then builds everything.
 # Idempotent: system packages are only installed when one is missing (or always under CI=true).
+#   scripts/setup.sh            everything; the Go programs (scripts/build-go.sh) build beside the rest
+#   scripts/setup.sh packages   only the system packages (scripts/test.sh, which then builds Go
+#                               itself, in the background, and runs setup with SETUP_GO=none)
 # SETUP_FOR=demo (scripts/demo.sh): only what the demo runs (the addon, thread-ctx, the Collector,
-# Jaeger and Prometheus, the Go builds beside the Rust one); not the test fixtures, the other Node
-# versions or the V8 addon (the demo runs on the Node on PATH).
+# Jaeger and Prometheus); not the test fixtures, the other Node versions or the V8 addon (the demo
+# runs on the Node on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +21,8 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-if [[ ${#missing[@]} -gt 0 || "${CI:-}" == "true" ]]; then
+# SETUP_PACKAGES_DONE=1: installed by `setup.sh packages` in this run already (apt-get update once).
+if [[ ${#missing[@]} -gt 0 || ("${CI:-}" == "true" && "${SETUP_PACKAGES_DONE:-}" != 1) ]]; then
   if [[ $(id -u) -ne 0 ]]; then
     echo "setup: missing system packages: ${missing[*]} (run as root, or apt-get install them)" >&2
     exit 1
@@ -27,6 +31,25 @@ if [[ ${#missing[@]} -gt 0 || "${CI:-}" == "true" ]]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}" >/dev/null
 fi
+[[ "${1:-}" == packages ]] && exit 0
+
+# The Go programs build in the background of what follows (downloads, npm, cargo), unless the
+# caller builds them (SETUP_GO=none); setup waits for them at its end.
+mkdir -p target
+go_log=target/setup-go.log
+go_builds=
+if [[ "${SETUP_GO:-}" != none ]]; then
+  bash scripts/build-go.sh >"$go_log" 2>&1 &
+  go_builds=$!
+  trap 'kill $go_builds 2>/dev/null || true' EXIT
+fi
+wait_go() {
+  [[ -n "$go_builds" ]] || return 0
+  local status=0
+  wait "$go_builds" || status=$?
+  cat "$go_log"
+  [[ $status -eq 0 ]] || { echo "setup: a Go build failed (exit $status): see above" >&2; exit 1; }
+}
 
 if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
   npm ci --no-audit --no-fund
@@ -38,33 +61,10 @@ peers=$(node -p "const p = require('./package.json'); Object.keys(p.peerDependen
 # shellcheck disable=SC2086 # one argument per package
 npm cache add --prefer-offline $peers >/dev/null
 
-demo=false
-[[ "${SETUP_FOR:-}" == demo ]] && demo=true
-
-# The Go builds (the Collector, Jaeger, Prometheus: ~18 min of CPU on a cold machine) for the
-# demo run beside the Rust build; for the tests, the Collector's here and the other two in
-# scripts/test.sh's background (SETUP_JAEGER=later).
-go_log=target/setup-go.log
-go_builds=
-if $demo; then
-  mkdir -p target
-  (
-    set -e
-    bash scripts/build-collector.sh
-    bash scripts/build-jaeger.sh
-    bash scripts/build-prometheus.sh
-  ) >"$go_log" 2>&1 &
-  go_builds=$!
-  trap 'kill $go_builds 2>/dev/null || true' EXIT
-fi
-
 npm run build --silent
-if $demo; then
+if [[ "${SETUP_FOR:-}" == demo ]]; then
   cargo build --release -p thread-ctx
-  go_status=0
-  wait "$go_builds" || go_status=$?
-  cat "$go_log"
-  [[ $go_status -eq 0 ]] || { echo "setup: a Go build failed (exit $go_status): see above" >&2; exit 1; }
+  wait_go
   exit 0
 fi
 cargo build --release --workspace
@@ -89,16 +89,4 @@ if [[ ! -d $nest_fixture/node_modules || $nest_fixture/package-lock.json -nt $ne
 fi
 (cd "$nest_fixture" && node_modules/.bin/tsc -p tsconfig.json)
 
-# The OpenTelemetry Collector the OTLP tests and the demo stream profiles into (Go modules; built
-# once into target/otelcol/, rebuilt only when collector/ changes).
-bash scripts/build-collector.sh
-# Jaeger v2, the trace backend the spanprofiles end-to-end test reads enriched spans back from
-# (Go modules; built once into target/jaeger/, rebuilt only when collector/jaeger/ changes).
-# scripts/test.sh builds it itself, in the background of the Rust tests (SETUP_JAEGER=later).
-# Prometheus 3, the metrics backend the wait-metrics end-to-end test and the demo read the
-# connector's metrics back from (Go modules; target/prometheus/, rebuilt only when
-# collector/prometheus/ changes): the same way, and later too under scripts/test.sh.
-if [[ "${SETUP_JAEGER:-now}" != later ]]; then
-  bash scripts/build-jaeger.sh
-  bash scripts/build-prometheus.sh
-fi
+wait_go
