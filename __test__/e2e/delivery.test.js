@@ -176,9 +176,15 @@ test('delivery: no span lost at 1,000 requests/s, nor when the Collector is kill
   await t.test('kill -9 under load, restart: every span the SDK exported is in Jaeger, enriched where windows covered it', async () => {
     const from = Date.now();
     const running = load(svc.port, 40, 500);
-    // Killed mid-window, with spans held for their windows and queued for Jaeger.
-    await sleep(15_000);
-    const held = metric(await pipeline.collectorMetrics(collector), 'otelcol_connector_spanprofiles_pending_spans');
+    // Killed mid-window, with spans held for their windows and queued for Jaeger: after 10 s of
+    // load, at the first moment its gauge says it holds some (a window that just arrived may have
+    // released every span; CI once read 0 at a fixed 15 s).
+    await sleep(10_000);
+    let held = 0;
+    for (const deadline = Date.now() + 30_000; held === 0 && Date.now() < deadline;) {
+      held = metric(await pipeline.collectorMetrics(collector), 'otelcol_connector_spanprofiles_pending_spans');
+      if (held === 0) await sleep(200);
+    }
     collector.child.kill('SIGKILL');
     await collector.exited;
     const killedAt = Date.now();
