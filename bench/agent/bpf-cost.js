@@ -25,10 +25,7 @@ const { spread } = require('../lib/stats');
 const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
 
 const root = path.resolve(__dirname, '../..');
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at === -1 ? fallback : process.argv[at + 1];
-}
+const { option } = require('../lib/args');
 const BINS = option('bins', path.join(root, 'target/release/thread-ctx')).split(',').map((b) => path.resolve(b));
 const ROUNDS = Number(option('rounds', '5'));
 const SECONDS = Number(option('seconds', '15'));

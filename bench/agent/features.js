@@ -25,10 +25,7 @@ const { root, track, cpuSeconds, peakRssMiB, waitFor, startCollector, bpfProgram
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
 
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at === -1 ? fallback : process.argv[at + 1];
-}
+const { option } = require('../lib/args');
 const SECONDS = Number(option('seconds', '60'));
 const HZ = Number(option('hz', '19'));
 const RPS = Number(option('rps', '95'));

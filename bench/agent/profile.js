@@ -14,10 +14,7 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '../..');
 
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at === -1 ? fallback : process.argv[at + 1];
-}
+const { option } = require('../lib/args');
 const SECONDS = Number(option('seconds', '40'));
 const SERVICES = Number(option('services', '20'));
 const HZ = Number(option('hz', '99'));

@@ -30,10 +30,7 @@ const { spread } = require('../lib/stats');
 const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
 
 
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at === -1 ? fallback : process.argv[at + 1];
-}
+const { option } = require('../lib/args');
 const SECONDS = Number(option('seconds', '120'));
 const SERVICES = option('services', '1,5,20').split(',').map(Number);
 const RATES = option('hz', '19,49,99').split(',').map(Number);

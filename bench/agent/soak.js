@@ -19,10 +19,7 @@ const os = require('node:os');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '../..');
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at === -1 ? fallback : process.argv[at + 1];
-}
+const { option } = require('../lib/args');
 const MINUTES = Number(option('minutes', '22'));
 const bin = path.resolve(option('bin', path.join(root, 'target/release/thread-ctx')));
 // Every line the agent writes on stderr (status lines included) also goes to this file.

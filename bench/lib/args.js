@@ -6,6 +6,12 @@ const os = require('node:os');
 const { parseArgs } = require('node:util');
 const { resolveNode } = require('./node-binary');
 
+/** The word after `--name` on the command line, or `fallback` (the agent benchmarks' options). */
+function option(name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : process.argv[at + 1];
+}
+
 function positiveInteger(name, text) {
   const value = Number(text);
   if (!Number.isInteger(value) || value <= 0) throw new TypeError(`--${name}: expected a positive integer, got ${JSON.stringify(text)}`);
@@ -69,4 +75,4 @@ function parseServiceArgs(argv, { connections, modes }) {
   return config;
 }
 
-module.exports = { positiveInteger, cpuNumber, cpuOrNone, parseServiceArgs };
+module.exports = { option, positiveInteger, cpuNumber, cpuOrNone, parseServiceArgs };
