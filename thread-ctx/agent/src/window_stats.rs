@@ -77,6 +77,11 @@ impl WindowStats {
         if unnamed_js > 0 {
             line += &format!(", {unnamed_js} processes with unnamed JS frames (no perf map or jitdump)");
         }
+        let (over_share, past_time) =
+            (thread_ctx_profile::source_map_budget::maps_over_share(), thread_ctx_profile::source_map_budget::windows_past_time_share());
+        if over_share > 0 || past_time > 0 {
+            line += &format!(", source maps not applied over their parsed-size share: {over_share}, process windows with map loading cut off at its time share: {past_time}");
+        }
         line += &format!(
             ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
             c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted

@@ -28,6 +28,8 @@ pub mod perf_map_reader;
 pub mod pipeline;
 pub mod recording;
 pub mod source_map;
+pub mod source_map_budget;
+pub mod source_map_parse;
 pub mod symbol_pages;
 pub mod symbolizer;
 

@@ -11,24 +11,30 @@
 //! the perf map, a script or map of any owner is read: the target loaded it
 //! itself, and a map can only rename frames.
 //!
-//! Each script is looked at once per (path, modification time, size); what
-//! was read is kept up to [`MAX_CACHED_MAP_BYTES`] of maps, then forgotten.
-//! Whether a script changed is checked once per window (at its first frame),
-//! not once per frame: a window's JS addresses from one script would each
-//! open it again.
+//! Each script is looked at once per file identity (device, inode, size,
+//! modification time), and each distinct map is parsed once for the whole
+//! program however many scripts or processes name it, within parsed-size
+//! budgets per process and in all ([`crate::source_map_budget`]): a map past
+//! them is not applied (its frames keep their generated positions, said once
+//! per process), and a process that spent its [`MAP_TIME_SHARE`] of a window
+//! loading maps loads no more until the next window, so that it cannot delay
+//! the other processes' windows. Whether a script changed is checked once
+//! per window (at its first frame), not once per frame: a window's JS
+//! addresses from one script would each open it again.
 
 use super::frame::{Frame, FrameKind, Generated, SourcePos};
+use crate::source_map_budget::{self as budget, FileId, MapKey, MapStore, Share, MAP_TIME_SHARE, PROCESS_SHARE};
+use crate::source_map_parse::{self as parse, ParseError};
+use sourcemap::DecodedMap;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Bytes at the end of a script searched for the `sourceMappingURL` comment.
 pub const TAIL_BYTES: u64 = 64 << 10;
 /// The largest map read (a file, or an inline URL's decoded JSON); tsc's map of a 1 MB bundle is ~0.5 MB.
 pub const MAX_MAP_BYTES: u64 = 32 << 20;
-/// Map bytes kept parsed over all scripts; past this the cache starts over.
-pub const MAX_CACHED_MAP_BYTES: u64 = 256 << 20;
 /// Scripts remembered (with or without a map); past this the cache starts over.
 pub const MAX_CACHED_SCRIPTS: usize = 16 << 10;
 /// Notes kept about maps that could not be used.
@@ -37,10 +43,11 @@ const MAX_NOTES: usize = 8;
 /// Why a script's source map is not used: its frames keep the generated positions.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceMapError {
-    #[error("not a source map: {0}")]
-    NotAMap(sourcemap::Error),
-    #[error("index map: {0}")]
-    IndexMap(sourcemap::Error),
+    #[error("{0}")]
+    NotAMap(ParseError),
+    /// Parsed, it would not fit what is left of the process's or the program's share.
+    #[error("{}: {reason}", path.display())]
+    OverShare { path: PathBuf, reason: String },
     #[error("an inline map without a comma")]
     InlineWithoutComma,
     #[error("an inline map of type {0:?}")]
@@ -59,19 +66,17 @@ pub enum SourceMapError {
 
 /// One script's map, parsed.
 pub struct ScriptMap {
-    map: sourcemap::DecodedMap,
+    /// The parse, shared by every script (of any process) naming the same file.
+    map: Arc<DecodedMap>,
     /// Where relative source names resolve from: the map's directory.
     base: Option<PathBuf>,
 }
 
 impl ScriptMap {
-    /// Parses map JSON; `base` is the directory relative sources resolve against.
+    /// Parses map JSON, whatever its size; `base` is the directory relative sources resolve against.
     pub fn parse(json: &[u8], base: Option<PathBuf>) -> Result<ScriptMap, SourceMapError> {
-        let map = match sourcemap::decode_slice(json).map_err(SourceMapError::NotAMap)? {
-            sourcemap::DecodedMap::Index(index) => sourcemap::DecodedMap::Regular(index.flatten().map_err(SourceMapError::IndexMap)?),
-            other => other,
-        };
-        Ok(ScriptMap { map, base })
+        let parsed = parse::parse(json, u64::MAX).map_err(SourceMapError::NotAMap)?;
+        Ok(ScriptMap { map: Arc::new(parsed.map), base })
     }
 
     /// The original source and position of 1-based generated `line`:`column` (column 1 when unknown).
@@ -166,21 +171,53 @@ fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, SourceMapE
 }
 
 /// The maps of one process's scripts, read on first use.
-#[derive(Default)]
 pub struct SourceMaps {
-    /// By (script path, mtime, size): the script's map, or None (no map, or an unusable one).
-    by_script: HashMap<(PathBuf, i64, u64), Option<Rc<ScriptMap>>>,
+    /// By script (path and file identity): the script's map, or None (no map, or an unusable one).
+    by_script: HashMap<(PathBuf, FileId), Option<Arc<ScriptMap>>>,
     /// What each script looked at in this window gave (None: no usable map, or no script).
-    this_window: HashMap<PathBuf, Option<Rc<ScriptMap>>>,
-    cached_bytes: u64,
+    this_window: HashMap<PathBuf, Option<Arc<ScriptMap>>>,
+    /// Parses shared with every other process, and the program's budget.
+    store: &'static Mutex<MapStore<DecodedMap>>,
+    /// This process's part of it.
+    share: Share,
+    /// Time spent loading maps in this window, and whether loading was cut off at the share.
+    window_spent: Duration,
+    window_cut: bool,
+    /// What to tell the agent's log once about this process (a map over its share, a window past its time).
+    once: std::cell::RefCell<Vec<String>>,
+    said_over_share: bool,
+    said_past_time: bool,
     /// Maps that could not be used, for the user.
     pub notes: Vec<String>,
     notes_left_out: usize,
 }
 
+impl Default for SourceMaps {
+    fn default() -> Self {
+        SourceMaps::with_store(budget::global(), PROCESS_SHARE)
+    }
+}
+
 impl SourceMaps {
+    /// A process's maps, parsed into `store` and bounded by `share` bytes of it.
+    pub fn with_store(store: &'static Mutex<MapStore<DecodedMap>>, share: u64) -> SourceMaps {
+        SourceMaps {
+            by_script: HashMap::new(),
+            this_window: HashMap::new(),
+            store,
+            share: Share::new(share),
+            window_spent: Duration::ZERO,
+            window_cut: false,
+            once: Default::default(),
+            said_over_share: false,
+            said_past_time: false,
+            notes: Vec::new(),
+            notes_left_out: 0,
+        }
+    }
+
     /// The map of `script` in process `pid`'s file system, when it has one that parses.
-    pub fn for_script(&mut self, pid: i32, script: &Path) -> Option<Rc<ScriptMap>> {
+    pub fn for_script(&mut self, pid: i32, script: &Path) -> Option<Arc<ScriptMap>> {
         if let Some(known) = self.this_window.get(script) {
             return known.clone();
         }
@@ -192,44 +229,88 @@ impl SourceMaps {
         map
     }
 
-    /// Scripts are looked at again (a change to one seen) from the next frame on.
+    /// Scripts are looked at again (a change to one seen) from the next frame on, and the
+    /// process has its time share again.
     pub fn new_window(&mut self) {
         self.this_window.clear();
+        self.window_spent = Duration::ZERO;
+        self.window_cut = false;
     }
 
-    fn look_at(&mut self, pid: i32, script: &Path) -> Option<Rc<ScriptMap>> {
+    /// Lines for the agent's log, each given once per process: a map past its share, a window
+    /// in which map loading was cut off.
+    pub fn notes_once(&self) -> Vec<String> {
+        self.once.take()
+    }
+
+    /// Parsed map bytes this process's frames use.
+    pub fn share_used(&self) -> u64 {
+        self.share.limit() - self.share.left()
+    }
+
+    fn look_at(&mut self, pid: i32, script: &Path) -> Option<Arc<ScriptMap>> {
         let in_root = |p: &Path| PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
         let file = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(script)).ok()?;
         let meta = file.metadata().ok()?;
-        let key = (script.to_path_buf(), meta.mtime(), meta.size());
+        let key = (script.to_path_buf(), FileId::of(&meta));
         if let Some(known) = self.by_script.get(&key) {
             return known.clone();
         }
-        if self.by_script.len() >= MAX_CACHED_SCRIPTS || self.cached_bytes > MAX_CACHED_MAP_BYTES {
-            self.by_script.clear();
-            self.cached_bytes = 0;
+        if self.window_spent >= MAP_TIME_SHARE {
+            // Not remembered: the script is looked at again in a later window.
+            self.cut_off(pid);
+            return None;
         }
-        let read = self.read_map(pid, file, script, &in_root);
-        let (map, bytes) = match read {
-            Ok(Some((map, bytes))) => (Some(Rc::new(map)), bytes),
-            Ok(None) => (None, 0),
+        if self.by_script.len() >= MAX_CACHED_SCRIPTS {
+            self.by_script.clear();
+            self.share.clear();
+        }
+        let started = Instant::now();
+        let read = self.read_map(pid, file, key.1, script, &in_root);
+        self.window_spent += started.elapsed();
+        let map = match read {
+            Ok(map) => map,
             Err(why) => {
-                self.note(format!("source map of {}: {why}; its frames keep the generated positions", script.display()));
-                (None, 0)
+                let over = matches!(why, SourceMapError::OverShare { .. });
+                let note = format!("source map of {}: {why}; its frames keep the generated positions", script.display());
+                if over {
+                    budget::count_over_share();
+                    if !std::mem::replace(&mut self.said_over_share, true) {
+                        self.once.borrow_mut().push(format!("process {pid}: {note} (said once per process)"));
+                    }
+                }
+                self.note(note);
+                None
             }
         };
-        self.cached_bytes += bytes;
         self.by_script.insert(key, map.clone());
         map
     }
 
+    /// Map loading stops for this window: counted once per window, said once per process.
+    fn cut_off(&mut self, pid: i32) {
+        if std::mem::replace(&mut self.window_cut, true) {
+            return;
+        }
+        budget::count_past_time_share();
+        if !std::mem::replace(&mut self.said_past_time, true) {
+            self.once.borrow_mut().push(format!(
+                "process {pid}: loading its source maps took its {} ms share of a window: its other scripts' maps wait for a \
+                 later window, their frames keep the generated positions until then (said once per process; the status \
+                 line counts such windows)",
+                MAP_TIME_SHARE.as_millis()
+            ));
+        }
+    }
+
     fn read_map(
-        &self,
+        &mut self,
         pid: i32,
         file: std::fs::File,
+        script_id: FileId,
         script: &Path,
         in_root: &dyn Fn(&Path) -> PathBuf,
-    ) -> Result<Option<(ScriptMap, u64)>, SourceMapError> {
+    ) -> Result<Option<Arc<ScriptMap>>, SourceMapError> {
         fn read(path: &Path) -> impl FnOnce(std::io::Error) -> SourceMapError {
             let path = path.to_path_buf();
             move |cause| SourceMapError::Read { path, cause }
@@ -247,24 +328,72 @@ impl SourceMaps {
                 return Err(SourceMapError::InlineTooLong);
             }
         }
-        let (json, base) = match found {
-            None => return Ok(None),
-            Some(Reference::Inline(json)) => (json, script.parent().map(Path::to_path_buf)),
+        match found {
+            None => Ok(None),
+            Some(Reference::Inline(json)) => {
+                if json.len() as u64 > MAX_MAP_BYTES {
+                    return Err(SourceMapError::InlineTooLarge { bytes: json.len() });
+                }
+                let base = script.parent().map(Path::to_path_buf);
+                self.shared(MapKey::InlineIn(script_id), script, base, || Ok(json)).map(Some)
+            }
             Some(Reference::File(path)) => {
                 let map = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(&path)).map_err(read(&path))?;
-                let size = map.metadata().map_err(read(&path))?.len();
-                if size > MAX_MAP_BYTES {
-                    return Err(SourceMapError::FileTooLarge { path, size });
+                let meta = map.metadata().map_err(read(&path))?;
+                if meta.len() > MAX_MAP_BYTES {
+                    return Err(SourceMapError::FileTooLarge { path, size: meta.len() });
                 }
-                let (json, _) = thread_ctx_discovery::target_file::read_tail(map, MAX_MAP_BYTES).map_err(read(&path))?;
-                (json, path.parent().map(Path::to_path_buf))
+                let base = path.parent().map(Path::to_path_buf);
+                let load = || thread_ctx_discovery::target_file::read_tail(map, MAX_MAP_BYTES).map(|(json, _)| json).map_err(read(&path));
+                self.shared(MapKey::File(FileId::of(&meta)), &path, base, load).map(Some)
             }
-        };
-        if json.len() as u64 > MAX_MAP_BYTES {
-            return Err(SourceMapError::InlineTooLarge { bytes: json.len() });
         }
-        let bytes = json.len() as u64;
-        ScriptMap::parse(&json, base).map(|m| Some((m, bytes)))
+    }
+
+    /// The parse of `key`: one another script or process made, or made now from `load`'s JSON,
+    /// when it fits what is left of this process's share and of the program's budget.
+    fn shared(
+        &mut self,
+        key: MapKey,
+        path: &Path,
+        base: Option<PathBuf>,
+        load: impl FnOnce() -> Result<Vec<u8>, SourceMapError>,
+    ) -> Result<Arc<ScriptMap>, SourceMapError> {
+        let over = |estimate: u64, process_left: u64, global_left: u64| SourceMapError::OverShare {
+            path: path.to_path_buf(),
+            reason: budget::over_share_reason(estimate, process_left, global_left),
+        };
+        let store = self.store;
+        let global_left = {
+            let store = store.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((map, bytes)) = store.get(&key) {
+                if !self.share.charge(key, bytes) {
+                    return Err(over(bytes, self.share.left(), store.left()));
+                }
+                return Ok(Arc::new(ScriptMap { map, base }));
+            }
+            let global_left = store.left();
+            // Refused (or freed) before: refused again unread while it still does not fit.
+            if let Some(bytes) = store.known_bytes(&key).filter(|&b| b > self.share.left().min(global_left)) {
+                return Err(over(bytes, self.share.left(), global_left));
+            }
+            global_left
+        };
+        // Parsed outside the lock; two workers (a stuck one and its replacement) may overlap by one map.
+        let json = load()?;
+        let parsed = match parse::parse(&json, self.share.left().min(global_left)) {
+            Ok(parsed) => parsed,
+            Err(ParseError::OverBudget { estimate, .. }) => {
+                store.lock().unwrap_or_else(|e| e.into_inner()).refused(key, estimate);
+                return Err(over(estimate, self.share.left(), global_left));
+            }
+            Err(e) => return Err(SourceMapError::NotAMap(e)),
+        };
+        drop(json);
+        let map = Arc::new(parsed.map);
+        store.lock().unwrap_or_else(|e| e.into_inner()).insert(key, &map, parsed.bytes);
+        self.share.charge(key, parsed.bytes);
+        Ok(Arc::new(ScriptMap { map, base }))
     }
 
     fn note(&mut self, note: String) {
@@ -355,6 +484,95 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Three scripts naming one map file, and one naming its own inline map, in `dir`.
+    fn scripts(dir: &Path, map: &str) -> Vec<PathBuf> {
+        std::fs::write(dir.join("shared.js.map"), map).unwrap();
+        let mut out: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("s{i}.js"))).collect();
+        for s in &out {
+            std::fs::write(s, "f();\n//# sourceMappingURL=shared.js.map\n").unwrap();
+        }
+        let inline = dir.join("inline.js");
+        std::fs::write(
+            &inline,
+            format!("g();\n//# sourceMappingURL=data:application/json;base64,{}\n", data_encoding::BASE64.encode(map.as_bytes())),
+        )
+        .unwrap();
+        out.push(inline);
+        out
+    }
+
+    fn new_store(budget: u64) -> &'static Mutex<MapStore<DecodedMap>> {
+        Box::leak(Box::new(Mutex::new(MapStore::new(budget))))
+    }
+
+    #[test]
+    fn one_file_behind_many_scripts_is_one_parse_charged_once_and_freed_with_its_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = scripts(dir.path(), TSC_MAP);
+        let pid = std::process::id() as i32;
+        let store = new_store(u64::MAX);
+        let mut maps = SourceMaps::with_store(store, u64::MAX);
+        let got: Vec<Arc<ScriptMap>> = paths[..3].iter().map(|p| maps.for_script(pid, p).expect("the shared map")).collect();
+        assert!(got.iter().all(|m| Arc::ptr_eq(&m.map, &got[0].map)), "one parse behind three scripts");
+        let one = store.lock().unwrap().held();
+        assert!(one > 0 && maps.share_used() == one, "charged once: {} of {one}", maps.share_used());
+        let mut other = SourceMaps::with_store(store, u64::MAX);
+        let theirs = other.for_script(pid, &paths[0]).unwrap();
+        assert!(Arc::ptr_eq(&theirs.map, &got[0].map), "and one parse behind two processes");
+        assert_eq!(store.lock().unwrap().held(), one, "counted once for the program");
+        maps.for_script(pid, &paths[3]).expect("the inline map: a parse of its own");
+        assert_eq!(store.lock().unwrap().held(), 2 * one);
+        drop((got, theirs, maps));
+        assert_eq!(store.lock().unwrap().held(), one, "the inline map went with its only process");
+        drop(other);
+        assert_eq!(store.lock().unwrap().held(), 0, "and the shared one with the last");
+    }
+
+    #[test]
+    fn a_map_past_the_share_is_refused_said_once_and_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = scripts(dir.path(), TSC_MAP);
+        let pid = std::process::id() as i32;
+        let need = parse::parse(TSC_MAP.as_bytes(), u64::MAX).unwrap().bytes;
+        let store = new_store(u64::MAX);
+        let mut maps = SourceMaps::with_store(store, need - 1);
+        assert!(paths[..3].iter().all(|p| maps.for_script(pid, p).is_none()), "past the process's share");
+        let once = maps.notes_once();
+        assert_eq!(once.len(), 1, "{once:?}");
+        assert!(once[0].contains("shared.js.map") && once[0].contains("this process's share"), "{}", once[0]);
+        assert!(maps.notes_once().is_empty(), "said once");
+        assert_eq!(
+            store.lock().unwrap().known_bytes(&MapKey::File(FileId::of(&std::fs::metadata(dir.path().join("shared.js.map")).unwrap()))),
+            Some(need)
+        );
+        // Garbage of the same size and time now: another process is refused by the size known, unread.
+        let file = dir.path().join("shared.js.map");
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::fs::write(&file, "x".repeat(TSC_MAP.len())).unwrap();
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(modified).unwrap();
+        let mut other = SourceMaps::with_store(store, need - 1);
+        assert!(other.for_script(pid, &paths[0]).is_none());
+        assert!(other.notes_once()[0].contains("this process's share"), "refused by size, not parsed: {:?}", other.all_notes());
+        let mut global_bound = SourceMaps::with_store(new_store(need - 1), u64::MAX);
+        assert!(global_bound.for_script(pid, &paths[3]).is_none(), "past the program's budget");
+        assert!(global_bound.notes_once()[0].contains("the program's share"));
+    }
+
+    #[test]
+    fn a_process_past_its_time_share_loads_no_more_maps_this_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = scripts(dir.path(), TSC_MAP);
+        let pid = std::process::id() as i32;
+        let mut maps = SourceMaps::with_store(new_store(u64::MAX), u64::MAX);
+        maps.window_spent = MAP_TIME_SHARE;
+        let before = budget::windows_past_time_share();
+        assert!(maps.for_script(pid, &paths[0]).is_none() && maps.for_script(pid, &paths[1]).is_none(), "cut off");
+        assert!(budget::windows_past_time_share() > before, "counted");
+        assert_eq!(maps.notes_once().len(), 1, "named once");
+        maps.new_window();
+        assert!(maps.for_script(pid, &paths[0]).is_some(), "loaded in the next window");
     }
 
     #[test]

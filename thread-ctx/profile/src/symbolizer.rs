@@ -198,6 +198,7 @@ impl Symbolizer {
     pub fn process_notes_once(&self) -> Vec<String> {
         let mut notes = Vec::new();
         notes.extend(self.heap_fallback_note_once());
+        notes.extend(self.source_maps.notes_once());
         if self.runs_v8() && !self.unnamed_js_noted.get() {
             if let Some(note) = self.perf_map_note() {
                 self.unnamed_js_noted.set(true);
