@@ -3,13 +3,16 @@
 //! source and line (`heavy.ts:9`), the generated position kept beside it.
 //!
 //! Scripts and maps are files of the target, read from its mount namespace
-//! (`/proc/PID/root/...`, see [`thread_ctx_discovery::target_file`]: resolved inside the
-//! target's root, no final symlink, regular files only) and bounded: the
+//! (`/proc/PID/root/...`, see [`thread_ctx_discovery::target_file`]: opened with the
+//! target's file-system credentials, resolved inside the target's root, no final
+//! symlink, regular files only) and bounded: the
 //! reference is looked for in the script's last [`TAIL_BYTES`] (an inline map
 //! may take up to [`MAX_MAP_BYTES`] more), a map larger than [`MAX_MAP_BYTES`]
 //! is not read, and one that does not parse is a note, never an error. Unlike
-//! the perf map, a script or map of any owner is read: the target loaded it
-//! itself, and a map can only rename frames.
+//! the perf map, a script or map of any owner is read, if the target's user may
+//! read it: a map the target names but may not read (a root-only file) is
+//! refused, its frames keep their generated names, and the first refusal is said
+//! once per process ([`SourceMaps::refused_note_once`]).
 //!
 //! Each script is looked at once per (path, modification time, size); what
 //! was read is kept up to [`MAX_CACHED_MAP_BYTES`] of maps, then forgotten.
@@ -55,6 +58,13 @@ pub enum SourceMapError {
     FileTooLarge { path: PathBuf, size: u64 },
     #[error("reading {}: {cause}", path.display())]
     Read { path: PathBuf, cause: std::io::Error },
+}
+
+impl SourceMapError {
+    /// The target's own user may not read the file: the reader does not read it for it.
+    fn refused(&self) -> bool {
+        matches!(self, SourceMapError::Read { cause, .. } if cause.kind() == std::io::ErrorKind::PermissionDenied)
+    }
 }
 
 /// One script's map, parsed.
@@ -176,6 +186,9 @@ pub struct SourceMaps {
     /// Maps that could not be used, for the user.
     pub notes: Vec<String>,
     notes_left_out: usize,
+    /// The first map the target's user may not read, until said once.
+    refused: Option<String>,
+    refused_noted: std::cell::Cell<bool>,
 }
 
 impl SourceMaps {
@@ -214,7 +227,11 @@ impl SourceMaps {
             Ok(Some((map, bytes))) => (Some(Rc::new(map)), bytes),
             Ok(None) => (None, 0),
             Err(why) => {
-                self.note(format!("source map of {}: {why}; its frames keep the generated positions", script.display()));
+                let note = format!("source map of {}: {why}; its frames keep the generated positions", script.display());
+                if why.refused() && self.refused.is_none() {
+                    self.refused = Some(thread_ctx_discovery::printable::printable(&note).into_owned());
+                }
+                self.note(note);
                 (None, 0)
             }
         };
@@ -291,6 +308,13 @@ impl SourceMaps {
         frame.column = start.column;
         frame.pos = pos;
         frame.generated = Some(Box::new(generated));
+    }
+
+    /// The first map refused to this process (its user may not read it), once per process:
+    /// the agent logs one line for it, not one per window.
+    pub fn refused_note_once(&self) -> Option<String> {
+        let note = self.refused.as_ref().filter(|_| !self.refused_noted.replace(true))?;
+        Some(format!("{note} (the process's user may not read it: not read for it; other refused maps of this process are not logged)"))
     }
 
     /// Notes about maps that could not be used (and how many more were left out).

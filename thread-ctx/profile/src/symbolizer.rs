@@ -198,6 +198,7 @@ impl Symbolizer {
     pub fn process_notes_once(&self) -> Vec<String> {
         let mut notes = Vec::new();
         notes.extend(self.heap_fallback_note_once());
+        notes.extend(self.source_maps.refused_note_once().map(|note| format!("process {}: {note}", self.pid)));
         if self.runs_v8() && !self.unnamed_js_noted.get() {
             if let Some(note) = self.perf_map_note() {
                 self.unnamed_js_noted.set(true);
@@ -268,7 +269,7 @@ impl Symbolizer {
     /// Reads what V8 added to its jitdump and perf map since the last look.
     fn reload_jit_names(&mut self) {
         if self.jitdump.is_none() {
-            self.jitdump = jitdump::path_for(self.pid, &self.maps).map(JitDumpFile::new);
+            self.jitdump = jitdump::path_for(self.pid, &self.maps).map(|p| JitDumpFile::new(self.pid, p));
         }
         if let Some(j) = self.jitdump.as_mut() {
             self.jitdump_error = j.refresh().err().map(|e| format!("{}: {e}", j.path().display()));
