@@ -30,6 +30,7 @@ mod discover;
 pub mod elf_reader;
 pub mod elf_tls_symbol;
 pub mod error;
+pub mod fs_credentials;
 pub mod host_scan;
 pub mod ids;
 pub mod maps;

@@ -433,8 +433,10 @@ fn name_end_at_tail(body: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// A process's jitdump on disk, read as it grows.
+/// A process's jitdump on disk, read as it grows (opened as the process, see
+/// [`thread_ctx_discovery::target_file`]).
 pub struct JitDumpFile {
+    pid: i32,
     path: PathBuf,
     /// Bytes of the file consumed so far.
     offset: u64,
@@ -445,8 +447,8 @@ pub struct JitDumpFile {
 }
 
 impl JitDumpFile {
-    pub fn new(path: PathBuf) -> JitDumpFile {
-        JitDumpFile { path, offset: 0, awaiting: 0, dump: JitDump::default() }
+    pub fn new(pid: i32, path: PathBuf) -> JitDumpFile {
+        JitDumpFile { pid, path, offset: 0, awaiting: 0, dump: JitDump::default() }
     }
 
     pub fn path(&self) -> &Path {
@@ -456,7 +458,7 @@ impl JitDumpFile {
     /// Reads what V8 appended since the last call. A file shorter than what
     /// was read was rewritten: it is read again from the start.
     pub fn refresh(&mut self) -> std::io::Result<()> {
-        let mut f = std::fs::File::open(&self.path)?;
+        let mut f = thread_ctx_discovery::target_file::open_any_owner(self.pid, &self.path)?;
         let len = f.metadata()?.len();
         if len < self.offset {
             (self.offset, self.awaiting, self.dump) = (0, 0, JitDump::default());
@@ -481,7 +483,7 @@ impl JitDumpFile {
 }
 
 /// The jitdump a process maps (V8 maps it so perf finds it): its path as
-/// readable from here, when the process has one.
+/// readable from here by the process's user, when the process has one.
 pub fn path_for(pid: i32, maps: &[thread_ctx_discovery::maps::Mapping]) -> Option<PathBuf> {
     let m = maps.iter().find(|m| {
         let base = m.path().rsplit('/').next().unwrap_or("");
@@ -491,7 +493,7 @@ pub fn path_for(pid: i32, maps: &[thread_ctx_discovery::maps::Mapping]) -> Optio
     [format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end), format!("/proc/{pid}/root{}", m.path())]
         .into_iter()
         .map(PathBuf::from)
-        .find(|p| std::fs::File::open(p).is_ok())
+        .find(|p| thread_ctx_discovery::target_file::open_any_owner(pid, p).is_ok())
 }
 
 #[cfg(test)]
@@ -666,7 +668,7 @@ mod tests {
         w.load(0x1000, 0x10, "JS:*f /a.js:3:1");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jit-1.dump");
-        let mut file = JitDumpFile::new(path.clone());
+        let mut file = JitDumpFile::new(std::process::id() as i32, path.clone());
         assert!(file.refresh().is_err(), "no file yet");
         let cut = w.0.len() - 5; // the load record is incomplete
         std::fs::write(&path, &w.0[..cut]).unwrap();

@@ -3,13 +3,16 @@
 //! source and line (`heavy.ts:9`), the generated position kept beside it.
 //!
 //! Scripts and maps are files of the target, read from its mount namespace
-//! (`/proc/PID/root/...`, see [`thread_ctx_discovery::target_file`]: resolved inside the
-//! target's root, no final symlink, regular files only) and bounded: the
+//! (`/proc/PID/root/...`, see [`thread_ctx_discovery::target_file`]: opened with the
+//! target's file-system credentials, resolved inside the target's root, no final
+//! symlink, regular files only) and bounded: the
 //! reference is looked for in the script's last [`TAIL_BYTES`] (an inline map
 //! may take up to [`MAX_MAP_BYTES`] more), a map larger than [`MAX_MAP_BYTES`]
 //! is not read, and one that does not parse is a note, never an error. Unlike
-//! the perf map, a script or map of any owner is read: the target loaded it
-//! itself, and a map can only rename frames.
+//! the perf map, a script or map of any owner is read, if the target's user may
+//! read it: a map the target names but may not read (a root-only file) is
+//! refused, its frames keep their generated names, and the first refusal is said
+//! once per process ([`SourceMaps::notes_once`]).
 //!
 //! Each script is looked at once per file identity (device, inode, size,
 //! modification time), and each distinct map is parsed once for the whole
@@ -62,6 +65,13 @@ pub enum SourceMapError {
     FileTooLarge { path: PathBuf, size: u64 },
     #[error("reading {}: {cause}", path.display())]
     Read { path: PathBuf, cause: std::io::Error },
+}
+
+impl SourceMapError {
+    /// The target's own user may not read the file: the reader does not read it for it.
+    fn refused(&self) -> bool {
+        matches!(self, SourceMapError::Read { cause, .. } if cause.kind() == std::io::ErrorKind::PermissionDenied)
+    }
 }
 
 /// One script's map, parsed.
@@ -187,6 +197,8 @@ pub struct SourceMaps {
     once: std::cell::RefCell<Vec<String>>,
     said_over_share: bool,
     said_past_time: bool,
+    /// Whether a map the target's user may not read was said (once per process).
+    said_refused: bool,
     /// Maps that could not be used, for the user.
     pub notes: Vec<String>,
     notes_left_out: usize,
@@ -211,6 +223,7 @@ impl SourceMaps {
             once: Default::default(),
             said_over_share: false,
             said_past_time: false,
+            said_refused: false,
             notes: Vec::new(),
             notes_left_out: 0,
         }
@@ -278,6 +291,12 @@ impl SourceMaps {
                     if !std::mem::replace(&mut self.said_over_share, true) {
                         self.once.borrow_mut().push(format!("process {pid}: {note} (said once per process)"));
                     }
+                }
+                if why.refused() && !std::mem::replace(&mut self.said_refused, true) {
+                    let printable = thread_ctx_discovery::printable::printable(&note).into_owned();
+                    self.once.borrow_mut().push(format!(
+                        "process {pid}: {printable} (the process's user may not read it: not read for it; other refused maps of this process are not logged)"
+                    ));
                 }
                 self.note(note);
                 None

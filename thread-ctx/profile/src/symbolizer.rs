@@ -269,7 +269,7 @@ impl Symbolizer {
     /// Reads what V8 added to its jitdump and perf map since the last look.
     fn reload_jit_names(&mut self) {
         if self.jitdump.is_none() {
-            self.jitdump = jitdump::path_for(self.pid, &self.maps).map(JitDumpFile::new);
+            self.jitdump = jitdump::path_for(self.pid, &self.maps).map(|p| JitDumpFile::new(self.pid, p));
         }
         if let Some(j) = self.jitdump.as_mut() {
             self.jitdump_error = j.refresh().err().map(|e| format!("{}: {e}", j.path().display()));

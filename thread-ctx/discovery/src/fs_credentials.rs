@@ -1,0 +1,204 @@
+//! A target's file-system credentials, and opening a file with them.
+//!
+//! The reader runs as root (or with `CAP_DAC_READ_SEARCH`), which skips the
+//! kernel's read and search permission checks: a path a target names (a
+//! source map, its perf map) would otherwise open even when the target's own
+//! user may not read it. Linux checks an open against the calling *thread's*
+//! fs uid, fs gid and supplementary groups, so [`FsCredentials::run_as`] runs
+//! the open on a short-lived thread that first takes the target's: the raw
+//! `setgroups`, `setfsgid` and `setfsuid` system calls change the calling
+//! thread only (glibc's `setgroups()` wrapper would change every thread of the
+//! process), and an fs uid changed from 0 to another drops
+//! `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH` and the other file-permission
+//! capabilities from that thread's effective set (capabilities(7)). The thread
+//! ends with the open, its credentials with it: nothing to restore.
+//!
+//! A thread costs ~30 µs; the reader opens a target's files a few times per
+//! window (a perf map, a jitdump, each script with a source map), not per sample.
+
+use std::io;
+
+/// Who the kernel checks a process's opens as: `/proc/PID/status`'s fourth
+/// `Uid:` and `Gid:` fields (the fs ids) and its `Groups:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsCredentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups, sorted.
+    pub groups: Vec<u32>,
+}
+
+impl FsCredentials {
+    /// The credentials of process `pid`.
+    pub fn of(pid: i32) -> io::Result<FsCredentials> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        Self::parse(&status).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("/proc/{pid}/status has no Uid:, Gid: and Groups: lines of four, four and any ids"))
+        })
+    }
+
+    fn parse(status: &str) -> Option<FsCredentials> {
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::split_whitespace);
+        let fourth = |name: &str| field(name)?.nth(3)?.parse().ok();
+        let mut groups = field("Groups:")?.map(str::parse).collect::<Result<Vec<u32>, _>>().ok()?;
+        groups.sort_unstable();
+        groups.dedup();
+        Some(FsCredentials { uid: fourth("Uid:")?, gid: fourth("Gid:")?, groups })
+    }
+
+    /// Runs `open` with these credentials, on a thread of its own (see the module's comment). A
+    /// target whose fs uid is root keeps what root reads: `open` runs here, as the caller.
+    pub fn run_as<T: Send>(&self, open: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+        if self.uid == 0 {
+            return open();
+        }
+        std::thread::scope(|scope| {
+            // 64 KiB: the thread only makes system calls (the default 2 MiB is address space for nothing).
+            let thread = std::thread::Builder::new().name("open-as-target".into()).stack_size(64 << 10).spawn_scoped(scope, || {
+                self.take()?;
+                open()
+            })?;
+            thread.join().unwrap_or_else(|_| Err(io::Error::other("the thread opening a file as the target panicked")))
+        })
+    }
+
+    /// Gives the calling thread these credentials, and checks that it holds them: a reader
+    /// without `CAP_SETUID`/`CAP_SETGID` cannot take another user's, and must not open as itself.
+    fn take(&self) -> io::Result<()> {
+        let refused = |what: &str, id: String| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("could not take the target's {what} {id} to open its file as it would (the reader needs CAP_SETUID and CAP_SETGID)"),
+            )
+        };
+        if own_groups()? != self.groups {
+            // SAFETY: a valid array of `len` gids; the raw call changes this thread only.
+            let r = unsafe { libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr()) };
+            if r != 0 {
+                return Err(refused("supplementary groups", format!("{:?}", self.groups)));
+            }
+        }
+        // setfsuid/setfsgid report no error: they return the previous id, and an invalid id
+        // (u32::MAX) changes nothing, so a second call reads back what the thread now holds.
+        // SAFETY: plain integer arguments; these calls change this thread's credentials only.
+        let (gid, uid) = unsafe {
+            libc::syscall(libc::SYS_setfsgid, self.gid);
+            libc::syscall(libc::SYS_setfsuid, self.uid);
+            (libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32, libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32)
+        };
+        if gid != self.gid {
+            return Err(refused("fs gid", self.gid.to_string()));
+        }
+        if uid != self.uid {
+            return Err(refused("fs uid", self.uid.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// The calling thread's supplementary groups, sorted.
+fn own_groups() -> io::Result<Vec<u32>> {
+    // SAFETY: a null list of length 0 asks for the count only.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut groups = vec![0; n as usize];
+    // SAFETY: room for `n` gids.
+    let n = unsafe { libc::getgroups(n, groups.as_mut_ptr()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    groups.truncate(n as usize);
+    groups.sort_unstable();
+    groups.dedup();
+    Ok(groups)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn status_lines_give_the_fs_ids_and_groups() {
+        let status = "Name:\tnode\nUid:\t1000\t1000\t1000\t1001\nGid:\t100\t100\t100\t101\nGroups:\t27 4 27 \n";
+        assert_eq!(FsCredentials::parse(status), Some(FsCredentials { uid: 1001, gid: 101, groups: vec![4, 27] }));
+        let none = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n";
+        assert_eq!(FsCredentials::parse(none), Some(FsCredentials { uid: 0, gid: 0, groups: vec![] }));
+        assert_eq!(FsCredentials::parse("Uid:\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\n"), None, "three Uid fields");
+        assert!(FsCredentials::of(std::process::id() as i32).is_ok());
+    }
+
+    /// Root-only and uid 65534's files, in a 0755 directory, for the tests of reads as a target.
+    pub(crate) struct NobodysFiles {
+        pub dir: tempfile::TempDir,
+        /// 0700, root's.
+        pub private: std::path::PathBuf,
+        /// 0600 in `private`, root's.
+        pub secret: std::path::PathBuf,
+        /// 0600, of uid 65534.
+        pub own: std::path::PathBuf,
+    }
+
+    /// [`NobodysFiles`], or None (after a skip, or a failure under REQUIRE_EBPF=1) when not root.
+    pub(crate) fn nobodys_files(test: &str) -> Option<NobodysFiles> {
+        // SAFETY: geteuid has no preconditions.
+        let missing = (unsafe { libc::geteuid() } != 0).then_some("files of another uid and another fs uid need root (run the tests as root)");
+        if !thread_ctx_test_support::process::can_run(test, missing) {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &std::path::Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        mode(dir.path(), 0o755);
+        let private = dir.path().join("private");
+        std::fs::create_dir(&private).unwrap();
+        mode(&private, 0o700);
+        let secret = private.join("secret.map");
+        std::fs::write(&secret, b"{}").unwrap();
+        mode(&secret, 0o600);
+        let own = dir.path().join("own.map");
+        std::fs::write(&own, b"{}").unwrap();
+        std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+        mode(&own, 0o600);
+        Some(NobodysFiles { dir, private, secret, own })
+    }
+
+    /// The kernel's side of the mechanism, on this kernel: root whose thread took fs uid 65534
+    /// cannot open a root-only file (its DAC capabilities dropped with the fs uid), opens a file of
+    /// 65534, and the other threads, this one included, keep root's reads.
+    #[test]
+    fn another_fs_uid_loses_root_reads_on_its_thread_only() {
+        let Some(NobodysFiles { dir: _dir, private, secret, own }) = nobodys_files("another_fs_uid_loses_root_reads_on_its_thread_only") else {
+            return;
+        };
+        let open_secret = private.join("open-secret");
+        std::fs::write(&open_secret, b"mode 0644, in a 0700 dir").unwrap();
+
+        let nobody = FsCredentials { uid: 65534, gid: 65534, groups: vec![] };
+        let open = |p: &std::path::Path| {
+            let p = p.to_path_buf();
+            nobody.run_as(move || std::fs::File::open(p))
+        };
+        assert_eq!(open(&secret).unwrap_err().kind(), io::ErrorKind::PermissionDenied, "a 0600 root file");
+        assert_eq!(open(&open_secret).unwrap_err().kind(), io::ErrorKind::PermissionDenied, "a 0700 root directory is not searched");
+        assert!(open(&own).is_ok(), "its own 0600 file");
+        assert!(std::fs::File::open(&secret).is_ok(), "this thread keeps root's reads");
+        let root = FsCredentials { uid: 0, gid: 0, groups: vec![] };
+        assert!(root.run_as(|| std::fs::File::open(&secret)).is_ok(), "a root target keeps what root reads");
+
+        // A group the target is in opens a 0640 file of that group; without the group, refused.
+        std::fs::write(&secret, b"group 4242").unwrap();
+        std::os::unix::fs::chown(&secret, Some(0), Some(4242)).unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let in_group = FsCredentials { uid: 65534, gid: 65534, groups: vec![4242] };
+        assert!(in_group.run_as(|| std::fs::File::open(&secret)).is_ok(), "supplementary group 4242 reads it");
+        assert_eq!(open(&secret).unwrap_err().kind(), io::ErrorKind::PermissionDenied, "without group 4242");
+        assert_eq!(own_groups().unwrap(), own_groups_of_process(), "this thread's groups untouched");
+    }
+
+    fn own_groups_of_process() -> Vec<u32> {
+        FsCredentials::of(std::process::id() as i32).unwrap().groups
+    }
+}
