@@ -6,7 +6,8 @@
 // variables) gets its spans in; the same SDK without the token, with a wrong one, or without TLS
 // is refused and nothing it sent is accepted; a token added to the watched file works at once
 // and a removed one is refused (the rotation docs/security.md describes); the agent's loopback
-// receiver takes the token without TLS; health_check answers the probes.
+// receiver takes the token without TLS; health_check answers the probes. The agent, given the
+// token by OTEL_EXPORTER_OTLP_HEADERS, has its windows taken, and refused without it.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -16,6 +17,8 @@ const crypto = require('node:crypto');
 const { spawn, spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
+const { ADDON, IDS, isRoot } = require('../helpers/addon');
+const { needs } = require('../helpers/needs');
 
 const { ROOT, BIN } = pipeline;
 // A missing build is a skip, and a failure in CI (REQUIRE_EBPF=1: every built part required).
@@ -104,13 +107,9 @@ async function acceptedReaches(collector, want) {
   return got;
 }
 
-test('TLS and a token on the receivers: the SDK gets in with them, and not without', { skip, timeout: 90_000 }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'collector-auth-'));
-  let collector = null;
-  t.after(async () => {
-    await pipeline.stop(collector, 10_000);
-    if (t.passed) fs.rmSync(dir, { recursive: true, force: true });
-  });
+// The project's Collector with node.yaml + storage.yaml + auth.yaml, a certificate and a token
+// file made in `dir`, on five free ports: [grpc, http, telemetry, health, agent].
+async function startAuthCollector(dir) {
   const certs = makeCerts(dir);
   const tokenFile = path.join(dir, 'tokens');
   const token = crypto.randomBytes(24).toString('hex');
@@ -123,8 +122,21 @@ test('TLS and a token on the receivers: the SDK gets in with them, and not witho
       OTELCOL_HEALTH_ENDPOINT: `127.0.0.1:${health}`, OTELCOL_AGENT_ENDPOINT: `127.0.0.1:${agent}`, OTELCOL_STORAGE_DIR: path.join(dir, 'storage'),
       OTELCOL_TLS_CERT_FILE: certs.cert, OTELCOL_TLS_KEY_FILE: certs.key, OTELCOL_TOKEN_FILE: tokenFile,
     }), /Everything is ready/);
-  collector = { ...s, telemetry: s.ports[2] };
-  const [grpc, http, , health, agent] = s.ports;
+  return { collector: { ...s, telemetry: s.ports[2] }, certs, tokenFile, token };
+}
+
+test('TLS and a token on the receivers: the SDK gets in with them, and not without', { skip, timeout: 90_000 }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'collector-auth-'));
+  let collector = null;
+  let certs;
+  let tokenFile;
+  let token;
+  t.after(async () => {
+    await pipeline.stop(collector, 10_000);
+    if (t.passed) fs.rmSync(dir, { recursive: true, force: true });
+  });
+  ({ collector, certs, tokenFile, token } = await startAuthCollector(dir));
+  const [grpc, http, , health, agent] = collector.ports;
 
   const probe = await fetch(`http://127.0.0.1:${health}/`);
   assert.equal(probe.status, 200, 'health_check answers the probes');
@@ -177,3 +189,41 @@ test('TLS and a token on the receivers: the SDK gets in with them, and not witho
   assert.equal(await profilesExport(agent, null), 16, 'the agent\'s receiver without the token: UNAUTHENTICATED');
   assert.equal(await profilesExport(agent, `Bearer ${next}`), 0, 'the agent\'s receiver with the token: OK');
 });
+
+// `thread-ctx agent` as docs/security.md sets it up beside such a Collector: the token in
+// OTEL_EXPORTER_OTLP_HEADERS, to the agent's loopback receiver. With it every window is taken;
+// without it every request is refused (the agent's own counters, in its last line).
+const agentNeed = needs(!isRoot ? 'the agent needs root (eBPF)' : !fs.existsSync(BIN.threadCtx) && `${BIN.threadCtx} missing: run "bash scripts/setup.sh"`);
+test('the agent sends with the token, and is refused without it', { skip: skip || agentNeed.skip, timeout: 90_000 }, agentNeed.guard(async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'collector-auth-agent-'));
+  let collector = null;
+  let service = null;
+  t.after(async () => {
+    service?.kill('SIGKILL');
+    await pipeline.stop(collector, 10_000);
+    if (t.passed) fs.rmSync(dir, { recursive: true, force: true });
+  });
+  let token;
+  ({ collector, token } = await startAuthCollector(dir));
+  const agentPort = collector.ports[4];
+  // A service that publishes a span and burns CPU inside it.
+  service = spawn(process.execPath, ['-e', `require(${JSON.stringify(ADDON)}).setSpanContext('${IDS.traceA}', '${IDS.spanA}', 1);
+    console.log('ready'); let x = 0; for (;;) for (let i = 0; i < 1e6; i++) x += Math.sqrt(i);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((resolve, reject) => {
+    service.stdout.once('data', resolve);
+    service.once('exit', (code) => reject(new Error(`the service exited (${code}) before it was ready`)));
+  });
+  const agent = (headers) => {
+    const r = spawnSync(BIN.threadCtx, ['agent', '--pid', String(service.pid), '--interval', '1s', '--duration', '3500ms',
+      '--endpoint', `http://127.0.0.1:${agentPort}`, '--protocol', 'grpc'],
+    { encoding: 'utf8', timeout: 60_000, env: { ...process.env, OTEL_EXPORTER_OTLP_HEADERS: headers } });
+    const last = r.stderr.trim().split('\n').filter((l) => l.includes(' exported ')).pop() ?? '';
+    const n = (re) => Number((re.exec(last) ?? [])[1]);
+    return { status: r.status, exported: n(/exported (\d+) requests/), refused: n(/refused (\d+)/), log: r.stderr.slice(-3000) };
+  };
+  const withToken = agent(`Authorization=Bearer%20${token}`);
+  assert.equal(withToken.status, 0, withToken.log);
+  assert.ok(withToken.exported >= 2 && withToken.refused === 0, `with the token, every window taken: ${withToken.log}`);
+  const without = agent('');
+  assert.ok(without.exported === 0 && without.refused >= 2, `without the token, every window refused: ${without.log}`);
+}));
