@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/exporter"
@@ -46,8 +48,12 @@ func components() (otelcol.Factories, error) {
 	// whose exemplars lead to the enriched traces.
 	// file_storage keeps what a crash would lose on disk: the spans the spanprofiles connector
 	// holds and the exporters' persistent sending queues (collector/storage.yaml).
+	// health_check answers the manifests' liveness and readiness probes (collector/node.yaml);
+	// bearertokenauth refuses OTLP requests without the node's token (collector/auth.yaml).
 	if factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](
 		filestorage.NewFactory(),
+		healthcheckextension.NewFactory(),
+		bearertokenauthextension.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err
 	}

@@ -2,7 +2,7 @@
 # Builds the OpenTelemetry Collector that the OTLP tests and the demo stream profiles into
 # (collector/: OTLP receiver, memory_limiter processor, file exporter, the spanprofiles
 # connector from collector/spanprofilesconnector, contrib's spanmetrics connector and the OTLP
-# exporter, one Collector release pinned in collector/go.mod and go.sum) into
+# exporter, the file_storage, health_check and bearertokenauth extensions, one Collector release pinned in collector/go.mod and go.sum) into
 # target/otelcol/otelcol-thread-ctx. Builds once: it rebuilds only when a file it is built
 # from changed since the last build.
 set -euo pipefail

@@ -30,9 +30,10 @@ function validate(configs, env, ...args) {
     { encoding: 'utf8', env: { ...process.env, ...env } });
 }
 
-test('the production configuration is valid, alone and with storage; it needs its backends named', { skip }, () => {
-  for (const configs of [['node.yaml'], ['node.yaml', 'storage.yaml']]) {
-    const r = validate(configs, BACKENDS);
+test('the production configuration is valid, alone, with storage and with auth; it needs its backends named', { skip }, () => {
+  const auth = { OTELCOL_TLS_CERT_FILE: '/c.pem', OTELCOL_TLS_KEY_FILE: '/k.pem', OTELCOL_TOKEN_FILE: '/tokens' };
+  for (const configs of [['node.yaml'], ['node.yaml', 'storage.yaml'], ['node.yaml', 'storage.yaml', 'auth.yaml']]) {
+    const r = validate(configs, { ...BACKENDS, ...auth });
     assert.equal(r.status, 0, `otelcol validate ${configs.join(' + ')}: ${r.stdout}${r.stderr}`);
   }
   const r = validate(['node.yaml'], {});
@@ -144,6 +145,8 @@ test('the production configuration starts and serves the connector\'s metrics', 
   });
   proc = await pipeline.startCollectorWith(dir, ['node.yaml'], ([grpc, http, telemetry]) => ({
     ...BACKENDS, BACKEND_INSECURE: 'true', OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_TELEMETRY_PORT: String(telemetry),
+    // health_check on any free port: its answer is checked in collector-auth.test.js.
+    OTELCOL_HEALTH_ENDPOINT: '127.0.0.1:0',
   }));
   const metrics = await pipeline.collectorMetrics(proc);
   assert.ok('otelcol_connector_spanprofiles_pending_spans' in metrics, `served: ${Object.keys(metrics).slice(0, 20).join(', ')}`);

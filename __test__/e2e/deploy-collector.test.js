@@ -52,3 +52,26 @@ test('the DaemonSet listens on the node where the agent and the pods send, and k
   assert.ok(container.volumeMounts.some((m) => storageDir.startsWith(m.mountPath) && m.mountPath !== '/conf'), `${storageDir} is on a volume`);
   assert.ok(container.ports.some((p) => p.containerPort === 8888), 'the Collector\'s own metrics port');
 });
+
+// Nothing listens on a wildcard address: on a host the defaults are loopback; in the DaemonSet
+// the pod's own address; health_check answers the probes there (collector-auth.test.js starts it).
+test('the Collector listens on no wildcard address, and the probes ask health_check', () => {
+  const listening = /\$\{env:(OTELCOL_(?:GRPC|HTTP|HEALTH|AGENT)_ENDPOINT|OTELCOL_TELEMETRY_HOST):-([^}]*)\}/g;
+  for (const file of ['node.yaml', 'storage.yaml', 'auth.yaml']) {
+    const text = fs.readFileSync(path.join(ROOT, 'collector', file), 'utf8');
+    const config = text.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
+    assert.doesNotMatch(config, /0\.0\.0\.0|\[::\]|host:\s*["']?::/, `${file} names a wildcard address`);
+    for (const [, name, fallback] of config.matchAll(listening)) assert.match(fallback, /^127\.0\.0\.1(:\d+)?$/, `${file}: ${name} defaults to ${fallback}`);
+  }
+  const node = YAML.parse(fs.readFileSync(path.join(ROOT, 'collector', 'node.yaml'), 'utf8'));
+  assert.deepEqual(node.service.extensions, ['health_check']);
+  const env = Object.fromEntries(container.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+  assert.deepEqual(env.MY_POD_IP, { fieldRef: { fieldPath: 'status.podIP' } });
+  for (const name of ['OTELCOL_GRPC_ENDPOINT', 'OTELCOL_HTTP_ENDPOINT', 'OTELCOL_HEALTH_ENDPOINT', 'OTELCOL_TELEMETRY_HOST']) {
+    assert.match(env[name], /^\$\(MY_POD_IP\)/, `${name} is the pod's address`);
+  }
+  const health = container.ports.find((p) => p.name === 'health');
+  assert.equal(health.containerPort, 13133);
+  assert.equal(health.hostPort, undefined, 'health_check is not on the node\'s address');
+  for (const probe of [container.livenessProbe, container.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/', port: 'health' });
+});

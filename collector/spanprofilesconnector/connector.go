@@ -383,7 +383,9 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 	p, why, cands := c.store.match(u.id)
 	if why == spanAmbiguousProcess {
 		p = c.identities.resolve(u, cands)
-		if p == nil && final {
+		if owner := c.store.instanceElsewhere(u.id); owner != nil && final {
+			c.identities.logForged(u.id, owner)
+		} else if p == nil && final {
 			c.identities.logAmbiguous(u.id, cands)
 		}
 	}

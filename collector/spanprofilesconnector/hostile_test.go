@@ -202,3 +202,43 @@ func TestSameIDsInTwoProcesses(t *testing.T) {
 	h.sendTraces(traces(service(2), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
 	assert.InDelta(t, 50.0, attrDouble(t, h.received()[spanID(1)], AttrCPUSpanMs), 1e-9)
 }
+
+// A process that sends spans as another service's instance (its service.instance.id copied
+// from a trace backend, even with a trace id of the real service's, so that the real process's
+// windows hold samples of it) is not joined to that instance's process: its spans pass
+// unenriched, counted ambiguous_process and said once; the real service's spans keep theirs,
+// untouched by the forged ones; the forger's own spans, under its own instance id, are its.
+func TestForgedServiceInstanceID(t *testing.T) {
+	h := newHarness(t, nil)
+	r := newRequest()
+	st := r.stack(native("checkout"))
+	r.window(agentProcess(101, "service.instance.id", "shop-1"), 0, 1000).cpuEvery(on{tid: 101, trace: 1, span: 1, stack: st}, 100, 150)
+	r.window(agentProcess(202, "service.name", "intruder", "service.instance.id", "intruder-1"), 0, 1000).
+		cpuEvery(on{tid: 202, trace: 2, span: 2, stack: r.stack(native("forge"))}, 100, 130)
+	h.sendProfiles(r)
+
+	forged := service(202, "service.instance.id", "shop-1") // the forger's real pid, the victim's instance
+	h.sendTraces(traces(forged,
+		spanSpec{trace: 1, span: 11, start: 100, end: 160}, // the real service's trace id, copied
+		spanSpec{trace: 3, span: 13, start: 100, end: 160},
+		spanSpec{trace: 2, span: 12, start: 100, end: 160})) // the forger's own trace: not its instance either
+	h.sendTraces(traces(service(101, "service.instance.id", "shop-1"), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
+	h.sendTraces(traces(service(202, "service.name", "intruder", "service.instance.id", "intruder-1"), spanSpec{trace: 2, span: 2, start: 100, end: 160}))
+	h.advance(h.c.cfg.MaxWait)
+
+	got := h.received()
+	for _, id := range []byte{11, 12, 13} {
+		require.Contains(t, got, spanID(id))
+		assert.False(t, isEnriched(got[spanID(id)]), "forged span %d passes unenriched", id)
+		_, ok := got[spanID(id)].Attributes().Get(AttrCPUSpanMs)
+		assert.False(t, ok, "forged span %d carries no figure", id)
+	}
+	assert.EqualValues(t, 3, h.spans(spanAmbiguousProcess), "the forged spans, counted ambiguous")
+	assert.InDelta(t, 60.0, attrDouble(t, got[spanID(1)], AttrCPUSpanMs), 1e-9, "the real service's span: its own samples only")
+	tid, _ := threadOfSpan(t, got[spanID(1)])
+	assert.Equal(t, int64(101), tid)
+	assert.InDelta(t, 40.0, attrDouble(t, got[spanID(2)], AttrCPUSpanMs), 1e-9, "the forger's own span, under its own instance id")
+	logged := h.logs.FilterMessageSnippet("did not join these spans to the process whose service.instance.id they carry").All()
+	require.Len(t, logged, 1, "said once for the forged resource")
+	assert.Equal(t, "shop-1", logged[0].ContextMap()["service.instance.id"])
+}

@@ -66,13 +66,9 @@ func (ids *identities) resolve(u *unit, cands []*process) *process {
 
 // logAmbiguous says, once per resource, which processes its spans could not be told apart from.
 func (ids *identities) logAmbiguous(id identity, cands []*process) {
-	if ids.logged[id] {
+	if !ids.firstTime(id) {
 		return
 	}
-	if len(ids.logged) >= identitiesBound {
-		clear(ids.logged)
-	}
-	ids.logged[id] = true
 	described := make([]string, 0, len(cands))
 	for _, p := range cands {
 		described = append(described, describeProcess(p))
@@ -84,6 +80,33 @@ func (ids *identities) logAmbiguous(id identity, cands []*process) {
 		zap.String("host.name", id.hostName),
 		zap.String("container.id", id.containerID),
 		zap.Strings("candidates", described),
+	)
+}
+
+// firstTime says whether nothing was logged yet of resource id, and remembers that now it is.
+func (ids *identities) firstTime(id identity) bool {
+	if ids.logged[id] {
+		return false
+	}
+	if len(ids.logged) >= identitiesBound {
+		clear(ids.logged)
+	}
+	ids.logged[id] = true
+	return true
+}
+
+// logForged says, once per resource, that spans name a profiled process's service.instance.id
+// under another pid (store.instanceElsewhere), so they were not joined to it.
+func (ids *identities) logForged(id identity, owner *process) {
+	if !ids.firstTime(id) {
+		return
+	}
+	ids.logger.Warn("spanprofiles did not join these spans to the process whose service.instance.id they carry: their process.pid is another; they pass unenriched (ambiguous_process). Another process may be sending spans as that instance; logged once per resource",
+		zap.String("service.name", id.serviceName),
+		zap.String("service.instance.id", id.instanceID),
+		zap.Int64("process.pid", id.pid),
+		zap.String("host.name", id.hostName),
+		zap.String("instance's process", describeProcess(owner)),
 	)
 }
 

@@ -293,7 +293,37 @@ func (s *store) match(id identity) (*process, string, []*process) {
 	if why != spanAmbiguousProcess {
 		return p, why, nil
 	}
+	if s.instanceElsewhere(id) != nil {
+		// No candidate: evidence (a copied trace id) must not join the spans to the instance's
+		// real process either.
+		return nil, why, nil
+	}
 	return nil, why, s.candidates(id)
+}
+
+// instanceElsewhere is the one profiled process that holds the span resource's
+// service.instance.id while the resource's process.pid names another profiled process of the
+// same host: the spans come from that other process, naming itself as another one's instance
+// (a service.instance.id copied from a trace backend). Its spans are never joined to the
+// instance's process: counted ambiguous_process, and said once (identities.logForged). A pid
+// that names no profiled process does not count: a profiler that reports host pids only (the
+// OpenTelemetry eBPF profiler) and a service in a container (pid 1 in its spans) are joined by
+// the instance id alone.
+func (s *store) instanceElsewhere(id identity) *process {
+	if id.instanceID == "" || id.pid <= 0 {
+		return nil
+	}
+	c := s.byInstance[id.instanceID]
+	if len(c) != 1 || c[0].id.pid == id.pid {
+		return nil
+	}
+	owner := c[0]
+	for _, p := range s.byPID[id.pid] {
+		if p != owner && p.id.pid == id.pid && !differ(id.hostName, p.id.hostName) && !differ(id.containerID, p.id.containerID) {
+			return owner
+		}
+	}
+	return nil
 }
 
 func (s *store) matchOne(id identity) (*process, string) {
@@ -307,6 +337,9 @@ func (s *store) matchOne(id identity) (*process, string) {
 		}
 		switch len(c) {
 		case 1:
+			if s.instanceElsewhere(id) != nil {
+				return nil, spanAmbiguousProcess
+			}
 			return c[0], ""
 		case 0:
 		default:
@@ -334,7 +367,6 @@ func (s *store) candidates(id identity) []*process {
 		}
 	}
 	return filter(s.byPID[id.pid], func(p *process) bool {
-		differ := func(a, b string) bool { return a != "" && b != "" && a != b }
 		return !differ(id.hostName, p.id.hostName) && !differ(id.containerID, p.id.containerID) &&
 			!differ(id.instanceID, p.id.instanceID) && !differ(id.serviceName, p.id.serviceName)
 	})
@@ -350,6 +382,9 @@ func (p *process) holdsTrace(trace pcommon.TraceID) bool {
 	}
 	return false
 }
+
+// differ says two resources name different things: both say it, and not the same.
+func differ(a, b string) bool { return a != "" && b != "" && a != b }
 
 func filter(ps []*process, keep func(*process) bool) []*process {
 	var out []*process

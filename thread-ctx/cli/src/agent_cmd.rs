@@ -71,6 +71,16 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     if let Some(dir) = args.pprof_dir.as_ref().filter(|d| !d.is_dir()) {
         return Err(usage(format!("--pprof-dir: {} is not a directory", dir.display())));
     }
+    // Before the BPF programs load: a directory the agent cannot make private is a usage error.
+    let mut files_sink = match args.pprof_dir.clone().map(PprofDir::open).transpose() {
+        Ok(sink) => sink.map(|(sink, note)| {
+            if let Some(note) = note {
+                say_stamped!("thread-ctx agent: {note}");
+            }
+            sink
+        }),
+        Err(e) => return Err(usage(format!("--pprof-dir: cannot make it private (0700): {e}"))),
+    };
     let exporter = exporter_for(&args)?;
     let opts = AgentOptions {
         sampler: args.sampling.options(args.hz, true),
@@ -98,7 +108,6 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let mut last_error = None;
     // The exporter's counters are read through this handle; the sink owns the exporter.
     let mut otlp = exporter.map(|exporter| OtlpSink { exporter });
-    let mut files_sink = args.pprof_dir.clone().map(|dir| PprofDir { dir });
     let mut notes = ProcessNotes;
     loop {
         let until = end.map_or(agent.window_end(), |e| e.min(agent.window_end()));

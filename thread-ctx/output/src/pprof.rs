@@ -212,6 +212,25 @@ fn breakdown(p: &Profile, e: &Entry, measure: usize, start_unix_ns: i64) -> Vec<
 /// Writes the gzipped profile to `path`.
 pub fn write_file(path: &std::path::Path, p: &Profile, meta: &Meta) -> Result<()> {
     let file = std::fs::File::create(path).map_err(|e| FileError::io("creating", path, e))?;
+    write_gzipped(file, path, p, meta)
+}
+
+/// As [`write_file`], readable by its owner only (0600, also when it was there before): the
+/// agent's files name other users' functions and source files.
+pub fn write_private_file(path: &std::path::Path, p: &Profile, meta: &Meta) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o600)).map(|_| f))
+        .map_err(|e| FileError::io("creating", path, e))?;
+    write_gzipped(file, path, p, meta)
+}
+
+fn write_gzipped(file: std::fs::File, path: &std::path::Path, p: &Profile, meta: &Meta) -> Result<()> {
     let mut gz = GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::default());
     gz.write_all(&encode(p, meta)).and_then(|_| gz.finish()?.flush()).map_err(|e| FileError::io("writing", path, e))
 }
