@@ -77,6 +77,8 @@ type exemplar struct {
 }
 
 type waitSeries struct {
+	// When the series began (the start of the interval its line was elected in).
+	start   pcommon.Timestamp
 	ms      float64
 	delayed int64
 	ex      exemplar
@@ -131,41 +133,39 @@ func (n *metricNames) route(svc, r string, fold foldCounter) string {
 	return r
 }
 
-// function returns the function as a series names it; svc and route as the others returned.
-func (n *metricNames) function(svc, route, f string, fold foldCounter) string {
-	fns := n.services[svc][route]
-	if _, ok := fns[f]; ok {
-		return f
-	}
-	if len(fns) >= n.cfg.MaxFunctions {
-		fold(MetricAttrFunction)
-		return otherValue
-	}
-	fns[f] = struct{}{}
-	return f
-}
-
 // waitMetrics accumulates the connector's metrics over its life (cumulative series), bounded
 // by MetricsConfig.
 type waitMetrics struct {
-	cfg       MetricsConfig
-	start     pcommon.Timestamp
-	names     metricNames
+	cfg MetricsConfig
+	// The Collector's service.instance.id, on every resource: each Collector's cumulative
+	// series are its own (metrics_instance.go).
+	instance string
+	start    pcommon.Timestamp
+	names    metricNames
+	// The cumulative wait series sent, by elected line (metrics_hitters.go).
 	inflicted map[waitKey]*waitSeries
-	spanTime  map[causeKey]float64
-	share     map[routeKey]*shareSeries
-	fold      foldCounter
+	// The waits of the current flush interval by their real line, and when it began.
+	interval      map[waitKey]*waitSeries
+	intervalStart pcommon.Timestamp
+	// Each holder route's heavy hitters.
+	hitters  map[routeKey]*heavyHitters
+	spanTime map[causeKey]float64
+	share    map[routeKey]*shareSeries
+	fold     foldCounter
 }
 
 func newWaitMetrics(cfg MetricsConfig, start pcommon.Timestamp, fold foldCounter) *waitMetrics {
 	return &waitMetrics{
-		cfg:       cfg,
-		start:     start,
-		names:     metricNames{cfg: cfg, services: map[string]map[string]map[string]struct{}{}},
-		inflicted: map[waitKey]*waitSeries{},
-		spanTime:  map[causeKey]float64{},
-		share:     map[routeKey]*shareSeries{},
-		fold:      fold,
+		cfg:           cfg,
+		start:         start,
+		names:         metricNames{cfg: cfg, services: map[string]map[string]map[string]struct{}{}},
+		inflicted:     map[waitKey]*waitSeries{},
+		interval:      map[waitKey]*waitSeries{},
+		hitters:       map[routeKey]*heavyHitters{},
+		intervalStart: start,
+		spanTime:      map[causeKey]float64{},
+		share:         map[routeKey]*shareSeries{},
+		fold:          fold,
 	}
 }
 
@@ -218,17 +218,23 @@ func (m *waitMetrics) observeWaits(svc, delayedRoute string, j *joined, ex exemp
 			if f.blocked {
 				kind = kindBlockedHeld
 			}
-			k := waitKey{svc, route, m.names.function(svc, route, f.frame, m.fold), kind, delayedRoute}
-			ws := m.inflicted[k]
+			k := waitKey{svc, route, f.frame, kind, delayedRoute}
+			ws := m.interval[k]
 			if ws == nil {
-				if len(m.inflicted) >= m.cfg.MaxSeries {
+				if len(m.interval) >= m.cfg.MaxSeries {
+					// A flood of lines within one interval: past max_series, new ones are
+					// `other` of their route at once where that series exists, else `other`
+					// in all but kind.
 					m.fold("series")
-					k = waitKey{otherValue, otherValue, otherValue, kind, otherValue}
-					ws = m.inflicted[k]
+					k.function = otherValue
+					if ws = m.interval[k]; ws == nil {
+						k = waitKey{otherValue, otherValue, otherValue, kind, otherValue}
+						ws = m.interval[k]
+					}
 				}
 				if ws == nil {
 					ws = &waitSeries{}
-					m.inflicted[k] = ws
+					m.interval[k] = ws
 				}
 			}
 			ms := float64(ns) / 1e6
