@@ -111,7 +111,26 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 			ss.ex = exemplar{}
 		}
 	}
+	dropEmpty(md)
 	return md
+}
+
+// dropEmpty removes the metrics a service has no point of (a service whose requests waited for
+// none has no thread_ctx.wait.*): Prometheus refuses a metric without points and logs
+// "empty data points. ... is dropped" at every flush.
+func dropEmpty(md pmetric.Metrics) {
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for k := 0; k < sms.Len(); k++ {
+			sms.At(k).Metrics().RemoveIf(func(mt pmetric.Metric) bool {
+				if mt.Type() == pmetric.MetricTypeHistogram {
+					return mt.Histogram().DataPoints().Len() == 0
+				}
+				return mt.Sum().DataPoints().Len() == 0
+			})
+		}
+	}
 }
 
 // putExemplar adds ex (the last request a series delayed) to a point: its ms of wait, or a

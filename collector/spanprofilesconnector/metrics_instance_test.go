@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // Two Collectors (two nodes of a DaemonSet) count the same service: each one's series carry its
@@ -32,4 +33,23 @@ func TestEachCollectorsSeriesAreItsOwn(t *testing.T) {
 	host, err := os.Hostname()
 	require.NoError(t, err)
 	assert.Equal(t, host, collectorInstance(pcommon.NewResource()), "without one, the node")
+}
+
+// A service with requests but no waits (nothing held them) sends thread_ctx.span.* only: no
+// metric without points, which Prometheus would log and drop at every flush.
+func TestNoMetricWithoutPoints(t *testing.T) {
+	m := newWaitMetrics(defaultMetricsConfig(), 1, func(string) {})
+	span := ptrace.NewSpan()
+	span.SetKind(ptrace.SpanKindServer)
+	span.SetStartTimestamp(1)
+	span.SetEndTimestamp(1 + 10e6)
+	m.observe("quiet", span, &joined{cpuTrace: 10e6, hasCPU: true, seen: true}, func(pcommon.TraceID) string { return "" })
+	md := m.emit(2)
+	require.Positive(t, md.DataPointCount())
+	var names []string
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		names = append(names, ms.At(i).Name())
+	}
+	assert.Equal(t, []string{MetricSpanTime, MetricSpanHeldShare}, names)
 }
