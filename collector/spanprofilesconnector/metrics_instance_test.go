@@ -53,3 +53,30 @@ func TestNoMetricWithoutPoints(t *testing.T) {
 	}
 	assert.Equal(t, []string{MetricSpanTime, MetricSpanHeldShare}, names)
 }
+
+// One truth: the span's held_by_routes (what `thread-ctx report --traces` sums) and the metric
+// name the same line with the same ms. /search held /wait's thread 30 ms in rank and 20 ms in
+// the comparator on rank's line, `(anonymous) (service.js:38)`: both say 50 ms in rank.
+func TestTheMetricsAgreeWithTheSpan(t *testing.T) {
+	h := newMetricsHarness(t, nil)
+	r := newRequest()
+	w := r.window(agentProcess(mainTID), 0, 1000)
+	rank := on{tid: mainTID, trace: 3, span: 3, route: "/search", stack: r.stack(js("rank", "/srv/app/service.js", 38))}
+	comparator := on{tid: mainTID, trace: 3, span: 3, route: "/search", stack: r.stack(js("(anonymous)", "/srv/app/service.js", 38), js("rank", "/srv/app/service.js", 38))}
+	w.cpuAt(rank, 110, 120, 130)
+	w.cpuAt(comparator, 140, 150)
+	h.sendProfiles(r)
+	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 200, name: "GET /wait", route: "/wait", server: true}))
+	require.Equal(t, int64(1), h.spans(spanEnriched))
+	h.flush()
+	var span ptrace.Span
+	for _, s := range h.received() {
+		span = s
+	}
+	assert.Equal(t, []string{"/search 50.0ms in 1 requests: rank (service.js:38)"}, eventStrings(profileEvent(t, span), EventHeldByRoutes))
+	inflicted := h.lastPoints(MetricWaitInflicted)
+	require.Len(t, inflicted, 1)
+	k := "service.name=shop,http.route=/search,code.function=rank (service.js:38),kind=cpu,thread_ctx.delayed_route=/wait"
+	require.Contains(t, inflicted, k)
+	assert.InDelta(t, 50.0, inflicted[k].DoubleValue(), 1e-9)
+}
