@@ -22,11 +22,21 @@ const skip = built === null || process.env.REQUIRE_EBPF === '1' ? false : built;
 const METRIC = 'thread_ctx_wait_inflicted_milliseconds_total';
 const ROUNDS = 5;
 
+// The golden files are as a file exporter writes them: each OTLP message after its size (4
+// bytes, big endian); each is one OTLP/HTTP request's body.
+function messages(file) {
+  const raw = fs.readFileSync(path.join(GOLDEN, file));
+  const out = [];
+  for (let at = 0; at + 4 <= raw.length; at += 4 + raw.readUInt32BE(at)) out.push(raw.subarray(at + 4, at + 4 + raw.readUInt32BE(at)));
+  assert.ok(out.length > 0, `${file} holds no message`);
+  return out;
+}
+
 async function post(collector, route, file) {
-  const res = await fetch(`http://127.0.0.1:${collector.http}${route}`, {
-    method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: fs.readFileSync(path.join(GOLDEN, file)),
-  });
-  assert.equal(res.status, 200, `${route}: ${await res.text()}`);
+  for (const body of messages(file)) {
+    const res = await fetch(`http://127.0.0.1:${collector.http}${route}`, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body });
+    assert.equal(res.status, 200, `${route}: ${await res.text()}`);
+  }
 }
 
 test('two Collectors into one Prometheus: distinct series, each monotonic', { skip, timeout: 120_000 }, async (t) => {
@@ -65,7 +75,7 @@ test('two Collectors into one Prometheus: distinct series, each monotonic', { sk
     }
   }
   const series = [...seen.entries()].map(([k, values]) => ({ labels: Object.fromEntries(JSON.parse(k)), values }));
-  t.diagnostic(series.map((s) => `${s.labels.instance} ${s.labels.http_route} ${s.labels.code_function} ${s.labels.kind}: ${s.values.map((v) => v.toFixed(1)).join(' ')}`).join('\n'));
+  t.diagnostic(series.map((s) => `${s.labels.instance} ${s.labels.http_route} ${s.labels.code_function} ${s.labels.kind}: ${s.values.map((v) => v.toFixed(1)).join(' ')}`).join('; '));
 
   const instances = new Set(series.map((s) => s.labels.instance));
   assert.equal(instances.size, 2, `one instance label per Collector: ${[...instances].join(', ')}`);
