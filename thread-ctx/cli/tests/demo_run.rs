@@ -261,6 +261,7 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
             ms > 0.0 && (prom - ms).abs() <= 0.05 * ms,
             "{test}: report --traces says {route} {line} inflicted {ms} ms, Prometheus {prom} ms:\n{why}\n{table}"
         );
+        let _ = writeln!(std::io::stderr(), "{test}: {route} {line} inflicted {ms} ms (report --traces), {prom:.1} ms (Prometheus)");
     } else {
         // scripts/test.sh builds Prometheus before the Rust tests run: under CI a missing one is a failure.
         assert!(std::env::var("REQUIRE_EBPF").as_deref() != Ok("1"), "{test}: target/prometheus/prometheus is not built (REQUIRE_EBPF=1)");
