@@ -216,5 +216,13 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
     }
     t.diagnostic(`${exemplars.length} exemplars on /wait's buckets; the slowest with any (le ${slowest} ms) has ${ids.length} trace ids; ${opened} of the first ${Math.min(ids.length, 10)} open an enriched /wait span in Jaeger`);
     assert.ok(opened >= 1 && opened >= Math.min(ids.length, 10) * 0.8, `${opened} of ${Math.min(ids.length, 10)}`);
+    // Every bucket that has requests has an exemplar (span_metrics kept the first 5 spans of a
+    // series per flush, and the slowest bucket, a few requests, had none).
+    const counts = await pipeline.promQuery(prometheus.port, `sum by (le) (traces_span_metrics_duration_milliseconds_bucket{${job}, http_route="/wait", span_kind="SPAN_KIND_SERVER"})`);
+    const cumulative = counts.map((r) => ({ le: Number(r.metric.le), n: Number(r.value[1]) })).sort((a, b) => a.le - b.le);
+    const withExemplar = new Set(exemplars.map((e) => e.le));
+    const without = cumulative.filter((b, i) => b.n - (i > 0 ? cumulative[i - 1].n : 0) > 0 && !withExemplar.has(b.le));
+    t.diagnostic(`/wait's buckets with requests: ${cumulative.filter((b, i) => b.n - (i > 0 ? cumulative[i - 1].n : 0) > 0).map((b) => `le ${b.le}`).join(', ')}`);
+    assert.deepEqual(without.map((b) => b.le), [], 'buckets with requests and no exemplar');
   });
 });
