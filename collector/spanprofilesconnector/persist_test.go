@@ -231,6 +231,8 @@ type faultyStorage struct {
 	records                   storage.Client
 	failSets, failDeletes     atomic.Bool
 	failedSets, failedDeletes atomic.Int64
+	// When set, a write waits until it is closed: a disk that stalls.
+	stall atomic.Pointer[chan struct{}]
 }
 
 type faultyClient struct {
@@ -251,6 +253,9 @@ func (s *faultyStorage) GetClient(context.Context, component.Kind, component.ID,
 var errDiskFull = errors.New("write /var/lib/otelcol/file_storage: no space left on device")
 
 func (f faultyClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	if stall := f.s.stall.Load(); stall != nil {
+		<-*stall
+	}
 	for _, op := range ops {
 		if op.Type == storage.Set && f.s.failSets.Load() && op.Key != heldIndexKey {
 			f.s.failedSets.Add(1)
@@ -350,4 +355,40 @@ func restartEnriches(t *testing.T, host component.Host, id component.ID, clock t
 	require.NoError(t, r.c.consumeProfiles(context.Background(), coveringWindow().pd))
 	assert.Equal(t, n, enrichedCount(r.sink))
 	r.crash(t)
+}
+
+// A disk that stalls delays only the requests being written: the connector's lock is not held
+// while it writes, so profiles are taken and the spans they release are sent on meanwhile, and
+// the request whose spans wait for the disk is not acknowledged before they are kept.
+func TestAStalledDiskDoesNotStallIngest(t *testing.T) {
+	s, host, id := newFaultyStorage()
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	r := startRun(t, host, id, clock)
+	require.NoError(t, r.c.consumeTraces(context.Background(), serverSpans(1, 30, 10)))
+	stall := make(chan struct{})
+	s.stall.Store(&stall)
+	written := make(chan error, 1)
+	go func() { written <- r.c.consumeTraces(context.Background(), serverSpans(31, 10, 400)) }()
+	released := make(chan error, 1)
+	go func() { released <- r.c.consumeProfiles(context.Background(), coveringWindow().pd) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for enrichedCount(r.sink) < 30 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, 30, enrichedCount(r.sink), "profiles waited for the stalled disk: the write holds the connector's lock")
+	select {
+	case <-written:
+		t.Fatal("the request whose spans are being written was acknowledged before they were kept")
+	default:
+	}
+	close(stall)
+	require.NoError(t, <-written)
+	require.NoError(t, <-released)
+	// The 10 written meanwhile met the window at once, and every record was deleted once the
+	// disk came back: nothing to replay.
+	assert.Equal(t, 40, enrichedCount(r.sink))
+	r.crash(t)
+	again := startRun(t, host, id, clock.Add(5*time.Second))
+	assert.Zero(t, again.c.pending)
+	again.crash(t)
 }
