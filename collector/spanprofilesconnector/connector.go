@@ -606,8 +606,10 @@ func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, co
 		return pmetric.Metrics{}, nil
 	}
 	c.lastFlush = now
+	md := c.metrics.emit(pcommon.NewTimestampFromTime(now))
+	// After the flush's election: the series sent.
 	c.mtel.series.Store(int64(c.metrics.series()))
-	return c.metrics.emit(pcommon.NewTimestampFromTime(now)), c.metricsNext
+	return md, c.metricsNext
 }
 
 // emitMetrics sends a batch of metrics on; a refusal is logged and counted.
