@@ -7,7 +7,8 @@
 // collector/spanprofilesconnector/testdata/agent/: a /hog request held the thread while /wait
 // awaited) over OTLP/HTTP, five times; Prometheus then holds each series once per Collector
 // (`instance`, the Collector's service.instance.id), each growing, never reset, and no metric
-// was sent without points.
+// was sent without points. Then a gateway's many cheap lines and one hot line: in PromQL the hot
+// line has the top series.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -16,7 +17,7 @@ const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 
-const GOLDEN = path.join(pipeline.ROOT, 'collector', 'spanprofilesconnector', 'testdata', 'agent');
+const TESTDATA = path.join(pipeline.ROOT, 'collector', 'spanprofilesconnector', 'testdata');
 const built = pipeline.missing('prometheus');
 const skip = built === null || process.env.REQUIRE_EBPF === '1' ? false : built;
 const METRIC = 'thread_ctx_wait_inflicted_milliseconds_total';
@@ -25,7 +26,7 @@ const ROUNDS = 5;
 // The golden files are as a file exporter writes them: each OTLP message after its size (4
 // bytes, big endian); each is one OTLP/HTTP request's body.
 function messages(file) {
-  const raw = fs.readFileSync(path.join(GOLDEN, file));
+  const raw = fs.readFileSync(path.join(TESTDATA, file));
   const out = [];
   for (let at = 0; at + 4 <= raw.length; at += 4 + raw.readUInt32BE(at)) out.push(raw.subarray(at + 4, at + 4 + raw.readUInt32BE(at)));
   assert.ok(out.length > 0, `${file} holds no message`);
@@ -39,9 +40,11 @@ async function post(collector, route, file) {
   }
 }
 
-test('two Collectors into one Prometheus: distinct series, each monotonic', { skip, timeout: 120_000 }, async (t) => {
+// Prometheus and one rig Collector per name (each in a folder of its own, flushing its metrics
+// every second), stopped when the test ends; their logs kept if it failed.
+async function startRig(t, prefix, names) {
   assert.equal(built, null, built);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wait-metrics-collectors-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   const procs = [];
   t.after(async () => {
     for (const p of procs.reverse()) await pipeline.stop(p, 10_000);
@@ -51,7 +54,7 @@ test('two Collectors into one Prometheus: distinct series, each monotonic', { sk
   const prometheus = await pipeline.startPrometheus(dir);
   procs.push(prometheus);
   const collectors = [];
-  for (const name of ['node-a', 'node-b']) {
+  for (const name of names) {
     const sub = path.join(dir, name);
     fs.mkdirSync(sub);
     // No Jaeger: the traces exporter retries to a closed port; the metrics are what is read.
@@ -59,14 +62,19 @@ test('two Collectors into one Prometheus: distinct series, each monotonic', { sk
     procs.push(c);
     collectors.push(c);
   }
+  return { prometheus, collectors };
+}
+
+test('two Collectors into one Prometheus: distinct series, each monotonic', { skip, timeout: 120_000 }, async (t) => {
+  const { prometheus, collectors } = await startRig(t, 'wait-metrics-collectors-', ['node-a', 'node-b']);
 
   // Each round both Collectors join the window with the spans (the window again is a duplicate,
   // refused; the spans join with the one kept) and flush within a second.
   const seen = new Map();
   for (let round = 0; round < ROUNDS; round++) {
     for (const c of collectors) {
-      await post(c, '/v1development/profiles', 'profiles.pb');
-      await post(c, '/v1/traces', 'spans.pb');
+      await post(c, '/v1development/profiles', 'agent/profiles.pb');
+      await post(c, '/v1/traces', 'agent/spans.pb');
     }
     await sleep(2500);
     for (const r of await pipeline.promQuery(prometheus.port, METRIC)) {
@@ -99,4 +107,24 @@ test('two Collectors into one Prometheus: distinct series, each monotonic', { sk
   assert.deepEqual(resets.map((r) => r.metric), [], 'no series was reset');
   const log = fs.readFileSync(prometheus.logPath, 'utf8');
   assert.ok(!/empty data points/.test(log), `Prometheus dropped metrics without points: ${log.split('\n').filter((l) => l.includes('empty data points')).slice(0, 3).join('\n')}`);
+});
+
+// Many cheap lines and one hot line (testdata/gateway/, gateway_recording_test.go: a GraphQL
+// gateway held 80 requests 10 ms each in 80 resolver lines that come first, and 20 requests 60 ms
+// each in rankProducts): in PromQL the top series of kind cpu is the hot line, and `other` (the
+// 71 cheap lines not elected) comes after it.
+test('the heaviest line has the top series in Prometheus, not the first ones seen', { skip, timeout: 120_000 }, async (t) => {
+  const { prometheus, collectors: [collector] } = await startRig(t, 'wait-metrics-hot-line-', ['node']);
+  await post(collector, '/v1development/profiles', 'gateway/profiles.pb');
+  await post(collector, '/v1/traces', 'gateway/spans.pb');
+  const query = 'sort_desc(sum by (code_function) (thread_ctx_wait_inflicted_milliseconds_total{job="shop", http_route="/graphql", kind="cpu"}))';
+  let rows = [];
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(500)) {
+    rows = (await pipeline.promQuery(prometheus.port, query)).map((r) => ({ fn: r.metric.code_function, ms: Number(r.value[1]) }));
+    if (rows.length >= 11) break;
+  }
+  t.diagnostic(`${query}: ${rows.slice(0, 4).map((r) => `${r.fn} ${r.ms} ms`).join('; ')} (${rows.length} series)`);
+  assert.equal(rows.length, 11, 'max_functions (10) lines and `other`');
+  assert.deepEqual(rows[0], { fn: 'rankProducts (gateway.js:28)', ms: 1200 });
+  assert.deepEqual(rows[1], { fn: 'other', ms: 710 });
 });
