@@ -21,7 +21,8 @@ const built = fs.existsSync(BIN.collector);
 const skip = built || process.env.REQUIRE_EBPF === '1' ? false : `${BIN.collector} missing: run "bash scripts/setup.sh"`;
 const GATE = '--feature-gates=+service.profilesSupport';
 // What the production configuration needs from its environment.
-const BACKENDS = { TRACES_BACKEND_ENDPOINT: 'traces-backend:4317', METRICS_BACKEND_ENDPOINT: 'metrics-backend:4317' };
+// Metrics go over OTLP/HTTP (Prometheus 3 has no OTLP gRPC receiver): a base URL.
+const BACKENDS = { TRACES_BACKEND_ENDPOINT: 'traces-backend:4317', METRICS_BACKEND_ENDPOINT: 'http://metrics-backend:9090/api/v1/otlp' };
 const RIG_FILES = { OTELCOL_OUTPUT: '/tmp/p.pb', OTELCOL_TRACES_OUTPUT: '/tmp/t.pb', OTELCOL_METRICS_OUTPUT: '/tmp/m.json' };
 
 function validate(configs, env, ...args) {
@@ -41,8 +42,13 @@ test('the production configuration is valid, alone, with storage and with auth; 
   assert.match(r.stderr, /otlp_grpc\/traces: requires a non-empty "endpoint"/);
 });
 
+test('spanprofiles-prometheus.yaml merges over the production configuration: its metrics go to Prometheus, METRICS_BACKEND_ENDPOINT unset', { skip }, () => {
+  const r = validate(['node.yaml', 'spanprofiles-prometheus.yaml'], { TRACES_BACKEND_ENDPOINT: BACKENDS.TRACES_BACKEND_ENDPOINT });
+  assert.equal(r.status, 0, `otelcol validate node.yaml + spanprofiles-prometheus.yaml: ${r.stdout}${r.stderr}`);
+});
+
 test('the test and demo rig is valid, alone and with storage', { skip }, () => {
-  for (const configs of [['spanprofiles.yaml'], ['spanprofiles.yaml', 'storage.yaml']]) {
+  for (const configs of [['spanprofiles.yaml'], ['spanprofiles.yaml', 'storage.yaml'], ['spanprofiles.yaml', 'spanprofiles-prometheus.yaml']]) {
     const r = validate(configs, RIG_FILES);
     assert.equal(r.status, 0, `otelcol validate ${configs.join(' + ')}: ${r.stdout}${r.stderr}`);
   }

@@ -180,7 +180,7 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
     assert.equal(wrong.length, 0, `spans naming another cgroup: ${JSON.stringify(wrong.slice(0, 3).map((s) => event(s)['thread_ctx.cgroup.path']))}`);
   });
 
-  await t.test('report --traces: who made others wait, from the spans, agrees with Prometheus; its rows add up', () => {
+  await t.test('report --traces: who made others wait, from the spans, agrees with Prometheus; its rows add up', async () => {
     const r = spawnSync(pipeline.BIN.threadCtx, ['report', '--traces', collector.files.traces, '--json'], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const report = JSON.parse(r.stdout);
@@ -192,6 +192,14 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
     const sumRows = sum(rows, (x) => x.inflicted_ms);
     // Each span's held_by_routes entries are rounded to 0.1 ms: within 2 % over hundreds of spans.
     assert.ok(Math.abs(sumRows - report.waiting_ms) <= 0.02 * report.waiting_ms, `rows ${sumRows} ms, waiting ${report.waiting_ms} ms`);
+    // One truth, per holder route and line: the metrics give a holder's time on a request to its
+    // top line there, as the span's held_by_routes does (every delayed route, both kinds).
+    const prom = await pipeline.promQuery(prometheus.port, `sum by (http_route, code_function) (thread_ctx_wait_inflicted_milliseconds_total{${job}})`);
+    const promMs = new Map(prom.map((r) => [`${r.metric.http_route} ${r.metric.code_function}`, Number(r.value[1])]));
+    for (const x of rows.filter((r) => r.top_frame && r.inflicted_ms >= 100).slice(0, 3)) {
+      const got = promMs.get(`${x.route} ${x.top_frame}`) ?? 0;
+      assert.ok(within(got, x.inflicted_ms, 0.02), `${x.route} ${x.top_frame}: report --traces ${fmt(x.inflicted_ms)} ms, Prometheus ${fmt(got)} ms`);
+    }
   });
 
   await t.test('an exemplar of /wait\'s slowest latency bucket opens an enriched trace in Jaeger', async () => {
@@ -208,5 +216,13 @@ test('wait metrics: who made /wait wait, in Prometheus, with exemplars that open
     }
     t.diagnostic(`${exemplars.length} exemplars on /wait's buckets; the slowest with any (le ${slowest} ms) has ${ids.length} trace ids; ${opened} of the first ${Math.min(ids.length, 10)} open an enriched /wait span in Jaeger`);
     assert.ok(opened >= 1 && opened >= Math.min(ids.length, 10) * 0.8, `${opened} of ${Math.min(ids.length, 10)}`);
+    // Every bucket that has requests has an exemplar (span_metrics kept the first 5 spans of a
+    // series per flush, and the slowest bucket, a few requests, had none).
+    const counts = await pipeline.promQuery(prometheus.port, `sum by (le) (traces_span_metrics_duration_milliseconds_bucket{${job}, http_route="/wait", span_kind="SPAN_KIND_SERVER"})`);
+    const cumulative = counts.map((r) => ({ le: Number(r.metric.le), n: Number(r.value[1]) })).sort((a, b) => a.le - b.le);
+    const withExemplar = new Set(exemplars.map((e) => e.le));
+    const without = cumulative.filter((b, i) => b.n - (i > 0 ? cumulative[i - 1].n : 0) > 0 && !withExemplar.has(b.le));
+    t.diagnostic(`/wait's buckets with requests: ${cumulative.filter((b, i) => b.n - (i > 0 ? cumulative[i - 1].n : 0) > 0).map((b) => `le ${b.le}`).join(', ')}`);
+    assert.deepEqual(without.map((b) => b.le), [], 'buckets with requests and no exemplar');
   });
 });

@@ -3,6 +3,7 @@ package spanprofilesconnector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -79,6 +80,8 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		return nil, err
 	}
 	now := time.Now()
+	metrics := newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold)
+	metrics.instance = collectorInstance(set.Resource)
 	return &spanProfiles{
 		cfg:        cfg,
 		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
@@ -90,7 +93,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 		unprofiled: map[identity]time.Time{},
 		identities: newIdentities(set.Logger),
 		routes:     newRouteBook(),
-		metrics:    newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold),
+		metrics:    metrics,
 		mtel:       mtel,
 	}, nil
 }
@@ -163,13 +166,14 @@ func (c *spanProfiles) takeHeldToDrop() []uint64 {
 }
 
 // dropHeld deletes the records of spans sent on (whether the next consumer took or refused
-// them: a refusal is counted, and replaying them later would not undo it).
+// them: a refusal is counted, and replaying them later would not undo it), and retries the
+// deletes that failed before (with seqs empty, the expiry check's retry).
 func (c *spanProfiles) dropHeld(ctx context.Context, seqs []uint64) {
-	if c.held == nil || len(seqs) == 0 {
+	if c.held == nil {
 		return
 	}
-	if err := c.held.forget(ctx, seqs); err != nil {
-		c.logger.Warn("could not delete spans sent on from storage: a restart would send them again", zap.Int("batches", len(seqs)), zap.Error(err))
+	if left, err := c.held.forget(ctx, seqs); err != nil {
+		c.logger.Warn("could not delete spans sent on from storage: retried at the next check; a restart before then would send them again", zap.Int("batches", left), zap.Error(err))
 	}
 }
 
@@ -197,17 +201,28 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	c.mu.Lock()
 	out := ptrace.NewTraces()
 	now := c.now()
+	kept := 0
 	for _, u := range c.queue {
 		if u.done {
 			continue
 		}
-		c.settle(u, now, false)
+		// With storage, a held span is kept for the next start (its record is on disk, and the
+		// agent sends the windows it has not yet sent then) rather than sent on unenriched;
+		// what the windows here already cover is sent on enriched.
+		c.settle(u, now, c.held == nil)
+		if c.held != nil && u.unsettled > 0 && u.stored != 0 {
+			kept += len(u.spans)
+			continue
+		}
 		for i := range u.spans {
 			if !u.settled[i] {
 				c.tel.span(spanAtShutdown, 1)
 			}
 		}
 		c.finish(u, out)
+	}
+	if kept > 0 {
+		c.logger.Info("spans still waiting for their windows are kept in storage for the next start", zap.Int("spans", kept))
 	}
 	c.queue = nil
 	c.publish()
@@ -265,13 +280,17 @@ func (c *spanProfiles) expire() {
 	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
 	c.emit(context.Background(), out)
+	// Also the retry of deletes that failed.
 	c.dropHeld(context.Background(), dropped)
 	c.emitMetrics(context.Background(), md, mnext)
 }
 
 func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	stored, err := c.keep(ctx, td)
+	if err != nil {
+		return err
+	}
 	out := ptrace.NewTraces()
-	var toSave []*unit
 	c.mu.Lock()
 	now := c.now()
 	rss := td.ResourceSpans()
@@ -280,6 +299,10 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 	}
 	for i := 0; i < rss.Len(); i++ {
 		u := newUnit(rss.At(i), now)
+		if stored != nil {
+			// Finished at once (below), its record is deleted with the others sent on.
+			u.stored = stored[i]
+		}
 		c.settleOnArrival(u)
 		c.settle(u, now, false)
 		switch {
@@ -292,22 +315,41 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 			c.queue = append(c.queue, u)
 			u.queued = true
 			c.pending += len(u.spans)
-			toSave = append(toSave, u)
 		}
 	}
 	c.publish()
-	// Stored before the request is acknowledged, and under the lock, so that no unit is
-	// finished (and its record deleted) before its record exists.
-	if c.held != nil {
-		if err := c.held.save(ctx, toSave); err != nil {
-			c.logger.Warn("could not keep held spans in storage: a crash now would lose them", zap.Int("spans", len(toSave)), zap.Error(err))
-		}
-	}
 	dropped := c.takeHeldToDrop()
 	c.mu.Unlock()
-	err := c.send(ctx, out)
+	err = c.send(ctx, out)
 	c.dropHeld(ctx, dropped)
 	return err
+}
+
+// keep writes each resource's spans of td to storage (when configured) before any is held or
+// acknowledged, and returns their records' numbers, one per resource in order. A failed write
+// refuses the whole request with a retryable error (the sender, an SDK or a Collector, sends it
+// again): acknowledging spans a crash would lose is what storage is configured to prevent.
+func (c *spanProfiles) keep(ctx context.Context, td ptrace.Traces) ([]uint64, error) {
+	if c.held == nil || td.ResourceSpans().Len() == 0 {
+		return nil, nil
+	}
+	// One ptrace.Traces per resource (moved, not copied), each marshaled as one record, then
+	// moved back in order, also on a refusal: a sender's retry queue may hold this very batch.
+	rss := td.ResourceSpans()
+	own := make([]ptrace.Traces, rss.Len())
+	for i := range own {
+		own[i] = ptrace.NewTraces()
+		rss.At(i).MoveTo(own[i].ResourceSpans().AppendEmpty())
+	}
+	stored, err := c.held.save(ctx, c.now(), own)
+	for i := range own {
+		own[i].ResourceSpans().At(0).MoveTo(rss.At(i))
+	}
+	if err != nil {
+		c.logger.Warn("could not keep spans in storage: the request is refused, its sender retries it", zap.Int("spans", td.SpanCount()), zap.Error(err))
+		return nil, fmt.Errorf("spanprofiles: keeping the spans in storage failed (retry later): %w", err)
+	}
+	return stored, nil
 }
 
 func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) error {
@@ -566,8 +608,10 @@ func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, co
 		return pmetric.Metrics{}, nil
 	}
 	c.lastFlush = now
+	md := c.metrics.emit(pcommon.NewTimestampFromTime(now))
+	// After the flush's election: the series sent.
 	c.mtel.series.Store(int64(c.metrics.series()))
-	return c.metrics.emit(pcommon.NewTimestampFromTime(now)), c.metricsNext
+	return md, c.metricsNext
 }
 
 // emitMetrics sends a batch of metrics on; a refusal is logged and counted.

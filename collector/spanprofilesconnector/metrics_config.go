@@ -18,7 +18,8 @@ type MetricsConfig struct {
 	// MaxRoutes bounds the http.route values of each service (holders' and delayed routes
 	// alike); later routes are `other`.
 	MaxRoutes int `mapstructure:"max_routes"`
-	// MaxFunctions bounds the code.function values of each route; later ones are `other`.
+	// MaxFunctions bounds the code.function values of each holder route: its heaviest lines
+	// by inflicted time, elected at each flush (metrics_hitters.go); the others are `other`.
 	MaxFunctions int `mapstructure:"max_functions"`
 	// MaxSeries bounds the series of each metric; past it a new series is folded into the one
 	// whose every attribute but kind and cause is `other`.

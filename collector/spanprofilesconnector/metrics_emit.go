@@ -18,8 +18,10 @@ type serviceMetrics struct {
 }
 
 // emit returns every series as cumulative points at now (one resource per service, its
-// service.name also on the resource, where Prometheus makes it the `job`), each exemplar once.
+// service.name also on the resource, where Prometheus makes it the `job`, and the Collector's
+// service.instance.id, its `instance`), each exemplar once.
 func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
+	m.settleInterval(now)
 	md := pmetric.NewMetrics()
 	bySvc := map[string]*serviceMetrics{}
 	of := func(svc string) *serviceMetrics {
@@ -28,6 +30,9 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 		}
 		rm := md.ResourceMetrics().AppendEmpty()
 		rm.Resource().Attributes().PutStr(MetricAttrService, svc)
+		if m.instance != "" {
+			rm.Resource().Attributes().PutStr(attrServiceInstanceID, m.instance)
+		}
 		ms := rm.ScopeMetrics().AppendEmpty()
 		ms.Scope().SetName(metricsScope)
 		sum := func(name, desc, unit string) pmetric.NumberDataPointSlice {
@@ -55,9 +60,9 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 		bySvc[svc] = sm
 		return sm
 	}
-	point := func(dps pmetric.NumberDataPointSlice, attrs ...string) pmetric.NumberDataPoint {
+	point := func(dps pmetric.NumberDataPointSlice, start pcommon.Timestamp, attrs ...string) pmetric.NumberDataPoint {
 		dp := dps.AppendEmpty()
-		dp.SetStartTimestamp(m.start)
+		dp.SetStartTimestamp(start)
 		dp.SetTimestamp(now)
 		a := dp.Attributes()
 		for i := 0; i+1 < len(attrs); i += 2 {
@@ -69,10 +74,10 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 		ws := m.inflicted[k]
 		sm := of(k.service)
 		attrs := []string{MetricAttrService, k.service, MetricAttrRoute, k.route, MetricAttrFunction, k.function, MetricAttrKind, k.kind, MetricAttrDelayedRoute, k.delayedRoute}
-		dp := point(sm.inflicted, attrs...)
+		dp := point(sm.inflicted, ws.start, attrs...)
 		dp.SetDoubleValue(ws.ms)
 		putExemplar(dp.Exemplars(), ws.ex, now, true)
-		dd := point(sm.delayed, attrs...)
+		dd := point(sm.delayed, ws.start, attrs...)
 		dd.SetIntValue(ws.delayed)
 		putExemplar(dd.Exemplars(), ws.ex, now, false)
 		ws.ex = exemplar{}
@@ -80,7 +85,7 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 	for _, k := range sortedKeys(m.spanTime, func(a, b causeKey) int {
 		return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.route, b.route), cmp.Compare(a.cause, b.cause))
 	}) {
-		dp := point(of(k.service).spanTime, MetricAttrService, k.service, MetricAttrRoute, k.route, MetricAttrCause, k.cause)
+		dp := point(of(k.service).spanTime, m.start, MetricAttrService, k.service, MetricAttrRoute, k.route, MetricAttrCause, k.cause)
 		dp.SetDoubleValue(m.spanTime[k])
 	}
 	for _, k := range sortedKeys(m.share, func(a, b routeKey) int {
@@ -106,7 +111,26 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 			ss.ex = exemplar{}
 		}
 	}
+	dropEmpty(md)
 	return md
+}
+
+// dropEmpty removes the metrics a service has no point of (a service whose requests waited for
+// none has no thread_ctx.wait.*): Prometheus refuses a metric without points and logs
+// "empty data points. ... is dropped" at every flush.
+func dropEmpty(md pmetric.Metrics) {
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for k := 0; k < sms.Len(); k++ {
+			sms.At(k).Metrics().RemoveIf(func(mt pmetric.Metric) bool {
+				if mt.Type() == pmetric.MetricTypeHistogram {
+					return mt.Histogram().DataPoints().Len() == 0
+				}
+				return mt.Sum().DataPoints().Len() == 0
+			})
+		}
+	}
 }
 
 // putExemplar adds ex (the last request a series delayed) to a point: its ms of wait, or a

@@ -29,6 +29,8 @@ type heldSpans struct {
 	first  uint64
 	next   uint64
 	live   map[uint64]struct{}
+	// Records sent on whose delete failed, retried with the next deletes or at the next check.
+	undeleted []uint64
 }
 
 const heldIndexKey = "held_spans.index"
@@ -121,48 +123,67 @@ func decodeHeld(seq uint64, rec []byte) (storedUnit, error) {
 	return storedUnit{seq: seq, arrived: time.Unix(0, int64(binary.BigEndian.Uint64(rec))), td: td}, nil
 }
 
-// save writes the units in one transaction and numbers them (unit.stored).
-func (h *heldSpans) save(ctx context.Context, units []*unit) error {
-	if len(units) == 0 {
-		return nil
+// save writes each resource's spans (one of own, each a ptrace.Traces of one resource) as one
+// record, all in one transaction, and returns their numbers in order. It runs before the spans
+// are queued or acknowledged and outside the connector's lock: the marshal (about 1 µs per span)
+// and the write (a bbolt commit and fsync, milliseconds on a busy disk) stall no other request
+// and no profile ingest. A record whose unit finishes before this returns cannot be deleted
+// before it exists: the unit does not exist yet.
+func (h *heldSpans) save(ctx context.Context, arrived time.Time, own []ptrace.Traces) ([]uint64, error) {
+	if len(own) == 0 {
+		return nil, nil
+	}
+	recs := make([][]byte, len(own))
+	for i, td := range own {
+		rec, err := encodeHeld(arrived, td)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = rec
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ops := make([]*storage.Operation, 0, len(units)+1)
-	seqs := make([]uint64, len(units))
-	for i, u := range units {
-		rec, err := encodeHeld(u.arrived, u.td)
-		if err != nil {
-			return err
-		}
+	ops := make([]*storage.Operation, 0, len(own)+1)
+	seqs := make([]uint64, len(own))
+	for i, rec := range recs {
 		seqs[i] = h.next + uint64(i)
 		ops = append(ops, storage.SetOperation(heldKey(seqs[i]), rec))
 	}
-	ops = append(ops, h.indexOp(h.first, h.next+uint64(len(units))))
+	ops = append(ops, h.indexOp(h.first, h.next+uint64(len(own))))
 	if err := h.client.Batch(ctx, ops...); err != nil {
-		return err
+		return nil, err
 	}
-	h.next += uint64(len(units))
-	for i, u := range units {
-		u.stored = seqs[i]
-		h.live[seqs[i]] = struct{}{}
+	h.next += uint64(len(own))
+	for _, seq := range seqs {
+		h.live[seq] = struct{}{}
 	}
-	return nil
+	return seqs, nil
 }
 
-// forget deletes the records of spans the next consumer took.
-func (h *heldSpans) forget(ctx context.Context, seqs []uint64) error {
-	if len(seqs) == 0 {
-		return nil
-	}
+// maxUndeleted bounds the records whose delete failed and waits to be retried (8 bytes each):
+// past it the oldest are given up, logged, and a restart replays them (sent twice, not lost).
+const maxUndeleted = 1 << 20
+
+// forget deletes the records of spans the next consumer took, with those whose delete failed
+// before: a record left behind would be replayed (and its spans sent twice) at every start.
+// Returns how many records still wait to be deleted.
+func (h *heldSpans) forget(ctx context.Context, seqs []uint64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ops := make([]*storage.Operation, 0, len(seqs)+1)
-	for _, seq := range seqs {
+	h.undeleted = append(h.undeleted, seqs...)
+	if over := len(h.undeleted) - maxUndeleted; over > 0 {
+		h.undeleted = h.undeleted[over:]
+	}
+	if len(h.undeleted) == 0 {
+		return 0, nil
+	}
+	ops := make([]*storage.Operation, 0, len(h.undeleted)+1)
+	for _, seq := range h.undeleted {
 		delete(h.live, seq)
 		ops = append(ops, storage.DeleteOperation(heldKey(seq)))
 	}
-	// Records go in arrival order, mostly: the first live one moves on past the ones gone.
+	// Records go in arrival order, mostly: the first live one moves on past the ones gone. The
+	// deletes and the index are one transaction: the index never passes a record left behind.
 	first := h.first
 	for first < h.next {
 		if _, ok := h.live[first]; ok {
@@ -172,10 +193,18 @@ func (h *heldSpans) forget(ctx context.Context, seqs []uint64) error {
 	}
 	ops = append(ops, h.indexOp(first, h.next))
 	if err := h.client.Batch(ctx, ops...); err != nil {
-		return err
+		return len(h.undeleted), err
 	}
+	h.undeleted = h.undeleted[:0]
 	h.first = first
-	return nil
+	return 0, nil
+}
+
+// undeletedCount is how many records wait for their delete to be retried.
+func (h *heldSpans) undeletedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.undeleted)
 }
 
 func (h *heldSpans) indexOp(first, next uint64) *storage.Operation {

@@ -3,6 +3,8 @@ package spanprofilesconnector
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -219,4 +222,173 @@ func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// faultyStorage is a storage extension whose disk can fill up and whose deletes can fail; every
+// run's client reads the same records, as file_storage's do across restarts.
+type faultyStorage struct {
+	*storagetest.TestStorage
+	records                   storage.Client
+	failSets, failDeletes     atomic.Bool
+	failedSets, failedDeletes atomic.Int64
+	// When set, a write waits until it is closed: a disk that stalls.
+	stall atomic.Pointer[chan struct{}]
+}
+
+type faultyClient struct {
+	storage.Client
+	s *faultyStorage
+}
+
+func newFaultyStorage() (*faultyStorage, component.Host, component.ID) {
+	s := &faultyStorage{TestStorage: storagetest.NewInMemoryStorageExtension("faulty")}
+	s.records = storagetest.NewInMemoryClient(component.KindConnector, connectorID, "held_spans")
+	return s, storagetest.NewStorageHost().WithExtension(s.ID, s), s.ID
+}
+
+func (s *faultyStorage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
+	return faultyClient{s.records, s}, nil
+}
+
+var errDiskFull = errors.New("write /var/lib/otelcol/file_storage: no space left on device")
+
+func (f faultyClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	if stall := f.s.stall.Load(); stall != nil {
+		<-*stall
+	}
+	for _, op := range ops {
+		if op.Type == storage.Set && f.s.failSets.Load() && op.Key != heldIndexKey {
+			f.s.failedSets.Add(1)
+			return errDiskFull
+		}
+		if op.Type == storage.Delete && f.s.failDeletes.Load() {
+			f.s.failedDeletes.Add(1)
+			return errDiskFull
+		}
+	}
+	return f.Client.Batch(ctx, ops...)
+}
+
+// The records outlive a run's client, as a file does.
+func (faultyClient) Close(context.Context) error { return nil }
+
+// A save that fails (the disk is full) refuses the request with a retryable error, holds none
+// of its spans and sends none on; the sender's retry, once the disk has room, is kept and
+// survives a crash: no acknowledged span is lost, none is held twice.
+func TestAFailedSaveRefusesTheRequest(t *testing.T) {
+	s, host, id := newFaultyStorage()
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	first := startRun(t, host, id, clock)
+	s.failSets.Store(true)
+	td := serverSpans(1, 30, 10)
+	err := first.c.consumeTraces(context.Background(), td)
+	require.ErrorIs(t, err, errDiskFull)
+	// Not marked permanent (consumererror.NewPermanent): OTLP receivers answer Unavailable,
+	// which SDKs and exporters retry.
+	assert.Contains(t, err.Error(), "retry later")
+	assert.Positive(t, s.failedSets.Load())
+	assert.Zero(t, first.c.pending, "nothing held")
+	assert.Zero(t, first.sink.SpanCount(), "nothing sent on")
+	assert.Equal(t, 30, td.SpanCount(), "the refused batch is the sender's as it was, for its retry")
+
+	s.failSets.Store(false)
+	require.NoError(t, first.c.consumeTraces(context.Background(), td))
+	assert.Equal(t, 30, first.c.pending)
+	first.crash(t)
+
+	restartEnriches(t, host, id, clock.Add(5*time.Second), 30)
+}
+
+// A delete that fails leaves no record behind for good: it is retried at the next check, and a
+// restart after that replays nothing (the spans were sent on once).
+func TestAFailedDeleteIsRetried(t *testing.T) {
+	s, host, id := newFaultyStorage()
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	first := startRun(t, host, id, clock)
+	require.NoError(t, first.c.consumeTraces(context.Background(), serverSpans(1, 30, 10)))
+	s.failDeletes.Store(true)
+	require.NoError(t, first.c.consumeProfiles(context.Background(), coveringWindow().pd))
+	assert.Equal(t, 30, first.sink.SpanCount(), "sent on whatever the storage says")
+	assert.Positive(t, s.failedDeletes.Load())
+	assert.Equal(t, 1, first.c.held.undeletedCount(), "waits for its retry")
+
+	first.c.expire()
+	assert.Equal(t, 1, first.c.held.undeletedCount(), "the disk still fails: still waiting")
+	s.failDeletes.Store(false)
+	first.c.expire()
+	assert.Zero(t, first.c.held.undeletedCount(), "retried at the next check")
+	first.crash(t)
+
+	second := startRun(t, host, id, clock.Add(5*time.Second))
+	assert.Zero(t, second.c.pending, "nothing replayed: the spans were sent on")
+	second.crash(t)
+}
+
+// A graceful shutdown with storage keeps the spans still waiting for their windows for the
+// next start, rather than sending them on unenriched; the window that comes after the restart
+// enriches them. Spans whose windows are in are sent on, enriched, at the shutdown.
+func TestAGracefulRestartKeepsHeldSpans(t *testing.T) {
+	host, id := fileStorageHost(t)
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	first := startRun(t, host, id, clock)
+	require.NoError(t, first.c.consumeTraces(context.Background(), serverSpans(1, 30, 10)))
+	// Past the window the restart's agent sends: the first run enriches them before it stops.
+	require.NoError(t, first.c.consumeTraces(context.Background(), serverSpans(31, 10, 2000)))
+	w := newRequest()
+	w.window(agentProcess(1), 1500, 2500).cpuAt(on{tid: 1, stack: w.stack(native("a"))}, 2, 1900, 2200)
+	require.NoError(t, first.c.consumeProfiles(context.Background(), w.pd))
+	require.Equal(t, 10, enrichedCount(first.sink))
+	last, err := first.c.shutdown(context.Background())
+	require.NoError(t, err)
+	require.True(t, last)
+	assert.Equal(t, 10, first.sink.SpanCount(), "the 30 waiting were kept, not sent on unenriched")
+
+	restartEnriches(t, host, id, clock.Add(5*time.Second), 30)
+}
+
+// restartEnriches starts a run that replays n spans from storage, once each, and enriches them
+// all with the window that comes after the restart.
+func restartEnriches(t *testing.T, host component.Host, id component.ID, clock time.Time, n int) {
+	t.Helper()
+	r := startRun(t, host, id, clock)
+	assert.Equal(t, n, r.c.pending, "the acknowledged spans, back from storage once")
+	require.NoError(t, r.c.consumeProfiles(context.Background(), coveringWindow().pd))
+	assert.Equal(t, n, enrichedCount(r.sink))
+	r.crash(t)
+}
+
+// A disk that stalls delays only the requests being written: the connector's lock is not held
+// while it writes, so profiles are taken and the spans they release are sent on meanwhile, and
+// the request whose spans wait for the disk is not acknowledged before they are kept.
+func TestAStalledDiskDoesNotStallIngest(t *testing.T) {
+	s, host, id := newFaultyStorage()
+	clock := time.Unix(0, ms(0)).Add(time.Hour)
+	r := startRun(t, host, id, clock)
+	require.NoError(t, r.c.consumeTraces(context.Background(), serverSpans(1, 30, 10)))
+	stall := make(chan struct{})
+	s.stall.Store(&stall)
+	written := make(chan error, 1)
+	go func() { written <- r.c.consumeTraces(context.Background(), serverSpans(31, 10, 400)) }()
+	released := make(chan error, 1)
+	go func() { released <- r.c.consumeProfiles(context.Background(), coveringWindow().pd) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for enrichedCount(r.sink) < 30 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, 30, enrichedCount(r.sink), "profiles waited for the stalled disk: the write holds the connector's lock")
+	select {
+	case <-written:
+		t.Fatal("the request whose spans are being written was acknowledged before they were kept")
+	default:
+	}
+	close(stall)
+	require.NoError(t, <-written)
+	require.NoError(t, <-released)
+	// The 10 written meanwhile met the window at once, and every record was deleted once the
+	// disk came back: nothing to replay.
+	assert.Equal(t, 40, enrichedCount(r.sink))
+	r.crash(t)
+	again := startRun(t, host, id, clock.Add(5*time.Second))
+	assert.Zero(t, again.c.pending)
+	again.crash(t)
 }

@@ -243,6 +243,25 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
         }
         let table = out.split("who made others wait, read back from Prometheus").nth(1).unwrap_or_default();
         assert!(table.lines().nth(3).is_some_and(|l| l.contains("(service.js:")), "{test}: the top holder is a line of the service:\n{table}");
+        // One truth: the report's top holder route and line (from the spans) and the same route
+        // and line in Prometheus (its kinds together) agree: each span's entries are rounded to
+        // 0.1 ms, and Prometheus was read just before the Collector's last send.
+        let report_rows = table_rows(why, "who made others wait: the time requests waited", 2);
+        let prom_rows = table_rows(table, "", 3);
+        let (route, line, ms) = report_rows
+            .first()
+            .map(|r| (r[0].clone(), r[1..r.len() - 4].join(" "), r[r.len() - 4].parse::<f64>().unwrap_or(0.0)))
+            .unwrap_or_default();
+        let prom: f64 = prom_rows
+            .iter()
+            .filter(|r| r.len() > 5 && r[0] == route && line.starts_with(&r[1..r.len() - 5].join(" ")))
+            .map(|r| r[r.len() - 4].parse::<f64>().unwrap_or(0.0))
+            .sum();
+        assert!(
+            ms > 0.0 && (prom - ms).abs() <= 0.05 * ms,
+            "{test}: report --traces says {route} {line} inflicted {ms} ms, Prometheus {prom} ms:\n{why}\n{table}"
+        );
+        let _ = writeln!(std::io::stderr(), "{test}: {route} {line} inflicted {ms} ms (report --traces), {prom:.1} ms (Prometheus)");
     } else {
         // scripts/test.sh builds Prometheus before the Rust tests run: under CI a missing one is a failure.
         assert!(std::env::var("REQUIRE_EBPF").as_deref() != Ok("1"), "{test}: target/prometheus/prometheus is not built (REQUIRE_EBPF=1)");
@@ -254,6 +273,13 @@ fn demo_streams_through_the_agent_and_collector_and_reports_what_arrived() {
         search.1,
         report.1
     );
+}
+
+/// The rows of the table whose title line contains `title` (the text's start where empty), the
+/// first `skip` lines from the title on left out: each row's words, up to the first blank line.
+fn table_rows(text: &str, title: &str, skip: usize) -> Vec<Vec<String>> {
+    let from = text.find(title).unwrap_or(text.len());
+    text[from..].lines().skip(skip).take_while(|l| !l.trim().is_empty()).map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
 }
 
 /// The node binary the demo ran (the service, gone by now, ran the same: process.execPath).
