@@ -202,3 +202,34 @@ func fmtSscanMs(hop string, v *float64) (int, error) {
 }
 
 func fmtSscan(s string, v *float64) (int, error) { return fmt.Sscan(s, v) }
+
+// The path's cost on a trace's first request that called inventory 4 times (a ProductPage
+// with its stock and price lookups for two products): noting its 14 spans as they arrive, and
+// the walk at its enrichment. `go test -bench Path -run '^$'`.
+func BenchmarkPath(b *testing.B) {
+	var specs []hopSpec
+	var inv []hopSpec
+	specs = append(specs, gatewayRequest(1, operation("query", "ProductPage"), 0, 100, 10, 20)...)
+	inv = append(inv, inventoryRequest(1, "/stock/:sku", 11, 19))
+	for i := byte(0); i < 3; i++ {
+		call := hopSpec{trace: 1, span: 0x30 + i, parent: 1<<4 | 2, kind: ptrace.SpanKindClient, start: 30 + 20*float64(i), end: 45 + 20*float64(i), name: "GET", attrs: map[string]any{"server.address": "inventory"}}
+		specs = append(specs, call)
+		inv = append(inv, hopSpec{trace: 1, span: 0x40 + i, parent: call.span, kind: ptrace.SpanKindServer, start: call.start + 1, end: call.end - 1, name: "GET /price/:sku", attrs: map[string]any{"http.route": "/price/:sku"}})
+	}
+	gw, in := hopTraces("gateway", gatewayPID, specs...), hopTraces("inventory", inventoryPID, inv...)
+	root := gw.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	n := newTraceNames(tracesNamed)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		delete(n.traces, traceID(1))
+		n.note(in.ResourceSpans().At(0))
+		n.note(gw.ResourceSpans().At(0))
+		for _, h := range n.traces[traceID(1)].servers {
+			h.cause, h.settled = "cpu 20.0ms in recomputeStockLevels (inventory.js:13)", true
+		}
+		if len(n.pathOf(root, n.ref(identityOf(gw.ResourceSpans().At(0).Resource().Attributes())))) == 0 {
+			b.Fatal("no path")
+		}
+	}
+}
