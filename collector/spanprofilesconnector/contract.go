@@ -64,9 +64,9 @@ const (
 	// <route>" (a called service's request's own time), "network to <service> <route>" (a call's
 	// time outside its callee's span) or "waiting on <peer>" (a call into what the Collector saw
 	// no span of: a database, another node). The cause, on the first two, is what the request's
-	// thread did, longest first: "cpu <ms>ms in <frame>", "waiting for a CPU <ms>ms", "held by
-	// <who> <ms>ms: <frame>", "blocked <ms>ms", or "no samples". The hops' ms add up to the
-	// first request's duration.
+	// thread did, longest first: "cpu <ms>ms in <frame> NN%[, <frame> NN%]" (its two hottest
+	// frames), "waiting for a CPU <ms>ms", "held by <who> <ms>ms: <frame>", "blocked <ms>ms", or
+	// "no samples". The hops' ms add up to the first request's duration.
 	EventPathHops = "hops"
 	// Int and double: the hops past top_frames, and their ms.
 	EventPathOthers   = "hops_others"

@@ -240,8 +240,8 @@ func add(byKey map[string]*pathHop, key string, ns int64, cause string) {
 }
 
 // causeOf is what a request's own thread did, longest kind first, for its hop of a path: "cpu
-// 20.0ms in recomputeStockLevels (inventory.js:13); waiting for a CPU 60.0ms; held by /report
-// 5.0ms: render (report.js:9); blocked 3.0ms". Parts under 0.1 ms are left out; "no samples"
+// 20.0ms in recomputeStockLevels (inventory.js:13) 100%; waiting for a CPU 60.0ms; held by
+// /report 5.0ms: render (report.js:9); blocked 3.0ms". Parts under 0.1 ms are left out; "no samples"
 // when nothing is known.
 func causeOf(j *joined, nameOf func(pcommon.TraceID) string) string {
 	type part struct {
@@ -251,11 +251,13 @@ func causeOf(j *joined, nameOf func(pcommon.TraceID) string) string {
 	var parts []part
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	if j.cpuKnown() && j.cpuTrace >= minHeldNs {
-		frame := noStack
-		if f := top(j.frames, 1); len(f) == 1 {
-			frame = f[0].name
+		// Its two hottest frames: at 99 Hz a 20 ms burst is two samples, and one of them in
+		// another function ties the two (one frame would then name either, by its name).
+		frames := noStack
+		if f := percentages(j.frames, 2); len(f) > 0 {
+			frames = strings.Join(f, ", ")
 		}
-		parts = append(parts, part{j.cpuTrace, fmt.Sprintf("cpu %.1fms in %s", ms(j.cpuTrace), frame)})
+		parts = append(parts, part{j.cpuTrace, fmt.Sprintf("cpu %.1fms in %s", ms(j.cpuTrace), frames)})
 	}
 	if j.offKnown() && j.runnable >= minHeldNs {
 		parts = append(parts, part{j.runnable, fmt.Sprintf("waiting for a CPU %.1fms", ms(j.runnable))})

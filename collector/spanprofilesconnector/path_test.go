@@ -123,8 +123,8 @@ func TestTraceAcrossServices(t *testing.T) {
 	path := pathEvent(t, gateway)
 	hops := eventStrings(path, EventPathHops)
 	require.NotEmpty(t, hops)
-	assert.Equal(t, "waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13); waiting for a CPU 15.0ms; held by /price/:sku 10.0ms: priceOf (inventory.js:40)", hops[0])
-	assert.Contains(t, hops, "gateway query ProductPage 30.0ms: held by query (anonymous) 20.0ms: resolveProduct (gateway.js:30); cpu 10.0ms in resolveProduct (gateway.js:30)")
+	assert.Equal(t, "waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13) 100%; waiting for a CPU 15.0ms; held by /price/:sku 10.0ms: priceOf (inventory.js:40)", hops[0])
+	assert.Contains(t, hops, "gateway query ProductPage 30.0ms: held by query (anonymous) 20.0ms: resolveProduct (gateway.js:30); cpu 10.0ms in resolveProduct (gateway.js:30) 100%")
 	assert.Contains(t, hops, "network to inventory /stock/:sku 10.0ms")
 	var total float64
 	for _, hop := range hops {
@@ -152,7 +152,7 @@ func TestFirstRequestWaitsForItsCallees(t *testing.T) {
 	h.sendProfiles(r)
 	hops := eventStrings(pathEvent(t, h.received()[spanID(1<<4|1)]), EventPathHops)
 	require.NotEmpty(t, hops)
-	assert.Contains(t, hops[0], "waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13)")
+	assert.Contains(t, hops[0], "waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13) 100%")
 }
 
 // A call into what the node saw no span of (a database) is a wait on its peer; a request that
