@@ -5,10 +5,15 @@
 // manager; `thread-ctx agent` (eBPF, off-CPU on) samples both, the project's Collector joins,
 // Jaeger stores. Read back from Jaeger: no gateway holder is named by an inventory route; the
 // gateway's requests are routed by their GraphQL operation; the gateway's root span names
-// inventory's hot function on its path (the thread_ctx.path event) where inventory burnt CPU.
+// inventory's hot function on its path (the thread_ctx.path event) where inventory burnt CPU;
+// fetch's client spans carry thread.id (ThreadSpanProcessor). From the Collector's files: the
+// latency histograms name the gateway's requests by operation, and `report --traces` prints the
+// path per route.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
@@ -118,5 +123,26 @@ test('a GraphQL gateway and the service it calls: holders named by their own ser
     for (const s of hotRoots.filter((r) => !named.includes(r)).slice(0, 5)) t.diagnostic(`not named: trace ${s.traceId}: ${JSON.stringify(pathOf(s)?.attrs)}`);
     assert.ok(hotRoots.length >= 20, `only ${hotRoots.length} gateway roots of traces where inventory burnt >= 15 ms`);
     assert.ok(named.length >= 0.8 * hotRoots.length, `${named.length} of ${hotRoots.length} name recomputeStockLevels on their path`);
+  });
+
+  await t.test("the latency histograms name the gateway's requests by their operation, as the connector does", () => {
+    // span_metrics' file: OTLP JSON lines (an empty export is `{}`); each POST series (the gateway's server spans) carries
+    // the connector's route as its thread_ctx.route dimension.
+    const points = fs.readFileSync(collector.files.metrics, 'utf8').split('\n').filter(Boolean).flatMap((line) =>
+      (JSON.parse(line).resourceMetrics ?? []).flatMap((rm) => (rm.scopeMetrics ?? []).flatMap((sm) => (sm.metrics ?? []).flatMap((m) =>
+        (m.histogram?.dataPoints ?? m.sum?.dataPoints ?? []).map((p) => Object.fromEntries((p.attributes ?? []).map((a) => [a.key, a.value.stringValue])))))));
+    const posts = points.filter((p) => p['span.name'] === 'POST');
+    const routes = new Set(posts.map((p) => p['thread_ctx.route']));
+    t.diagnostic(`POST series routes: ${[...routes].join(', ')}`);
+    assert.ok(posts.length > 0, 'no latency series of the gateway\'s requests');
+    assert.deepEqual([...routes].sort(), OPERATIONS.map((o) => o.route).sort());
+  });
+
+  await t.test('report --traces prints the path across services, per route', () => {
+    const text = execFileSync(pipeline.BIN.threadCtx, ['report', '--traces', collector.files.traces], { encoding: 'utf8' });
+    const block = text.split('\n\n').find((b) => b.startsWith('query ProductPage: the slowest 1 %')) ?? '';
+    assert.match(block, /the route is the GraphQL operation they executed/, text);
+    assert.match(block, /path across services \(\d+ of \d+ requests?/, block);
+    assert.match(block, /^ {4}waiting on inventory \/stock\/:sku\s+\d+\.\d ms/m, block);
   });
 });
