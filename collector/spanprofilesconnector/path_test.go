@@ -73,16 +73,12 @@ func inventoryRequest(tr byte, route string, start, end float64) hopSpec {
 	return hopSpec{trace: tr, span: tr<<4 | 4, parent: tr<<4 | 3, kind: ptrace.SpanKindServer, start: start, end: end, name: "GET " + route, attrs: map[string]any{"http.route": route}}
 }
 
-// Two traces, each through both services, each holding the other's thread in one of them: a
-// holder is named by what its trace did in the process it held, never by the route another
-// service gave the same trace (issue 42: gateway spans "held by /stock/:sku"); a GraphQL
-// operation is the gateway's route; and the gateway's request says it waited on inventory's,
-// and why inventory's took its time.
-func TestTraceAcrossServices(t *testing.T) {
-	h := newHarness(t, nil)
+// sendAcrossServices sends two traces through both services, each holding the other's thread
+// in one of them (TestTraceAcrossServices says how).
+func sendAcrossServices(h *harness) {
 	// Trace 1, query ProductPage: gateway 0-100 ms, its fetch 20-90, inventory's /stock/:sku
 	// 25-85 (20 ms on CPU in recomputeStockLevels, 15 ms waiting for a CPU, 10 ms held by
-	// trace 2). Trace 2, an anonymous query: gateway 100-200, its fetch 110-190, inventory's
+	// trace 2). Trace 2, an anonymous query: gateway 1-200, its fetch 110-190, inventory's
 	// /price/:sku 30-190 ms; its gateway work holds the gateway's thread 5-15 ms, in trace 1
 	// (samples every 10 ms: each stands for 10 ms).
 	h.sendTraces(hopTraces("gateway", gatewayPID, append(gatewayRequest(1, operation("query", "ProductPage"), 0, 100, 20, 90),
@@ -103,6 +99,16 @@ func TestTraceAcrossServices(t *testing.T) {
 	inv.preempted(on{tid: inventoryPID, trace: 1, span: 1<<4 | 4, stack: hot}, 50, 65)
 	inv.cpuEvery(on{tid: inventoryPID, trace: 2, span: 2<<4 | 4, stack: price}, 70, 79)
 	h.sendProfiles(r)
+}
+
+// Two traces, each through both services, each holding the other's thread in one of them: a
+// holder is named by what its trace did in the process it held, never by the route another
+// service gave the same trace (issue 42: gateway spans "held by /stock/:sku"); a GraphQL
+// operation is the gateway's route; and the gateway's request says it waited on inventory's,
+// and why inventory's took its time.
+func TestTraceAcrossServices(t *testing.T) {
+	h := newHarness(t, nil)
+	sendAcrossServices(h)
 
 	got := h.received()
 	gateway, stock := got[spanID(1<<4|1)], got[spanID(1<<4|4)]
@@ -232,4 +238,25 @@ func BenchmarkPath(b *testing.B) {
 			b.Fatal("no path")
 		}
 	}
+}
+
+// The wait metrics name a holder as the process it held calls it: the gateway's series name
+// gateway operations, inventory's inventory routes, never each other's.
+func TestWaitMetricsNameHoldersByTheirOwnService(t *testing.T) {
+	h := newMetricsHarness(t, nil)
+	sendAcrossServices(h.harness)
+	h.flush()
+	inflicted := h.lastPoints(MetricWaitInflicted)
+	require.NotEmpty(t, inflicted)
+	var keys []string
+	for k := range inflicted {
+		keys = append(keys, k)
+	}
+	// Each trace held the other's thread in both services.
+	assert.ElementsMatch(t, []string{
+		"service.name=gateway,http.route=query (anonymous),code.function=resolveProduct (gateway.js:30),kind=cpu,thread_ctx.delayed_route=query ProductPage",
+		"service.name=gateway,http.route=query ProductPage,code.function=resolveProduct (gateway.js:30),kind=cpu,thread_ctx.delayed_route=query (anonymous)",
+		"service.name=inventory,http.route=/price/:sku,code.function=priceOf (inventory.js:40),kind=cpu,thread_ctx.delayed_route=/stock/:sku",
+		"service.name=inventory,http.route=/stock/:sku,code.function=recomputeStockLevels (inventory.js:13),kind=cpu,thread_ctx.delayed_route=/price/:sku",
+	}, keys)
 }
