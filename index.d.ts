@@ -206,6 +206,20 @@ export class ThreadContextManager implements ContextManager {
 
 
 /**
+ * An SDK span processor (`spanProcessors` of NodeSDK or a tracer provider) that writes this
+ * thread's `thread.id` and `thread.name` on every span when it starts, for the spans no one makes
+ * active (fetch's client spans): the context manager writes them at a span's first activation.
+ * A span that has a `thread.id` keeps it.
+ */
+export class ThreadSpanProcessor {
+  constructor();
+  onStart(span: Span, parentContext: Context): void;
+  onEnd(span: unknown): void;
+  forceFlush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/**
  * For apps that keep another context manager: tracer.startActiveSpan(name, [options, [context]], fn)
  * that also keeps this thread's record on the span for the duration of fn, including its awaits.
  * @throws TypeError (tracer, name, fn) / RangeError (argument count) naming the argument.

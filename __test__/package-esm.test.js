@@ -13,7 +13,7 @@ const { IDS } = require('./helpers/addon');
 const { declaredExports } = require('./helpers/typings');
 const { pkg, ok, release, newService } = require('./helpers/release');
 
-const LAYER = ['ThreadContextManager', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount'];
+const LAYER = ['ThreadContextManager', 'ThreadSpanProcessor', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount'];
 
 /** Writes `source` as FILE in the service and runs it with the Node under test; its JSON output. */
 function runIn(dir, file, source) {
@@ -80,7 +80,7 @@ test('without the optional peers: importing works, the layer says what to instal
 const failures = {};
 for (const name of ${JSON.stringify(LAYER)}) {
   try {
-    if (name === 'ThreadContextManager') new ${layer}.ThreadContextManager(); else ${layer}[name]();
+    if (name.startsWith('Thread')) new ${layer}[name](); else ${layer}[name]();
     failures[name] = 'did not throw';
   } catch (err) {
     failures[name] = { code: err.code, message: err.message };

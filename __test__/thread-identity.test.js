@@ -65,3 +65,17 @@ test('a thread.id the application set is kept', () => {
   });
   span.end();
 });
+
+// fetch's client spans (undici's instrumentation) are started and never made active: the context
+// manager never sees them, so ThreadSpanProcessor writes the thread when they start.
+test('ThreadSpanProcessor: a span never made active carries its thread too', () => {
+  const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+  const provider = new BasicTracerProvider({ spanProcessors: [new lib.ThreadSpanProcessor()] });
+  const client = provider.getTracer('fetch-like').startSpan('GET', { kind: 2 });
+  assert.equal(client.attributes['thread.id'], lib.threadInfo().tid);
+  assert.equal(client.attributes['thread.name'], mainName);
+  client.end();
+  const preset = provider.getTracer('fetch-like').startSpan('preset', { attributes: { 'thread.id': 7 } });
+  assert.equal(preset.attributes['thread.id'], 7, 'a thread.id the application set is kept');
+  preset.end();
+});

@@ -49,6 +49,9 @@ function standIns(cause) {
     ThreadContextManager: class ThreadContextManager {
       constructor() { throw unavailable('new ThreadContextManager()', cause); }
     },
+    ThreadSpanProcessor: class ThreadSpanProcessor {
+      constructor() { throw unavailable('new ThreadSpanProcessor()', cause); }
+    },
     register: throwing('register'),
     traceActive: throwing('traceActive'),
     setAttribute: throwing('setAttribute'),
@@ -66,6 +69,7 @@ function layer() {
       const { getFrameSpanContext, nodejsSchemaInfo } = require('./nodejs/frame-span-context');
       managerLayer = {
         ThreadContextManager: require('./manager/thread-context-manager').ThreadContextManager,
+        ThreadSpanProcessor: require('./manager/thread-span-processor').ThreadSpanProcessor,
         register: require('./manager/register').register,
         traceActive: require('./manager/trace-active').traceActive,
         setAttribute,
@@ -80,7 +84,7 @@ function layer() {
   return managerLayer;
 }
 
-const LAYER_EXPORTS = ['ThreadContextManager', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount',
+const LAYER_EXPORTS = ['ThreadContextManager', 'ThreadSpanProcessor', 'register', 'traceActive', 'setAttribute', 'droppedAttributeCount',
   'getFrameSpanContext', 'nodejsSchemaInfo'];
 for (const name of LAYER_EXPORTS) {
   Object.defineProperty(exports, name, { enumerable: true, get: () => layer()[name] });
@@ -91,4 +95,4 @@ for (const name of LAYER_EXPORTS) {
 // runs; it only lists them, in the form esbuild emits for the same purpose, so that
 // `import { ThreadContextManager } from 'otel-thread-ctx'` works. The loader then reads each name
 // once at import: that loads the layer (or its stand-ins), never throws.
-0 && (module.exports = { ThreadContextManager, register, traceActive, setAttribute, droppedAttributeCount, getFrameSpanContext, nodejsSchemaInfo });
+0 && (module.exports = { ThreadContextManager, ThreadSpanProcessor, register, traceActive, setAttribute, droppedAttributeCount, getFrameSpanContext, nodejsSchemaInfo });

@@ -13,6 +13,7 @@
 const { trace, context } = require('@opentelemetry/api');
 const { NodeSDK } = require('@opentelemetry/sdk-node');
 const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+const { serve } = require('./serve');
 const { ThreadContextManager } = require('../..');
 
 const sdk = new NodeSDK({
@@ -78,13 +79,4 @@ const server = http.createServer(async (req, res) => {
   res.writeHead(200).end('ok');
 });
 
-server.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
-  console.log(JSON.stringify({ pid: process.pid, port: server.address().port }));
-});
-
-const stop = () => {
-  server.close();
-  sdk.shutdown().finally(() => process.exit(0));
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+serve(server, sdk);

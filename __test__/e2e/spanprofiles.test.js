@@ -17,6 +17,7 @@ const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
+const { runDir } = require('./run-dir');
 const { needs, canRun } = require('../helpers/needs');
 
 const SERVICE = 'e2e-shop';
@@ -88,14 +89,7 @@ const event = (s) => s.events.find((e) => e.name === 'thread_ctx.profile')?.attr
 test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout: 900_000 }, need.guard(async (t) => {
   // The built binaries: missing, a skip (a failure under REQUIRE_EBPF=1).
   if (!canRun(t, pipeline.missing() ?? false)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'spanprofiles-e2e-'));
-  const procs = [];
-  t.after(async () => {
-    for (const p of procs.reverse()) await pipeline.stop(p, 10_000);
-    // Kept when the test failed, or when asked (SPANPROFILES_E2E_KEEP=1) to look at them.
-    if (!t.passed || process.env.SPANPROFILES_E2E_KEEP === '1') t.diagnostic(`logs and files kept in ${dir}`);
-    else fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { dir, procs } = runDir(t, 'spanprofiles-e2e');
 
   const jaeger = await pipeline.startJaeger(dir);
   procs.push(jaeger);

@@ -10,13 +10,13 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
 const { spawn, execFileSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
+const { runDir } = require('./run-dir');
 
 const NEST = path.join(__dirname, 'nest', 'dist', 'main.js');
 const SHOP = path.join(__dirname, 'service.js');
@@ -72,13 +72,7 @@ test('two services in PID namespaces of their own are both enriched; spans are m
   const why = pipeline.missing();
   assert.equal(why, null, why);
   assert.ok(fs.existsSync(NEST), `${path.relative(pipeline.ROOT, NEST)} is not built: run bash scripts/setup.sh`);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'threads-routes-e2e-'));
-  const procs = [];
-  t.after(async () => {
-    for (const p of procs.reverse()) await pipeline.stop(p, 10_000);
-    if (!t.passed || process.env.SPANPROFILES_E2E_KEEP === '1') t.diagnostic(`logs and files kept in ${dir}`);
-    else fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { dir, procs } = runDir(t, 'threads-routes-e2e');
 
   const jaeger = await pipeline.startJaeger(dir);
   procs.push(jaeger);

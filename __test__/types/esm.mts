@@ -1,6 +1,6 @@
 // The package as an ES module imports it: by name and as a namespace (see exercise.ts).
 import {
-  ThreadContextManager, attributeKeyMap, clearSpanContext, droppedAttributeCount, enableJitNames, getFrameSpanContext,
+  ThreadContextManager, ThreadSpanProcessor, attributeKeyMap, clearSpanContext, droppedAttributeCount, enableJitNames, getFrameSpanContext,
   getSpanContext, jitNamesStatus, layout, nodejsSchemaInfo, processContextInfo, publishProcessContext, recordView, register,
   registerAttributeKeys,
   setAttribute, setSpanContext, threadInfo, traceActive,
@@ -10,7 +10,7 @@ import { exercise } from './exercise.js';
 import type { Api } from './exercise.js';
 
 const named: Api = {
-  ThreadContextManager, attributeKeyMap, clearSpanContext, droppedAttributeCount, enableJitNames, getFrameSpanContext,
+  ThreadContextManager, ThreadSpanProcessor, attributeKeyMap, clearSpanContext, droppedAttributeCount, enableJitNames, getFrameSpanContext,
   getSpanContext, jitNamesStatus, layout, nodejsSchemaInfo, processContextInfo, publishProcessContext, recordView, register,
   registerAttributeKeys,
   setAttribute, setSpanContext, threadInfo, traceActive,

@@ -119,6 +119,12 @@ async function managerApi(api: typeof ThreadCtx): Promise<void> {
   // @ts-expect-error the callback is a function
   refuses('TypeError', () => api.traceActive(tracer, 'typed', 'callback'), 'traceActive() with a string for a callback');
 
+  const processor = new api.ThreadSpanProcessor();
+  const unactivated = tracer.startSpan('never active');
+  processor.onStart(unactivated, ROOT_CONTEXT);
+  await processor.forceFlush();
+  unactivated.end();
+
   const dropped: number = api.droppedAttributeCount();
   check(Number.isInteger(dropped) && dropped >= 0, 'droppedAttributeCount()');
   manager.disable();

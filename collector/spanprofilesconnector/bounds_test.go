@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // Past max_pending_spans a batch is sent on at once, what cannot be enriched yet unenriched.
@@ -92,15 +93,32 @@ func TestTopFramesBound(t *testing.T) {
 	assert.Len(t, eventStrings(ev, EventHeldBy), 2)
 }
 
-// The names of traces for held_by are bounded: the oldest is forgotten first.
+// The names of traces for held_by are bounded: the oldest is forgotten first; and so are a
+// trace's requests and calls kept for its path.
 func TestTraceNamesBound(t *testing.T) {
 	n := newTraceNames(2)
 	for i := byte(1); i <= 3; i++ {
-		n.put(traceID(i), fmt.Sprint(i))
+		n.entry(traceID(i)).put(1, fmt.Sprint(i), rankRequest)
 	}
-	assert.Empty(t, n.get(traceID(1)))
-	assert.Equal(t, "3", n.get(traceID(3)))
-	assert.Len(t, n.names, 2)
+	assert.Empty(t, n.get(traceID(1), 1))
+	assert.Equal(t, "3", n.get(traceID(3), 1))
+	assert.Len(t, n.traces, 2)
+
+	td := traces(service(mainTID))
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := 0; i < 2*maxTraceHops; i++ {
+		for _, kind := range []ptrace.SpanKind{ptrace.SpanKindServer, ptrace.SpanKindClient} {
+			s := spans.AppendEmpty()
+			s.SetTraceID(traceID(9))
+			s.SetSpanID(pcommon.SpanID{byte(kind), byte(i)})
+			s.SetKind(kind)
+			s.SetStartTimestamp(pcommon.Timestamp(ms(1)))
+			s.SetEndTimestamp(pcommon.Timestamp(ms(2)))
+		}
+	}
+	n.note(td.ResourceSpans().At(0))
+	assert.Len(t, n.traces[traceID(9)].servers, maxTraceHops)
+	assert.Len(t, n.traces[traceID(9)].calls, maxTraceHops)
 }
 
 // A trace's (span, thread) pairs and threads per window are bounded.

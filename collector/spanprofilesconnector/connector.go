@@ -112,6 +112,8 @@ type unit struct {
 	done      bool
 	// Its record in storage (0: none).
 	stored uint64
+	// Its process as names.go interns it: a trace has one name per process (names.go).
+	proc procRef
 }
 
 func (c *spanProfiles) start(ctx context.Context, host component.Host, self component.ID) error {
@@ -143,6 +145,7 @@ func (c *spanProfiles) replay(units []storedUnit) {
 		for i := 0; i < rss.Len(); i++ {
 			c.names.note(rss.At(i))
 			u := newUnit(rss.At(i), stored.arrived)
+			u.proc = c.names.ref(u.id)
 			u.stored = stored.seq
 			c.settleOnArrival(u)
 			c.queue = append(c.queue, u)
@@ -303,6 +306,7 @@ func (c *spanProfiles) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 			// Finished at once (below), its record is deleted with the others sent on.
 			u.stored = stored[i]
 		}
+		u.proc = c.names.ref(u.id)
 		c.settleOnArrival(u)
 		c.settle(u, now, false)
 		switch {
@@ -357,13 +361,17 @@ func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) 
 	c.mu.Lock()
 	now := c.now()
 	if got := c.store.ingest(pd, now); len(got) > 0 {
-		for _, u := range c.queue {
-			if u.done {
-				continue
-			}
-			c.settle(u, now, false)
-			if u.unsettled == 0 {
-				c.finish(u, out)
+		// Twice: a trace's first request waits for the requests it called in other services
+		// (path.go), which may be queued after it.
+		for range 2 {
+			for _, u := range c.queue {
+				if u.done {
+					continue
+				}
+				c.settle(u, now, false)
+				if u.unsettled == 0 {
+					c.finish(u, out)
+				}
 			}
 		}
 		c.compact()
@@ -463,7 +471,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 		if !final && !settledBefore && spanTimesOf(s).end > reach {
 			continue
 		}
-		if c.settleSpan(s, u.service, u.id.pid, p, why, final, settledBefore) {
+		if c.settleSpan(s, u, p, why, final, settledBefore) {
 			u.settled[i] = true
 			u.unsettled--
 		}
@@ -472,7 +480,7 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, u *unit, p *process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
@@ -480,7 +488,7 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 		return final
 	}
 	st := spanTimesOf(s)
-	st.ownPID = pid
+	st.ownPID = u.id.pid
 	switch p.coverage(st.start, st.end) {
 	case coverFull:
 	case coverGap:
@@ -506,8 +514,12 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 		}
 		return final
 	}
+	if !final && c.names.waitsForDownstream(s, u.proc) {
+		// Its path carries the called requests' causes: they are enriched first.
+		return false
+	}
 	j := p.join(st)
-	c.routes.name(s, bestRoute(j.routes))
+	c.routes.name(s, c.names.operation(s.TraceID(), u.proc), bestRoute(j.routes))
 	switch {
 	case j.refusedAny():
 		// Enriched with the figures the refused samples do not touch (if any).
@@ -522,9 +534,15 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 	default:
 		c.tel.span(spanEnriched, 1)
 	}
-	enrich(s, j, c.cfg.TopFrames, c.names.get)
+	// Holders are named as the process that held the thread calls them.
+	nameOf := c.names.in(u.proc)
+	enrich(s, j, c.cfg.TopFrames, nameOf)
+	if s.Kind() == ptrace.SpanKindServer {
+		c.names.settled(s, causeOf(j, nameOf))
+		putPath(s, c.names.pathOf(s, u.proc), c.cfg.TopFrames)
+	}
 	if c.metricsNext != nil {
-		c.metrics.observe(service, s, j, c.names.get)
+		c.metrics.observe(u.service, s, j, nameOf)
 	}
 	if j.ownOutside > 0 {
 		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
@@ -536,7 +554,8 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, service string, pid int64, p *p
 // samples named none, is named by its method and templated path on its way out.
 func (c *spanProfiles) finish(u *unit, out ptrace.Traces) {
 	for _, s := range u.spans {
-		c.routes.name(s, "")
+		c.routes.name(s, c.names.operation(s.TraceID(), u.proc), "")
+		c.names.settled(s, "")
 	}
 	u.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	if !u.done && u.queued {

@@ -54,6 +54,23 @@ const (
 	EventThreadSource = "thread_ctx.thread.source"
 	// Double: the CPU sampling period in ms, so that a reader can judge the error of cpu.*.
 	EventCPUPeriodMs = "thread_ctx.cpu.period_ms"
+
+	// The span event with the request's path across services, on a trace's first request (a
+	// server span whose parent is no call this Collector saw) when it called another service
+	// whose server span this Collector saw too (path.go).
+	EventPath = "thread_ctx.path"
+	// String array: the path's hops, heaviest first, top_frames of them, "<hop> <ms>ms: <cause>".
+	// A hop is "<service> <route>" (the first request's own time), "waiting on <service>
+	// <route>" (a called service's request's own time), "network to <service> <route>" (a call's
+	// time outside its callee's span) or "waiting on <peer>" (a call into what the Collector saw
+	// no span of: a database, another node). The cause, on the first two, is what the request's
+	// thread did, longest first: "cpu <ms>ms in <frame> NN%[, <frame> NN%]" (its two hottest
+	// frames), "waiting for a CPU <ms>ms", "held by <who> <ms>ms: <frame>", "blocked <ms>ms", or
+	// "no samples". The hops' ms add up to the first request's duration.
+	EventPathHops = "hops"
+	// Int and double: the hops past top_frames, and their ms.
+	EventPathOthers   = "hops_others"
+	EventPathOthersMs = "hops_others_ms"
 )
 
 // How the thread of a span was chosen (EventThreadSource).

@@ -20,7 +20,38 @@ const (
 
 	routeFromSamples = "samples"
 	routeFromPath    = "path"
+	routeFromGraphQL = "graphql"
 )
+
+// The GraphQL operation a span executed (@opentelemetry/instrumentation-graphql's execute span;
+// semantic conventions): a gateway serves every operation as `POST /graphql`, so its operation
+// is its route: "query ProductPage", "mutation (anonymous)".
+const (
+	attrGraphQLOperationType = "graphql.operation.type"
+	attrGraphQLOperationName = "graphql.operation.name"
+	graphqlAnonymous         = "(anonymous)"
+)
+
+// graphqlOperation is the route of the operation a span executed, "" when it executed none.
+// Bounded: a type other than the three GraphQL has is "operation", the name is cut at
+// maxLabelBytes.
+func graphqlOperation(s ptrace.Span) string {
+	attrs := s.Attributes()
+	typ, hasType := attrs.Get(attrGraphQLOperationType)
+	name := strAttr(attrs, attrGraphQLOperationName)
+	if !hasType && name == "" {
+		return ""
+	}
+	kind := "operation"
+	switch t := typ.AsString(); t {
+	case "query", "mutation", "subscription":
+		kind = t
+	}
+	if name == "" {
+		name = graphqlAnonymous
+	}
+	return truncate(kind + " " + name)
+}
 
 // Span attributes a route is made from (semantic conventions, current and older names).
 var (
@@ -152,15 +183,21 @@ func newRouteBook() *routeBook {
 	return &routeBook{byTemplate: map[string]string{}}
 }
 
-// name writes the route of an entry span without http.route: the one its samples carried
+// name writes the route of an entry span without http.route: the GraphQL operation its process
+// executed for its trace (operation, "" when none), else the one its samples carried
 // (sampleRoute, "" when none), else the one the samples of requests with its method and path
 // template carried, else its method and templated path. Nothing when it has its own route, is
 // not an entry, or has no path either.
-func (b *routeBook) name(s ptrace.Span, sampleRoute string) {
+func (b *routeBook) name(s ptrace.Span, operation, sampleRoute string) {
 	if !isEntry(s) || ownRoute(s) != "" {
 		return
 	}
 	if _, done := s.Attributes().Get(AttrRoute); done {
+		return
+	}
+	if operation != "" && s.Kind() == ptrace.SpanKindServer {
+		s.Attributes().PutStr(AttrRoute, operation)
+		s.Attributes().PutStr(AttrRouteSource, routeFromGraphQL)
 		return
 	}
 	template := pathRoute(s)

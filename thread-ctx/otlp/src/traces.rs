@@ -35,6 +35,10 @@ pub const HELD_BY_OTHERS: &str = "held_by_others";
 pub const HELD_BY_OTHERS_MS: &str = "held_by_others_ms";
 pub const HELD_BY_ROUTES: &str = "held_by_routes";
 pub const TOP_ALLOC_FRAMES: &str = "top_alloc_frames";
+/// The event with a trace's path across services, on its first request, and its attributes.
+pub const PATH_EVENT: &str = "thread_ctx.path";
+pub const PATH_HOPS: &str = "hops";
+pub const PATH_OTHERS_MS: &str = "hops_others_ms";
 
 /// Which spans a report reads (`report --traces` with `--pid`, `--service`, `--trace`, `--span`,
 /// `--attr`); every given part must match. Empty: all of them.
@@ -204,6 +208,7 @@ pub fn spans_of(data: &TracesData) -> Vec<Span> {
 fn span_of(s: &OtlpSpan, service: &str) -> Span {
     // Enriched: the connector's event (the figures on it are those the samples support).
     let event = s.events.iter().find(|e| e.name == PROFILE_EVENT);
+    let path = s.events.iter().find(|e| e.name == PATH_EVENT);
     let enriched = event.is_some() || s.attributes.iter().any(|kv| kv.key == SAMPLES);
     let joined = enriched.then(|| {
         let list = |k: &str| event.map(|e| strings(&e.attributes, k)).unwrap_or_default();
@@ -224,6 +229,8 @@ fn span_of(s: &OtlpSpan, service: &str) -> Span {
             held_by_others_ms: event.and_then(|e| f64_attr(&e.attributes, HELD_BY_OTHERS_MS)).unwrap_or(0.0),
             held_by_routes: list(HELD_BY_ROUTES),
             top_alloc_frames: list(TOP_ALLOC_FRAMES),
+            path: path.map(|e| strings(&e.attributes, PATH_HOPS)).unwrap_or_default(),
+            path_others_ms: path.and_then(|e| f64_attr(&e.attributes, PATH_OTHERS_MS)).unwrap_or(0.0),
         }
     });
     let own_route = str_attr(&s.attributes, "http.route");

@@ -34,6 +34,10 @@ pub struct Joined {
     /// The same time by route: `<route> <ms>ms in <n> requests: <top frame>`.
     pub held_by_routes: Vec<String>,
     pub top_alloc_frames: Vec<String>,
+    /// On a trace's first request, its path across services (the `thread_ctx.path` event's
+    /// `hops`: `<hop> <ms>ms: <cause>`), and the ms of the hops past those listed.
+    pub path: Vec<String>,
+    pub path_others_ms: f64,
 }
 
 /// A span, with what the report needs of it.
@@ -88,6 +92,28 @@ pub fn parse_holder(s: &str) -> Option<Holder> {
     })?;
     let ms = words[i + 1].strip_suffix("ms:")?.parse().ok()?;
     Some(Holder { who: words[..i].join(" "), trace_id: words[i].to_string(), ms, frame: words[i + 2..].join(" ") })
+}
+
+/// One hop of a request's path across services (the `thread_ctx.path` event's `hops`):
+/// `<hop> <ms>ms: <cause>`, or `<hop> <ms>ms` for a hop without a cause (a network leg, a wait on
+/// a peer the Collector saw no span of).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hop {
+    /// `<service> <route>`, `waiting on <service> <route>`, `network to <service> <route>` or
+    /// `waiting on <peer>`.
+    pub hop: String,
+    pub ms: f64,
+    pub cause: Option<String>,
+}
+
+/// Parses a `hops` entry; None when it is not in the contract's form. The hop may hold spaces;
+/// its first word `<ms>ms` (or `<ms>ms:`, before the cause) ends it.
+pub fn parse_hop(s: &str) -> Option<Hop> {
+    let words: Vec<&str> = s.split(' ').collect();
+    let ms_of = |w: &str| w.strip_suffix("ms:").or_else(|| w.strip_suffix("ms")).and_then(|m| m.parse::<f64>().ok());
+    let i = (1..words.len()).find(|&i| ms_of(words[i]).is_some() && (words[i].ends_with("ms:") || i + 1 == words.len()))?;
+    let cause = words[i].ends_with("ms:").then(|| words[i + 1..].join(" ")).filter(|c| !c.is_empty());
+    Some(Hop { hop: words[..i].join(" "), ms: ms_of(words[i])?, cause })
 }
 
 /// One `held_by_routes` entry: `<route> <ms>ms in <n> requests: <top frame>`, or the rest of the
@@ -171,6 +197,12 @@ pub struct Explanation {
     /// carry `held_by_routes`.
     pub held_by_rest_ms: f64,
     pub alloc_frames: Vec<(String, f64)>,
+    /// The requests that carried a path across services, and its hops summed over them: hop,
+    /// ms, and the cause of the heaviest instance of it; heaviest first. `path_rest_ms`: the hops
+    /// past the top ones.
+    pub path_requests: usize,
+    pub path: Vec<(String, f64, String)>,
+    pub path_rest_ms: f64,
 }
 
 /// An [`Explanation`] summed span by span, so that a report need not hold the spans it explains.
@@ -180,6 +212,8 @@ pub struct ExplanationSum {
     own: BTreeMap<String, f64>,
     alloc: BTreeMap<String, f64>,
     held: BTreeMap<String, (f64, BTreeMap<String, f64>)>,
+    // Hop -> (ms summed, (the heaviest instance's ms, its cause)).
+    path: BTreeMap<String, (f64, (f64, String))>,
 }
 
 impl ExplanationSum {
@@ -216,6 +250,18 @@ impl ExplanationSum {
         for (frame, share) in j.top_alloc_frames.iter().filter_map(|f| parse_frame(f)) {
             *self.alloc.entry(frame).or_default() += share * j.alloc_bytes.unwrap_or(0) as f64;
         }
+        let hops: Vec<Hop> = j.path.iter().filter_map(|h| parse_hop(h)).collect();
+        if !hops.is_empty() {
+            e.path_requests += 1;
+            e.path_rest_ms += j.path_others_ms;
+        }
+        for h in hops {
+            let slot = self.path.entry(h.hop).or_default();
+            slot.0 += h.ms;
+            if h.ms > slot.1 .0 {
+                slot.1 = (h.ms, h.cause.unwrap_or_default());
+            }
+        }
         let routes: Vec<RouteHold> = j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)).collect();
         if routes.is_empty() {
             // Spans of a connector before held_by_routes: its listed traces only.
@@ -249,6 +295,11 @@ impl ExplanationSum {
         e.held_by_rest_ms += by_who.iter().skip(top).map(|h| h.1).sum::<f64>();
         by_who.truncate(top);
         e.held_by = by_who;
+        let mut path: Vec<(String, f64, String)> = self.path.into_iter().map(|(hop, (ms, (_, cause)))| (hop, ms, cause)).collect();
+        path.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        e.path_rest_ms += path.iter().skip(top).map(|h| h.1).sum::<f64>();
+        path.truncate(top);
+        e.path = path;
         e
     }
 }
@@ -303,6 +354,9 @@ impl Explanation {
             let all = self.held_by.iter().map(|h| h.1).sum::<f64>() + self.held_by_rest_ms;
             out += &format!("{indent}{:<38}{} (= {:.1} ms)\n", "held by", held.join(", "), per(all));
         }
+        if !self.path.is_empty() {
+            out += &self.render_path(indent);
+        }
         match mean(self.alloc_bytes as f64, self.alloc_measured) {
             Some(bytes) => {
                 let alloc_top = if self.alloc_frames.is_empty() { String::new() } else { format!("   {}", frames(&self.alloc_frames)) };
@@ -311,6 +365,30 @@ impl Explanation {
             None => out += &format!("{indent}{:<38}not measured: the agent ran without --alloc\n", "allocated"),
         }
         out += &format!("{indent}({} CPU samples; a CPU figure is good to about one sampling period per request)\n", self.samples);
+        out
+    }
+}
+
+impl Explanation {
+    /// The path across services (`thread_ctx.path`): each hop's mean ms over the requests that
+    /// carried a path, its share of their time, and the cause of its heaviest instance.
+    fn render_path(&self, indent: &str) -> String {
+        let n = self.path_requests as f64;
+        let duration = mean(self.duration_ms, self.enriched).unwrap_or(0.0);
+        let mut out = format!(
+            "{indent}path across services ({} of {} request{}; a wait on another service is its request's own time, and why):\n",
+            self.path_requests,
+            self.enriched,
+            if self.enriched == 1 { "" } else { "s" }
+        );
+        for (hop, ms, cause) in &self.path {
+            let share = if duration > 0.0 { 100.0 * ms / n / duration } else { 0.0 };
+            let cause = if cause.is_empty() { String::new() } else { format!("   {cause}") };
+            out += &format!("{indent}  {hop:<36}{:>9.1} ms {share:>4.0} %{cause}\n", ms / n);
+        }
+        if self.path_rest_ms > 0.0 {
+            out += &format!("{indent}  {:<36}{:>9.1} ms\n", "other hops", self.path_rest_ms / n);
+        }
         out
     }
 }
@@ -566,6 +644,7 @@ pub fn route_source_note(source: Option<&str>) -> Option<&'static str> {
     match source? {
         "samples" => Some("no http.route on its spans: the route is the one their samples carried"),
         "path" => Some("no http.route on its spans: the route is their method and templated path"),
+        "graphql" => Some("no http.route on its spans: the route is the GraphQL operation they executed"),
         _ => None,
     }
 }
@@ -809,5 +888,48 @@ mod tests {
         assert!(!text.contains("own CPU"), "{text}");
         assert!(!text.contains("(unknown)"), "{text}");
         assert!(text.contains("(no http.route on its spans: the route is the one their samples carried)"), "{text}");
+    }
+
+    #[test]
+    fn hops_parse_as_the_connector_writes_them() {
+        let h = parse_hop("waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13); waiting for a CPU 15.0ms")
+            .unwrap();
+        assert_eq!(h.hop, "waiting on inventory /stock/:sku");
+        assert_eq!(h.ms, 60.0);
+        assert_eq!(h.cause.as_deref(), Some("cpu 20.0ms in recomputeStockLevels (inventory.js:13); waiting for a CPU 15.0ms"));
+        assert_eq!(
+            parse_hop("network to inventory /stock/:sku 10.0ms"),
+            Some(Hop { hop: "network to inventory /stock/:sku".into(), ms: 10.0, cause: None })
+        );
+        assert_eq!(parse_hop("gateway query (anonymous) 3.5ms: no samples").unwrap().hop, "gateway query (anonymous)");
+        assert_eq!(parse_hop("no figure here"), None);
+        assert_eq!(parse_hop("12.0ms"), None, "a hop has a name");
+    }
+
+    /// The slowest 1 % of a GraphQL operation, across services: each hop's mean over the requests
+    /// that carried a path, with the cause of its heaviest instance.
+    #[test]
+    fn the_path_across_services_is_summed_per_route() {
+        let path = |stock: f64, own: f64| Joined {
+            path: vec![
+                format!("waiting on inventory /stock/:sku {stock:.1}ms: cpu {:.1}ms in recomputeStockLevels (inventory.js:13)", stock / 2.0),
+                format!("gateway query ProductPage {own:.1}ms: cpu 2.0ms in resolve (gateway.js:38)"),
+            ],
+            ..waited(stock + own)
+        };
+        let spans = [
+            Span { route_source: Some("graphql".into()), ..span("query ProductPage", 100.0, Some(path(80.0, 20.0))) },
+            Span { route_source: Some("graphql".into()), ..span("query ProductPage", 50.0, Some(path(20.0, 30.0))) },
+            Span { route_source: Some("graphql".into()), ..span("query ProductPage", 40.0, Some(waited(40.0))) },
+        ];
+        let e = Explanation::of(&spans.iter().collect::<Vec<_>>(), 3);
+        assert_eq!(e.path_requests, 2);
+        assert_eq!(e.path[0], ("waiting on inventory /stock/:sku".into(), 100.0, "cpu 40.0ms in recomputeStockLevels (inventory.js:13)".into()));
+        assert_eq!(e.path[1].0, "gateway query ProductPage");
+        let text = e.render("  ");
+        assert!(text.contains("path across services (2 of 3 requests"), "{text}");
+        assert!(text.contains("waiting on inventory /stock/:sku") && text.contains("50.0 ms") && text.contains("recomputeStockLevels"), "{text}");
+        let r = report(&spans, 0, 3);
+        assert!(r.render("traces.pb").contains("the route is the GraphQL operation they executed"), "{}", r.render("traces.pb"));
     }
 }
