@@ -24,21 +24,32 @@ function run(flags, body, env = {}, cwd = undefined) {
   return { pid: Number(pid), result: JSON.parse(json), stderr: r.stderr };
 }
 
-// A function compiled after enableJitNames(), run in the interpreter a few times.
+// Two functions of different bodies compiled after enableJitNames(), run in the interpreter a few
+// times.
 const LATER = `
   const result = enableJitNames(OPTIONS);
   function compiledLater(n) { let s = 0; for (let i = 0; i < n; i++) s = (s * 31 + i) | 0; return s; }
-  for (let k = 0; k < 3; k++) compiledLater(10);
+  function alsoCompiledLater(text) { return text.split(',').map((w) => w.trim().toUpperCase()).join('|'); }
+  for (let k = 0; k < 3; k++) { compiledLater(10); alsoCompiledLater('a, b, c'); }
   console.log(process.pid); console.log(JSON.stringify(result));
 `;
 
-function perfMapLines(pid, name) {
+/** The perf map's entries of `pid` (deleted once read): { size, tier, name } each. */
+function perfMapEntries(pid) {
   const file = `/tmp/perf-${pid}.map`;
   try {
-    return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.includes(name));
+    // "ADDRESS SIZE JS:~name file:line:column": `~` the interpreter (its bytecode, or a copy of its
+    // entry trampoline), `^` Sparkplug, `+` Maglev, `*` TurboFan code.
+    return fs.readFileSync(file, 'utf8').split('\n').map((l) => l.match(/^[0-9a-f]+ ([0-9a-f]+) JS:([~^+*]?)([^ ]+)/))
+      .filter(Boolean).map(([, size, tier, name]) => ({ size: parseInt(size, 16), tier, name }));
   } finally {
     fs.rmSync(file, { force: true });
   }
+}
+
+/** Sizes of the interpreter-tier entries of each function in `names`. */
+function interpreterSizes(entries, names) {
+  return names.map((name) => entries.filter((e) => e.name === name && e.tier === '~').map((e) => e.size));
 }
 
 test('with a perf map, code compiled afterwards gets its own interpreter trampoline, named', () => {
@@ -47,10 +58,24 @@ test('with a perf map, code compiled afterwards gets its own interpreter trampol
   assert.strictEqual(on.result.perfMapPath, `/tmp/perf-${on.pid}.map`);
   const off = run(['--perf-basic-prof-only-functions'], LATER.replace('OPTIONS', '{ interpretedFrames: false }'));
   assert.strictEqual(off.result.interpretedFrames, false);
-  const withTrampoline = perfMapLines(on.pid, 'compiledLater');
-  const without = perfMapLines(off.pid, 'compiledLater');
-  // V8 logs the function's bytecode either way; the trampoline copy is one more entry.
-  assert.strictEqual(withTrampoline.length, without.length + 1, `${withTrampoline.join('\n')}\n--\n${without.join('\n')}`);
+  // V8 logs each function's bytecode either way, and may compile a tier in the background (a
+  // Sparkplug or Maglev entry, or none: Node 26 logged one in one run in two), so the count of a
+  // function's entries says nothing. What the option adds is a copy of the interpreter's entry
+  // trampoline per function: one interpreter-tier entry each, of the one size every copy has (two
+  // bodies of different sizes tell it from bytecode), that the run without the option lacks.
+  const names = ['compiledLater', 'alsoCompiledLater'];
+  const onEntries = perfMapEntries(on.pid);
+  const offEntries = perfMapEntries(off.pid);
+  const [first, second] = interpreterSizes(onEntries, names);
+  const trampolineSizes = first.filter((size) => second.includes(size));
+  const shown = JSON.stringify({ with: onEntries.filter((e) => names.includes(e.name)), without: offEntries.filter((e) => names.includes(e.name)) });
+  assert.strictEqual(trampolineSizes.length, 1, `one trampoline copy of the same size for each function: ${shown}`);
+  for (const sizes of interpreterSizes(onEntries, names)) {
+    assert.strictEqual(sizes.filter((size) => size === trampolineSizes[0]).length, 1, `each function's own copy: ${shown}`);
+  }
+  for (const sizes of interpreterSizes(offEntries, names)) {
+    assert.ok(sizes.length >= 1 && !sizes.includes(trampolineSizes[0]), `without the option: bytecode, no trampoline copy: ${shown}`);
+  }
 });
 
 test('without a perf map or jitdump: one warning, nothing set', () => {

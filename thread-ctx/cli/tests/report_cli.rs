@@ -478,8 +478,48 @@ fn traces_report_memory_stays_bounded_on_a_large_file() {
     out.flush().unwrap();
     drop(out);
 
+    let run = peak_rss(&["report", "--traces", path.to_str().unwrap(), "--slowest", "3"]);
+    // bench/report-memory.sh measures other builds on the same file.
+    if let Some(keep) = std::env::var_os("REPORT_TRACES_KEEP_FILE") {
+        std::fs::rename(&path, &keep).unwrap_or_else(|e| panic!("keeping the file as {keep:?}: {e}"));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let Measured { stdout, stderr, exit_status: wstatus, peak_kib, proc_peak_kib, rusage_kib, polls } = run;
+    assert!(libc::WIFEXITED(wstatus) && libc::WEXITSTATUS(wstatus) == 0, "exit {wstatus}:\n{stdout}\n{stderr}");
+    let spans = batches * 1000;
+    assert!(stdout.contains(&format!(": {spans} spans, {spans} requests of 20 routes ({spans} enriched by spanprofiles)")), "{stdout}");
+    assert!(stdout.contains("the 3 slowest requests:"), "{stdout}");
+    assert!(polls > 0, "the report ran too briefly to be read from /proc");
+    assert!(
+        peak_kib <= RSS_BOUND_KIB,
+        "report --traces of a {} MiB file ({spans} spans) peaked at {} MiB of RSS (/proc VmHWM {} MiB, rusage {} MiB): more than {} MiB",
+        written >> 20,
+        peak_kib >> 10,
+        proc_peak_kib >> 10,
+        rusage_kib >> 10,
+        RSS_BOUND_KIB >> 10
+    );
+}
+
+/// What [`peak_rss`] saw of one run of the binary.
+struct Measured {
+    stdout: String,
+    stderr: String,
+    /// As wait4 gives it.
+    exit_status: i32,
+    /// The larger of the two accounts below.
+    peak_kib: u64,
+    proc_peak_kib: u64,
+    rusage_kib: u64,
+    /// How often /proc was read while it ran.
+    polls: u32,
+}
+
+/// Runs `thread-ctx ARGS` and measures its peak RSS: VmHWM from /proc while it runs, and the
+/// kernel's own account when it is reaped.
+fn peak_rss(args: &[&str]) -> Measured {
     let mut child = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
-        .args(["report", "--traces", path.to_str().unwrap(), "--slowest", "3"])
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -507,7 +547,6 @@ fn traces_report_memory_stays_bounded_on_a_large_file() {
         polls += 1;
         std::thread::sleep(Duration::from_millis(5));
     }
-    // The kernel's own account of the peak, when it is reaped.
     let mut wstatus = 0;
     // SAFETY: a plain rusage struct filled by the kernel for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -516,24 +555,131 @@ fn traces_report_memory_stays_bounded_on_a_large_file() {
     assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
     let (stdout, stderr) = reading.join().unwrap();
     drop(child);
-    // bench/report-traces-memory.sh measures other builds on the same file.
-    if let Some(keep) = std::env::var_os("REPORT_TRACES_KEEP_FILE") {
+    let rusage_kib = usage.ru_maxrss as u64;
+    Measured { stdout, stderr, exit_status: wstatus, peak_kib: rusage_kib.max(proc_peak_kib), proc_peak_kib, rusage_kib, polls }
+}
+
+/// A Collector profiles file of 30 MB, windows as the agent sends them (its own encoder: four
+/// processes of a service, 20 routes, stacks of 24 frames, one trace per request) of a service
+/// whose requests come back (3,000 distinct stacks and 1,000 traces, round after round): the
+/// profiles the report adds up stay small however long the file. `report --otlp` reads it a
+/// message at a time and adds each sample to its process's profile as it is resolved, so its
+/// memory is that of the profiles (it held every message and every resolved sample before: 881
+/// MiB of RSS for a 3 MB file, 8.4 GB for 28 MB). A file whose every sample is a new (stack,
+/// span) pair costs ~1.7 KiB per pair (docs/benchmarks.md).
+#[test]
+fn otlp_report_memory_stays_bounded_on_a_large_file() {
+    use prost::Message;
+    use std::io::Write;
+    use thread_ctx_discovery::process_context_proto::{string_value, KeyValue as ContextKeyValue, Resource as ContextResource};
+    use thread_ctx_model::symbolized::{Observation, StackFrame};
+    use thread_ctx_model::{Entry, Frame, Profile, SampleKind};
+    use thread_ctx_otlp::encode::{export_request, ProcessWindow};
+    use thread_ctx_otlp::profiles::ProfilesData;
+    const FILE_BYTES: u64 = 30 << 20;
+    const RSS_BOUND_KIB: u64 = 128 << 10;
+    const PROCESSES: u64 = 4;
+    const SAMPLES_PER_WINDOW: u64 = 1_000;
+    const PERIOD_NS: u64 = 10_101_010;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-otlp-large-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profiles.pb");
+    // A deterministic walk (an LCG), so that every run writes the same file.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    // 3,000 stacks of 24 frames over 400 JS functions and 40 native ones, leaf first.
+    let stacks: Vec<Vec<(bool, u64)>> =
+        (0..3_000).map(|_| (0..24).map(|depth| (depth >= 20, if depth >= 20 { next(40) } else { next(400) })).collect()).collect();
+    let window = |n: u64, pid: u64| {
+        let mut p = Profile::default();
+        (p.pid, p.cpu_period_ns, p.runs_v8, p.times_complete) = (pid as i32, PERIOD_NS, true, true);
+        for i in 0..SAMPLES_PER_WINDOW {
+            // Sample k of a process: stack k mod 3,000, request (k / 3) mod 1,000: 3,000 distinct
+            // (stack, trace) pairs, each met again every 3,000 samples.
+            let k = n * SAMPLES_PER_WINDOW + i;
+            let stack = stacks[(k % stacks.len() as u64) as usize]
+                .iter()
+                .map(|&(native, f)| {
+                    let frame = if native {
+                        Frame::native(&format!("uv_native_{f}"), Some("/usr/bin/node"))
+                    } else {
+                        Frame::js(&format!("handler{f}"), Some(&format!("/srv/app/routes/file{}.js", f % 50)), Some(f as u32 % 300 + 1), Some(3))
+                    };
+                    StackFrame { addr: 0x7f00_0000_0000 + f * 0x40 + u64::from(native), frame: p.intern(frame), kernel: false }
+                })
+                .collect();
+            // Three samples a request, each request its own trace and span.
+            let request = (k / 3) % 1_000;
+            let time_ns = 1_000_000_000 + n * 10_000_000_000 + i * PERIOD_NS;
+            p.push_entry(Entry {
+                kind: SampleKind::Cpu,
+                stack,
+                tid: pid as u32,
+                trace_id: Some((request as u128 + 1).to_be_bytes()),
+                span_id: Some((request + 1).to_be_bytes()),
+                attrs: vec![("http.route".into(), format!("/route/{}", request % 20))],
+                count: 1,
+                weight: PERIOD_NS,
+                times: vec![Observation { time_ns, weight: PERIOD_NS }],
+            });
+        }
+        p
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let (mut written, mut windows) = (0u64, 0u64);
+    while written < FILE_BYTES {
+        let profiles: Vec<Profile> = (0..PROCESSES).map(|k| window(windows, 5000 + k)).collect();
+        let resources: Vec<ContextResource> = (0..PROCESSES)
+            .map(|k| {
+                let kv = |key: &str, v: String| ContextKeyValue { key: key.into(), value: Some(string_value(v)) };
+                ContextResource {
+                    attributes: vec![kv("service.name", "big".into()), kv("process.pid", (5000 + k).to_string()), kv("host.name", "node-1".into())],
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let sent: Vec<ProcessWindow> = profiles
+            .iter()
+            .zip(&resources)
+            .map(|(profile, resource)| ProcessWindow {
+                resource,
+                profile,
+                start_unix_ns: 1_700_000_000_000_000_000 + windows * 10_000_000_000,
+                duration_ns: 10_000_000_000,
+                throttling: None,
+            })
+            .collect();
+        let request = export_request(&sent);
+        let message = ProfilesData { resource_profiles: request.resource_profiles, dictionary: request.dictionary }.encode_to_vec();
+        out.write_all(&(message.len() as u32).to_be_bytes()).unwrap();
+        out.write_all(&message).unwrap();
+        written += 4 + message.len() as u64;
+        windows += 1;
+    }
+    out.flush().unwrap();
+    drop(out);
+
+    let run = peak_rss(&["report", "--otlp", path.to_str().unwrap()]);
+    // bench/report-otlp-memory.sh measures other builds on the same file.
+    if let Some(keep) = std::env::var_os("REPORT_OTLP_KEEP_FILE") {
         std::fs::rename(&path, &keep).unwrap_or_else(|e| panic!("keeping the file as {keep:?}: {e}"));
     }
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(libc::WIFEXITED(wstatus) && libc::WEXITSTATUS(wstatus) == 0, "exit {wstatus}:\n{stdout}\n{stderr}");
-    let spans = batches * 1000;
-    assert!(stdout.contains(&format!(": {spans} spans, {spans} requests of 20 routes ({spans} enriched by spanprofiles)")), "{stdout}");
-    assert!(stdout.contains("the 3 slowest requests:"), "{stdout}");
+    let Measured { stdout, stderr, exit_status, peak_kib, proc_peak_kib, rusage_kib, polls } = run;
+    assert!(libc::WIFEXITED(exit_status) && libc::WEXITSTATUS(exit_status) == 0, "exit {exit_status}:\n{stdout}\n{stderr}");
+    let samples = windows * PROCESSES * SAMPLES_PER_WINDOW;
+    assert!(stdout.contains(&format!(": {windows} requests, {samples} CPU samples of {PROCESSES} processes\n")), "{stdout}");
     assert!(polls > 0, "the report ran too briefly to be read from /proc");
-    let peak_kib = (usage.ru_maxrss as u64).max(proc_peak_kib);
     assert!(
         peak_kib <= RSS_BOUND_KIB,
-        "report --traces of a {} MiB file ({spans} spans) peaked at {} MiB of RSS (/proc VmHWM {} MiB, rusage {} MiB): more than {} MiB",
+        "report --otlp of a {} MiB file ({windows} messages, {samples} samples) peaked at {} MiB of RSS (/proc VmHWM {} MiB, rusage {} MiB): more than {} MiB",
         written >> 20,
         peak_kib >> 10,
         proc_peak_kib >> 10,
-        usage.ru_maxrss >> 10,
+        rusage_kib >> 10,
         RSS_BOUND_KIB >> 10
     );
 }

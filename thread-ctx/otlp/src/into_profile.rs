@@ -60,16 +60,34 @@ impl ReceivedProcess {
 
 /// The processes in `samples`, most CPU samples first.
 pub fn processes(samples: &[ResolvedSample]) -> Vec<ReceivedProcess> {
-    let mut by_key: BTreeMap<(String, String), Builder> = BTreeMap::new();
+    let mut all = Processes::default();
     for s in samples {
-        let r = &s.resource;
-        let who = r.get("process.pid").or_else(|| r.get("service.name")).cloned().unwrap_or_default();
-        let key = (r.get("host.name").cloned().unwrap_or_default(), who);
-        by_key.entry(key).or_default().add(s);
+        all.add(s);
     }
-    let mut out: Vec<ReceivedProcess> = by_key.into_values().map(Builder::finish).collect();
-    out.sort_by_key(|p| std::cmp::Reverse(p.cpu_samples()));
-    out
+    all.finish()
+}
+
+/// Processes built up one sample at a time, so that a file read one message at a time never
+/// holds more than the profiles it adds up to (`report --otlp`).
+#[derive(Default)]
+pub struct Processes {
+    by_key: BTreeMap<(String, String), Builder>,
+}
+
+impl Processes {
+    pub fn add(&mut self, s: &ResolvedSample) {
+        let r = &s.resource;
+        let who = r.get("process.pid").or_else(|| r.get("service.name")).map(String::as_str).unwrap_or_default();
+        let host = r.get("host.name").map(String::as_str).unwrap_or_default();
+        self.by_key.entry((host.to_string(), who.to_string())).or_default().add(s);
+    }
+
+    /// The processes, most CPU samples first.
+    pub fn finish(self) -> Vec<ReceivedProcess> {
+        let mut out: Vec<ReceivedProcess> = self.by_key.into_values().map(Builder::finish).collect();
+        out.sort_by_key(|p| std::cmp::Reverse(p.cpu_samples()));
+        out
+    }
 }
 
 #[derive(Default)]

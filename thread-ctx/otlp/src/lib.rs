@@ -27,6 +27,7 @@
 mod config;
 pub mod encode;
 mod exporter;
+pub mod framed;
 mod grpc;
 mod http;
 pub mod into_profile;

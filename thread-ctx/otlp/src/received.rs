@@ -8,6 +8,7 @@
 //! end is an error naming what is wrong, never a panic; a message still being written (the file's
 //! incomplete tail) is left out and its size reported.
 
+use crate::framed::{read_framed, Format, Framed};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 use opentelemetry_proto::tonic::profiles::v1development::{ProfilesData, ProfilesDictionary, ValueType};
 use prost::Message;
@@ -47,31 +48,31 @@ pub fn decode_messages<M: Message + Default>(bytes: &[u8], what: &str) -> Result
     Ok((messages, bytes.len() - at))
 }
 
-/// Reads and decodes a file exporter's output; errors name the file and say which format it
-/// expected, and what the file looks like instead (the file exporter's `json` output, a pprof
-/// profile, a file too short for one message). A file with no whole message but bytes is not
-/// one a Collector is still writing: its first message would be whole by now.
-pub fn read_exporter_file(path: &Path) -> Result<ExporterFile> {
-    let bytes = std::fs::read(path).map_err(|e| FileError::io("reading", path, e))?;
-    let expected = "expected the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)";
-    let looks_like = |what: String| FileError::Invalid(format!("{}: {what}: {expected}", path.display()));
-    if bytes.first() == Some(&b'{') {
-        return Err(looks_like("looks like the file exporter's json format (`format: json`; set `format: proto`)".into()));
-    }
-    let file = decode_file_exporter(&bytes)
-        .map_err(FileError::in_file(path, "not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)"))?;
-    if !file.messages.is_empty() || bytes.is_empty() {
-        return Ok(file);
-    }
-    Err(looks_like(match bytes.as_slice() {
-        [0x1f, 0x8b, ..] => "is gzip data (a pprof profile? `thread-ctx flamegraph FILE` draws one), not a single whole message".into(),
-        short if short.len() < 4 => format!("holds {} bytes, less than one message's 4-byte size", short.len()),
-        _ => {
-            let size = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes"));
-            format!("holds {} bytes, and its first message claims {size} after its 4-byte size: no whole message", bytes.len())
-        }
-    }))
+/// Reads a file exporter's profiles output one message at a time ([`read_framed`]: memory holds
+/// one message however large the file) and gives each to `visit`; errors name the file and say
+/// which format it expected, and what the file looks like instead (the file exporter's `json`
+/// output, a pprof profile, a file too short for one message). A file with no whole message but
+/// bytes is not one a Collector is still writing: its first message would be whole by now.
+pub fn scan_exporter_file(path: &Path, mut visit: impl FnMut(ProfilesData) -> Result<()>) -> Result<Framed> {
+    read_framed(path, None, &FORMAT, |_, data| visit(data))
 }
+
+/// Every message of a file exporter's output at once (see [`scan_exporter_file`], which holds
+/// one at a time).
+pub fn read_exporter_file(path: &Path) -> Result<ExporterFile> {
+    let mut messages = Vec::new();
+    let read = scan_exporter_file(path, |m| {
+        messages.push(m);
+        Ok(())
+    })?;
+    Ok(ExporterFile { messages, incomplete_tail: read.incomplete_tail as usize })
+}
+
+const FORMAT: Format = Format {
+    what: "ProfilesData",
+    not_it: "not the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)",
+    expected: "expected the Collector file exporter's proto format (size-prefixed OTLP ProfilesData)",
+};
 
 /// A sample with everything its indices point at, as plain values.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,9 +126,17 @@ pub struct ResolvedMapping {
 /// Every sample of one message, resolved against its dictionary; an index out of range is an
 /// error naming the table.
 pub fn resolve(data: &ProfilesData) -> Result<Vec<ResolvedSample>> {
+    let mut out = Vec::new();
+    resolve_each(data, |s| out.push(s))?;
+    Ok(out)
+}
+
+/// Each sample of one message resolved and given to `visit` in turn, so that a large message's
+/// samples are never all resolved at once (each frame's names are copied out of the
+/// dictionary: a message's samples resolved together took many times its size).
+pub fn resolve_each(data: &ProfilesData, mut visit: impl FnMut(ResolvedSample)) -> Result<()> {
     let default = ProfilesDictionary::default();
     let d = data.dictionary.as_ref().unwrap_or(&default);
-    let mut out = Vec::new();
     for rp in &data.resource_profiles {
         let mut resource = BTreeMap::new();
         for kv in rp.resource.iter().flat_map(|r| &r.attributes) {
@@ -159,7 +168,7 @@ pub fn resolve(data: &ProfilesData) -> Result<Vec<ResolvedSample>> {
                             Some((l.trace_id.clone(), l.span_id.clone()))
                         }
                     };
-                    out.push(ResolvedSample {
+                    visit(ResolvedSample {
                         resource: resource.clone(),
                         scope_name: scope_name.clone(),
                         sample_type: sample_type.clone(),
@@ -177,7 +186,7 @@ pub fn resolve(data: &ProfilesData) -> Result<Vec<ResolvedSample>> {
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn location_frames(d: &ProfilesDictionary, index: i32) -> Result<Vec<ResolvedFrame>> {

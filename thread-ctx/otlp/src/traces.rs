@@ -3,15 +3,13 @@
 //! names are the contract of docs/spanprofiles.md, which the connector (Go) writes; a field of
 //! the wrong type is read as absent, never trusted.
 
+use crate::framed::{read_framed, Format};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, Span as OtlpSpan, TracesData};
-use prost::Message;
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::Path;
 use thread_ctx_discovery::ids::hex;
-use thread_ctx_output::file_error::{FileError, Result};
+use thread_ctx_output::file_error::Result;
 use thread_ctx_output::slow_requests::{Joined, Span};
 
 /// The connector's attributes and event (docs/spanprofiles.md, "The fields").
@@ -81,40 +79,8 @@ pub const HELD_SHOWN: usize = 32;
 /// gives the first pass's `whole_bytes`). A file that is not the `proto` format of traces, or
 /// holds bytes but no whole message, is an error naming what it looks like.
 pub fn scan_traces_file(path: &Path, selection: &SpanSelection, limit: Option<u64>, mut visit: impl FnMut(Span)) -> Result<TracesScan> {
-    let file = File::open(path).map_err(|e| FileError::io("reading", path, e))?;
-    let size = file.metadata().map_err(|e| FileError::io("reading", path, e))?.len();
-    let end = limit.map_or(size, |l| l.min(size));
-    let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut scan = TracesScan::default();
-    let mut message = Vec::new();
-    let mut first = [0u8; 4];
-    while end - scan.whole_bytes >= 4 {
-        reader.read_exact(&mut first).map_err(|e| FileError::io("reading", path, e))?;
-        if scan.whole_bytes == 0 && first[0] == b'{' {
-            return Err(FileError::Invalid(format!("{}: looks like the file exporter's json format: {EXPECTED}", path.display())));
-        }
-        let len = u64::from(u32::from_be_bytes(first));
-        if end - scan.whole_bytes - 4 < len {
-            break;
-        }
-        if len > MAX_MESSAGE_BYTES {
-            return Err(FileError::Invalid(format!(
-                "{}: the message at byte {} claims {len} bytes, more than any Collector batch ({} MiB): {EXPECTED}",
-                path.display(),
-                scan.whole_bytes,
-                MAX_MESSAGE_BYTES >> 20
-            )));
-        }
-        message.resize(len as usize, 0);
-        reader.read_exact(&mut message).map_err(|e| FileError::io("reading", path, e))?;
-        let data = TracesData::decode(message.as_slice()).map_err(|cause| {
-            FileError::in_file(path, "not the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData)")(FileError::Decode {
-                what: format!("the message at byte {} ({len} bytes) is not an OTLP TracesData", scan.whole_bytes),
-                cause,
-            })
-        })?;
-        scan.messages += 1;
-        scan.whole_bytes += 4 + len;
+    let read = read_framed(path, limit, &FORMAT, |_, data: TracesData| {
         for rs in &data.resource_spans {
             let attrs = rs.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
             let service = str_attr(attrs, "service.name").unwrap_or(UNKNOWN_SERVICE);
@@ -135,36 +101,21 @@ pub fn scan_traces_file(path: &Path, selection: &SpanSelection, limit: Option<u6
                 }
             }
         }
-        // A message can be large (a batch of spans); do not keep its buffer past a megabyte.
-        if message.capacity() > 1 << 20 {
-            message = Vec::new();
-        }
-    }
-    scan.incomplete_tail = end - scan.whole_bytes;
-    if scan.messages == 0 && end > 0 {
-        return Err(FileError::Invalid(format!("{}: {}: {EXPECTED}", path.display(), no_whole_message(&first, end))));
-    }
+        Ok(())
+    })?;
+    scan.messages = read.messages;
+    scan.whole_bytes = read.whole_bytes;
+    scan.incomplete_tail = read.incomplete_tail;
     Ok(scan)
 }
 
-/// The largest message read: a file exporter writes one export batch per message, and OTLP
-/// receivers take 4 MiB by default; a size past this is not a batch but damage, and must not
-/// make the reader allocate it.
-const MAX_MESSAGE_BYTES: u64 = 256 << 20;
-
-const EXPECTED: &str = "expected the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData, `format: proto`)";
+const FORMAT: Format = Format {
+    what: "TracesData",
+    not_it: "not the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData)",
+    expected: "expected the Collector file exporter's proto format of traces (size-prefixed OTLP TracesData, `format: proto`)",
+};
 const UNKNOWN_SERVICE: &str = "unknown_service";
 
-/// Why a file of `len` bytes starting with `head` holds no whole message.
-fn no_whole_message(head: &[u8; 4], len: u64) -> String {
-    match head {
-        _ if len < 4 => format!("holds {len} bytes, less than one message's 4-byte size"),
-        [0x1f, 0x8b, ..] => "is gzip data (a pprof profile?), not a single whole message".into(),
-        _ => format!("holds {len} bytes, and its first message claims {} after its 4-byte size: no whole message", u32::from_be_bytes(*head)),
-    }
-}
-
-/// Whether the selection's span parts hold for `s` (its resource's attributes `resource`).
 fn selects(selection: &SpanSelection, s: &OtlpSpan, resource: &[KeyValue]) -> bool {
     selection.trace_id.is_none_or(|t| s.trace_id == t)
         && selection.span_id.is_none_or(|id| s.span_id == id)
