@@ -298,6 +298,7 @@ fn a_map_within_its_share_is_parsed_once_for_all_its_scripts_and_given_back_when
     let named = mapped(&received).len();
     std::thread::sleep(Duration::from_secs(2)); // a window more: what it holds now is what it keeps
     let (held, peak) = (agent.status_kib("VmRSS:"), agent.status_kib("VmHWM:"));
+    let parsed_then = parsed_maps_mib(&agent.stderr());
     hog.child.kill().unwrap();
     hog.child.wait().unwrap();
     let deadline = Instant::now() + WAIT;
@@ -318,8 +319,14 @@ fn a_map_within_its_share_is_parsed_once_for_all_its_scripts_and_given_back_when
         std::thread::sleep(Duration::from_millis(500));
         after = rss(&agent);
     }
+    std::thread::sleep(Duration::from_secs(2)); // a status line after the release
     let stderr = agent.stderr();
     let _ = agent.child.kill();
+    let parsed_after = parsed_maps_mib(&stderr);
+    assert!(
+        parsed_then.is_some_and(|m| (m - FITTING_MIB).abs() < 0.1) && parsed_after == Some(0.0),
+        "the status line's parsed source maps: {parsed_then:?} MiB with the map, {parsed_after:?} MiB after ({FITTING_MIB:.1} MiB, then 0 expected)"
+    );
     eprintln!(
         "{test}: {named} scripts named by one {FITTING_MIB:.1} MiB parse; agent RSS {:.1} MiB with it (peak {:.1}), {:.1} MiB once its process was gone",
         held as f64 / 1024.0,
@@ -333,4 +340,9 @@ fn a_map_within_its_share_is_parsed_once_for_all_its_scripts_and_given_back_when
         "RSS {held} KiB with the map, {after} KiB 20 s after its process exited: not given back"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// "N MiB of parsed source maps" in the last status line.
+fn parsed_maps_mib(stderr: &str) -> Option<f64> {
+    stderr.lines().rev().find_map(|l| l.split(" MiB of parsed source maps").next().filter(|b| b.len() < l.len())?.rsplit(' ').next()?.parse().ok())
 }
