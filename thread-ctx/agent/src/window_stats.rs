@@ -96,9 +96,10 @@ impl WindowStats {
             }
         }
         let (k, mib) = (&c.cached, |b: u64| b as f64 / (1 << 20) as f64);
+        let source_maps = thread_ctx_profile::source_map_budget::global().lock().map_or(0, |s| s.held());
         line += &format!(
             "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} V8 heap entries ({:.1} MiB), \
-             {} attribute sets, {} thread names; heap: {:.1} MiB in use, {:.1} MiB free",
+             {} attribute sets, {} thread names, {:.1} MiB of parsed source maps; heap: {:.1} MiB in use, {:.1} MiB free",
             k.native_names,
             mib(k.native_name_bytes),
             k.objects_open,
@@ -107,6 +108,7 @@ impl WindowStats {
             mib(k.v8_bytes),
             k.attr_sets,
             k.thread_names,
+            mib(source_maps),
             mib(self.heap.in_use),
             mib(self.heap.free)
         );

@@ -78,6 +78,8 @@ impl SourceMapError {
 pub struct ScriptMap {
     /// The parse, shared by every script (of any process) naming the same file.
     map: Arc<DecodedMap>,
+    /// Which map it is (None: parsed outside any store).
+    key: Option<MapKey>,
     /// Where relative source names resolve from: the map's directory.
     base: Option<PathBuf>,
 }
@@ -86,7 +88,7 @@ impl ScriptMap {
     /// Parses map JSON, whatever its size; `base` is the directory relative sources resolve against.
     pub fn parse(json: &[u8], base: Option<PathBuf>) -> Result<ScriptMap, SourceMapError> {
         let parsed = parse::parse(json, u64::MAX).map_err(SourceMapError::NotAMap)?;
-        Ok(ScriptMap { map: Arc::new(parsed.map), base })
+        Ok(ScriptMap { map: Arc::new(parsed.map), key: None, base })
     }
 
     /// The original source and position of 1-based generated `line`:`column` (column 1 when unknown).
@@ -182,8 +184,8 @@ fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, SourceMapE
 
 /// The maps of one process's scripts, read on first use.
 pub struct SourceMaps {
-    /// By script (path and file identity): the script's map, or None (no map, or an unusable one).
-    by_script: HashMap<(PathBuf, FileId), Option<Arc<ScriptMap>>>,
+    /// By script path: the script file looked at, and its map (None: no map, or an unusable one).
+    by_script: HashMap<PathBuf, (FileId, Option<Arc<ScriptMap>>)>,
     /// What each script looked at in this window gave (None: no usable map, or no script).
     this_window: HashMap<PathBuf, Option<Arc<ScriptMap>>>,
     /// Parses shared with every other process, and the program's budget.
@@ -265,9 +267,12 @@ impl SourceMaps {
         let in_root = |p: &Path| PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
         let file = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(script)).ok()?;
         let meta = file.metadata().ok()?;
-        let key = (script.to_path_buf(), FileId::of(&meta));
-        if let Some(known) = self.by_script.get(&key) {
-            return known.clone();
+        let id = FileId::of(&meta);
+        match self.by_script.get(script) {
+            Some((seen, map)) if *seen == id => return map.clone(),
+            // Rewritten (a rebuild, a hot reload): its old map no longer counts against the share.
+            Some(_) => self.forget(script),
+            None => {}
         }
         if self.window_spent >= MAP_TIME_SHARE {
             // Not remembered: the script is looked at again in a later window.
@@ -279,7 +284,7 @@ impl SourceMaps {
             self.share.clear();
         }
         let started = Instant::now();
-        let read = self.read_map(pid, file, key.1, script, &in_root);
+        let read = self.read_map(pid, file, id, script, &in_root);
         self.window_spent += started.elapsed();
         let map = match read {
             Ok(map) => map,
@@ -302,8 +307,16 @@ impl SourceMaps {
                 None
             }
         };
-        self.by_script.insert(key, map.clone());
+        self.by_script.insert(script.to_path_buf(), (id, map.clone()));
         map
+    }
+
+    /// Drops what `script` gave, and its map's charge unless another script of the process uses it.
+    fn forget(&mut self, script: &Path) {
+        let Some(key) = self.by_script.remove(script).and_then(|(_, map)| map?.key) else { return };
+        if !self.by_script.values().any(|(_, m)| m.as_ref().is_some_and(|m| m.key == Some(key))) {
+            self.share.uncharge(key);
+        }
     }
 
     /// Map loading stops for this window: counted once per window, said once per process.
@@ -389,7 +402,7 @@ impl SourceMaps {
                 if !self.share.charge(key, bytes) {
                     return Err(over(bytes, self.share.left(), store.left()));
                 }
-                return Ok(Arc::new(ScriptMap { map, base }));
+                return Ok(Arc::new(ScriptMap { map, key: Some(key), base }));
             }
             let global_left = store.left();
             // Refused (or freed) before: refused again unread while it still does not fit.
@@ -412,7 +425,7 @@ impl SourceMaps {
         let map = Arc::new(parsed.map);
         store.lock().unwrap_or_else(|e| e.into_inner()).insert(key, &map, parsed.bytes);
         self.share.charge(key, parsed.bytes);
-        Ok(Arc::new(ScriptMap { map, base }))
+        Ok(Arc::new(ScriptMap { map, key: Some(key), base }))
     }
 
     fn note(&mut self, note: String) {
@@ -577,6 +590,23 @@ mod tests {
         let mut global_bound = SourceMaps::with_store(new_store(need - 1), u64::MAX);
         assert!(global_bound.for_script(pid, &paths[3]).is_none(), "past the program's budget");
         assert!(global_bound.notes_once()[0].contains("the program's share"));
+    }
+
+    #[test]
+    fn a_rewritten_script_lets_go_of_its_old_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = scripts(dir.path(), TSC_MAP);
+        let pid = std::process::id() as i32;
+        let need = parse::parse(TSC_MAP.as_bytes(), u64::MAX).unwrap().bytes;
+        let mut maps = SourceMaps::with_store(new_store(u64::MAX), need);
+        assert!(maps.for_script(pid, &paths[0]).is_some());
+        assert_eq!(maps.share_used(), need);
+        // A rebuild: the script and its map rewritten (new sizes, so new identities whatever the clock's grain).
+        std::fs::write(dir.path().join("shared.js.map"), format!("{TSC_MAP} ")).unwrap();
+        std::fs::write(&paths[0], "f(); // rebuilt\n//# sourceMappingURL=shared.js.map\n").unwrap();
+        maps.new_window();
+        assert!(maps.for_script(pid, &paths[0]).is_some(), "the new map fits the share the old one left");
+        assert_eq!(maps.share_used(), need, "charged for the new map only: {:?}", maps.all_notes());
     }
 
     #[test]

@@ -179,6 +179,11 @@ impl Share {
         true
     }
 
+    /// The process let go of the map `key`.
+    pub fn uncharge(&mut self, key: MapKey) {
+        self.bytes -= self.charged.remove(&key).unwrap_or(0);
+    }
+
     /// The process let go of every map (its cache started over).
     pub fn clear(&mut self) {
         self.charged.clear();
@@ -231,6 +236,9 @@ mod tests {
         assert!(!share.charge(key(2), 41), "over what is left");
         assert_eq!(share.left(), 40, "a refusal charges nothing");
         assert!(share.charge(key(3), 40), "exactly what is left fits");
+        share.uncharge(key(3));
+        share.uncharge(key(3));
+        assert_eq!(share.left(), 40, "let go of once");
         share.clear();
         assert_eq!(share.left(), 100);
     }

@@ -203,6 +203,18 @@ mod tests {
     }
 
     #[test]
+    fn source_text_and_names_cost_nothing_parsed() {
+        // A map that is mostly its sources' text and names (a bundle with sourcesContent): only
+        // its tokens and source names are held, so it fits a budget far below its size.
+        let content = "x".repeat(4 << 20);
+        let names = vec!["\"n\""; 1 << 20].join(",");
+        let json = format!(r#"{{"version":3,"sources":["a.ts"],"names":[{names}],"sourcesContent":["{content}"],"mappings":"AAAA,CAAC"}}"#);
+        let parsed = parse(json.as_bytes(), 1 << 10).expect("fits 1 KiB");
+        assert_eq!(parsed.bytes, 2 * TOKEN_BYTES + 4 + SOURCE_OVERHEAD);
+        assert!(parsed.map.lookup_token(0, 1).is_some());
+    }
+
+    #[test]
     fn hostile_shapes_are_refused_with_a_reason() {
         let many = format!(r#"{{"version":3,"sources":[{}"a"],"mappings":""}}"#, "\"a\",".repeat(MAX_SOURCES));
         let why = parse(many.as_bytes(), u64::MAX).err().map(|e| e.to_string()).unwrap_or_default();
