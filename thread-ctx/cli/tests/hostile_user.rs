@@ -136,6 +136,7 @@ fn a_root_only_map_is_not_applied_for_an_unprivileged_service(test: &str, runtim
         named.len() == HOT.len()
     });
     let agent = agent_windows(&pid, &tmp.path().join("pprof"));
+    let without = record_without_setuid(&pid);
     drop(w);
     assert_eq!(r.code, 0, "{} record failed: {}", runtime.name(), r.stderr);
     let frames = frames_of(&r.stdout);
@@ -164,6 +165,17 @@ fn a_root_only_map_is_not_applied_for_an_unprivileged_service(test: &str, runtim
     assert!(note("linked.js").contains("symbolic links"), "the symlinked map is refused: {}", r.stderr);
     assert!(note("fifo.js").contains("not a regular file"), "the FIFO map is refused: {}", r.stderr);
 
+    // Without CAP_SETUID and CAP_SETGID the reader cannot take the service's credentials: it
+    // opens nothing for it (even its own map), and says which capabilities are missing.
+    let (code, stdout, stderr) = without;
+    assert_eq!(code, Some(0), "record without SETUID, SETGID: {stderr}");
+    let own = frames_of(&stdout).remove("hotOwn").unwrap_or_default().into_iter().filter(|(f, _)| !f.is_empty()).collect::<Vec<_>>();
+    assert!(
+        !own.is_empty() && own.iter().all(|f| *f == (format!("{dir}/own.js"), None)),
+        "no map applied without the capabilities: {own:?}\n{stderr}"
+    );
+    assert!(stderr.contains("the reader needs CAP_SETUID and CAP_SETGID"), "the note names the capabilities: {stderr}");
+
     // The agent, over several windows: the same names in what it exports, one log line.
     let (stderr, pprof) = agent;
     assert!(pprof.contains(&format!("{dir}/OWN.ts")), "the agent applies the service's own map:\n{stderr}");
@@ -173,6 +185,19 @@ fn a_root_only_map_is_not_applied_for_an_unprivileged_service(test: &str, runtim
         refused.len() == 1 && refused[0].contains("may not read it") && refused[0].contains(&format!("process {pid}:")),
         "one line for the process names the refused map and why: {refused:?}\n{stderr}"
     );
+}
+
+/// `record PID` for 3 s as root with the unit's capabilities but CAP_SETUID and CAP_SETGID:
+/// its exit code, stdout (jsonl with frames) and stderr.
+fn record_without_setuid(pid: &str) -> (Option<i32>, String, String) {
+    let bounding = "--bounding-set=-all,+bpf,+perfmon,+sys_ptrace,+dac_read_search,+sys_resource,+syslog";
+    let out = std::process::Command::new("setpriv")
+        .args(["--inh-caps=-all", bounding])
+        .arg(thread_ctx_test_support::thread_ctx_binary())
+        .args(["record", pid, "--hz", "499", "--duration", "3s", "--format", "jsonl", "--frames"])
+        .output()
+        .expect("setpriv (util-linux) runs thread-ctx with fewer capabilities");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// `agent --pid PID` for 4 windows of 1 s into `dir`: its stderr, and its pprof files' bytes

@@ -5,22 +5,36 @@
 //! source map, its perf map) would otherwise open even when the target's own
 //! user may not read it. Linux checks an open against the calling *thread's*
 //! fs uid, fs gid and supplementary groups, so [`FsCredentials::run_as`] runs
-//! the open on a short-lived thread that first takes the target's: the raw
-//! `setgroups`, `setfsgid` and `setfsuid` system calls change the calling
-//! thread only (glibc's `setgroups()` wrapper would change every thread of the
-//! process), and an fs uid changed from 0 to another drops
-//! `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH` and the other file-permission
-//! capabilities from that thread's effective set (capabilities(7)). The thread
-//! ends with the open, its credentials with it: nothing to restore.
+//! the open on a thread that holds the target's: the raw `setgroups`,
+//! `setfsgid` and `setfsuid` system calls change the calling thread only
+//! (glibc's `setgroups()` wrapper would change every thread of the process),
+//! and an fs uid changed from 0 to another drops `CAP_DAC_OVERRIDE`,
+//! `CAP_DAC_READ_SEARCH` and the other file-permission capabilities from that
+//! thread's effective set (capabilities(7)). The reader's own threads never
+//! change credentials: nothing to restore, nothing to leak into another open.
 //!
-//! A thread costs ~30 µs; the reader opens a target's files a few times per
-//! window (a perf map, a jitdump, each script with a source map), not per sample.
+//! One such thread is kept per set of credentials (at most [`MAX_OPENERS`]):
+//! the agent opens each script that has frames in a window once per window,
+//! and a thread made for each open cost 88 µs where one kept costs 26 µs (the
+//! open itself 2–4 µs; 2,000 opens of one file, on this busy 2-vCPU machine).
 
+use std::collections::HashMap;
 use std::io;
+use std::sync::mpsc;
+use std::sync::{Mutex, PoisonError};
+
+/// Threads kept, one per set of credentials; past this they all end and start again as needed
+/// (a host's services run as a few users, not 64).
+pub const MAX_OPENERS: usize = 64;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The opener threads, by the credentials they hold.
+static OPENERS: Mutex<Option<HashMap<FsCredentials, mpsc::Sender<Job>>>> = Mutex::new(None);
 
 /// Who the kernel checks a process's opens as: `/proc/PID/status`'s fourth
 /// `Uid:` and `Gid:` fields (the fs ids) and its `Groups:`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FsCredentials {
     pub uid: u32,
     pub gid: u32,
@@ -46,20 +60,49 @@ impl FsCredentials {
         Some(FsCredentials { uid: fourth("Uid:")?, gid: fourth("Gid:")?, groups })
     }
 
-    /// Runs `open` with these credentials, on a thread of its own (see the module's comment). A
-    /// target whose fs uid is root keeps what root reads: `open` runs here, as the caller.
-    pub fn run_as<T: Send>(&self, open: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+    /// Runs `open` with these credentials, on the thread that holds them (see the module's
+    /// comment). A target whose fs uid is root keeps what root reads: `open` runs here, as the caller.
+    pub fn run_as<T: Send + 'static>(&self, open: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
         if self.uid == 0 {
             return open();
         }
-        std::thread::scope(|scope| {
-            // 64 KiB: the thread only makes system calls (the default 2 MiB is address space for nothing).
-            let thread = std::thread::Builder::new().name("open-as-target".into()).stack_size(64 << 10).spawn_scoped(scope, || {
-                self.take()?;
-                open()
-            })?;
-            thread.join().unwrap_or_else(|_| Err(io::Error::other("the thread opening a file as the target panicked")))
-        })
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move || {
+            let _ = tx.send(open());
+        });
+        self.opener()?.send(job).map_err(|_| io::Error::other("the thread opening files as the target has ended"))?;
+        rx.recv().unwrap_or_else(|_| Err(io::Error::other("the open as the target gave no answer (it panicked)")))
+    }
+
+    /// The thread holding these credentials, started when there is none.
+    fn opener(&self) -> io::Result<mpsc::Sender<Job>> {
+        let mut openers = OPENERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let openers = openers.get_or_insert_with(HashMap::new);
+        if let Some(jobs) = openers.get(self) {
+            return Ok(jobs.clone());
+        }
+        if openers.len() >= MAX_OPENERS {
+            openers.clear(); // their threads end once their queued opens are done
+        }
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (taken_tx, taken) = mpsc::sync_channel(1);
+        let creds = self.clone();
+        // 64 KiB: the thread only makes system calls (the default 2 MiB is address space for nothing).
+        std::thread::Builder::new().name("open-as-target".into()).stack_size(64 << 10).spawn(move || {
+            let held = creds.take();
+            let ok = held.is_ok();
+            let _ = taken_tx.send(held);
+            if ok {
+                for job in queue {
+                    // A job that panics drops its answer's sender (its caller gets an error); the
+                    // thread goes on serving the others.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                }
+            }
+        })?;
+        taken.recv().map_err(|_| io::Error::other("the thread opening files as the target ended at its start"))??;
+        openers.insert(self.clone(), jobs.clone());
+        Ok(jobs)
     }
 
     /// Gives the calling thread these credentials, and checks that it holds them: a reader
@@ -176,16 +219,17 @@ pub(crate) mod tests {
         std::fs::write(&open_secret, b"mode 0644, in a 0700 dir").unwrap();
 
         let nobody = FsCredentials { uid: 65534, gid: 65534, groups: vec![] };
-        let open = |p: &std::path::Path| {
+        let open_as = |creds: &FsCredentials, p: &std::path::Path| {
             let p = p.to_path_buf();
-            nobody.run_as(move || std::fs::File::open(p))
+            creds.run_as(move || std::fs::File::open(p))
         };
+        let open = |p: &std::path::Path| open_as(&nobody, p);
         assert_eq!(open(&secret).unwrap_err().kind(), io::ErrorKind::PermissionDenied, "a 0600 root file");
         assert_eq!(open(&open_secret).unwrap_err().kind(), io::ErrorKind::PermissionDenied, "a 0700 root directory is not searched");
         assert!(open(&own).is_ok(), "its own 0600 file");
         assert!(std::fs::File::open(&secret).is_ok(), "this thread keeps root's reads");
         let root = FsCredentials { uid: 0, gid: 0, groups: vec![] };
-        assert!(root.run_as(|| std::fs::File::open(&secret)).is_ok(), "a root target keeps what root reads");
+        assert!(open_as(&root, &secret).is_ok(), "a root target keeps what root reads");
 
         // A group the target is in opens a 0640 file of that group; without the group, refused.
         std::fs::write(&secret, b"group 4242").unwrap();
@@ -193,9 +237,20 @@ pub(crate) mod tests {
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
         std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
         let in_group = FsCredentials { uid: 65534, gid: 65534, groups: vec![4242] };
-        assert!(in_group.run_as(|| std::fs::File::open(&secret)).is_ok(), "supplementary group 4242 reads it");
+        assert!(open_as(&in_group, &secret).is_ok(), "supplementary group 4242 reads it");
         assert_eq!(open(&secret).unwrap_err().kind(), io::ErrorKind::PermissionDenied, "without group 4242");
         assert_eq!(own_groups().unwrap(), own_groups_of_process(), "this thread's groups untouched");
+    }
+
+    /// An open that panics is an error for its caller; the thread holding the credentials goes on.
+    #[test]
+    fn an_open_that_panics_is_an_error_and_the_next_opens() {
+        let Some(files) = nobodys_files("an_open_that_panics_is_an_error_and_the_next_opens") else { return };
+        let creds = FsCredentials { uid: 65534, gid: 65534, groups: vec![4243] };
+        let e = creds.run_as(|| -> io::Result<()> { panic!("a panicking open") }).unwrap_err();
+        assert!(e.to_string().contains("gave no answer"), "{e}");
+        let own = files.own.clone();
+        assert!(creds.run_as(move || std::fs::File::open(own)).is_ok(), "the thread still serves these credentials");
     }
 
     fn own_groups_of_process() -> Vec<u32> {

@@ -60,10 +60,11 @@ pub fn open_any_owner(pid: i32, path: &Path) -> io::Result<File> {
         if let Ok(inside) = path.strip_prefix(&root) {
             // The magic link is followed here, with the reader's own credentials (ptrace access
             // to the process); the walk inside the root then runs with the target's.
-            let dir = open_root(&root)?;
-            creds.run_as(|| open_in_root(&dir, inside)).map_err(as_target)?
+            let (dir, inside) = (open_root(&root)?, inside.to_path_buf());
+            creds.run_as(move || open_in_root(&dir, &inside)).map_err(as_target)?
         } else {
-            creds.run_as(|| open_nofollow(libc::AT_FDCWD, path)).map_err(as_target)?
+            let path = path.to_path_buf();
+            creds.run_as(move || open_nofollow(libc::AT_FDCWD, &path)).map_err(as_target)?
         }
     };
     let meta = file.metadata()?;

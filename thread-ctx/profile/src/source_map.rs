@@ -265,7 +265,18 @@ impl SourceMaps {
 
     fn look_at(&mut self, pid: i32, script: &Path) -> Option<Arc<ScriptMap>> {
         let in_root = |p: &Path| PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
-        let file = thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(script)).ok()?;
+        let file = match thread_ctx_discovery::target_file::open_any_owner(pid, &in_root(script)) {
+            Ok(file) => file,
+            Err(e) => {
+                // A script the target runs but the reader may not open as it (no CAP_SETUID): said once.
+                if e.kind() == std::io::ErrorKind::PermissionDenied && self.refused.is_none() {
+                    let note = format!("script {}: {e}; its frames keep the generated positions", script.display());
+                    self.refused = Some(thread_ctx_discovery::printable::printable(&note).into_owned());
+                    self.note(note);
+                }
+                return None;
+            }
+        };
         let meta = file.metadata().ok()?;
         let id = FileId::of(&meta);
         match self.by_script.get(script) {
