@@ -128,7 +128,7 @@ test('TLS and a token on the receivers: the SDK gets in with them, and not witho
 
   const https = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `https://127.0.0.1:${http}/v1/traces`, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca };
   const grpcs = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `https://127.0.0.1:${grpc}`, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca };
-  const bearer = (tok) => ({ OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer ${tok}` });
+  const bearer = (tok) => ({ OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer%20${tok}` });
 
   // Refused first, so that any span they got in would show in the count the accepted ones make.
   const refused = {
