@@ -170,6 +170,23 @@ test('TLS and a token on the receivers: the SDK gets in with them, and not witho
   assert.equal(old.httpCode, 401, `the removed token, refused: ${JSON.stringify(old)}`);
 });
 
+// The local TCP ports process `pid` listens on (its socket inodes in /proc/net/tcp{,6}, state 0A).
+function listeningSockets(pid) {
+  const inodes = new Set();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    let link = '';
+    try {
+      link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      continue; // closed since the listing
+    }
+    const m = /^socket:\[(\d+)\]$/.exec(link);
+    if (m) inodes.add(m[1]);
+  }
+  return ['tcp', 'tcp6'].flatMap((f) => fs.readFileSync(`/proc/net/${f}`, 'utf8').split('\n').slice(1))
+    .map((l) => l.trim().split(/\s+/)).filter((c) => c[3] === '0A' && inodes.has(c[9])).map((c) => c[1]);
+}
+
 // `thread-ctx agent` as docs/security.md sets it up for such a Collector: gRPC over TLS, the CA
 // in OTEL_EXPORTER_OTLP_CERTIFICATE, the token in OTEL_EXPORTER_OTLP_HEADERS. With the token every
 // window is taken; without it every request is refused (the agent's own counters, its last line).
@@ -194,17 +211,25 @@ test('the agent sends over TLS with the token, and is refused without it', { ski
     service.stdout.once('data', resolve);
     service.once('exit', (code) => reject(new Error(`the service exited (${code}) before it was ready`)));
   });
-  const agent = (headers) => {
-    const r = spawnSync(BIN.threadCtx, ['agent', '--pid', String(service.pid), '--interval', '1s', '--duration', '3500ms',
+  // The agent's run; halfway through, the TCP sockets it listens on (none: it only sends).
+  const agent = async (headers) => {
+    const child = spawn(BIN.threadCtx, ['agent', '--pid', String(service.pid), '--interval', '1s', '--duration', '3500ms',
       '--endpoint', `https://127.0.0.1:${grpc}`, '--protocol', 'grpc'],
-    { encoding: 'utf8', timeout: 60_000, env: { ...process.env, OTEL_EXPORTER_OTLP_HEADERS: headers, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca } });
-    const last = r.stderr.trim().split('\n').filter((l) => l.includes(' exported ')).pop() ?? '';
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, OTEL_EXPORTER_OTLP_HEADERS: headers, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca } });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const status = new Promise((resolve) => child.once('close', resolve));
+    await sleep(2000);
+    const listening = listeningSockets(child.pid);
+    const code = await status;
+    const last = stderr.trim().split('\n').filter((l) => l.includes(' exported ')).pop() ?? '';
     const n = (re) => Number((re.exec(last) ?? [])[1]);
-    return { status: r.status, exported: n(/exported (\d+) requests/), refused: n(/refused (\d+)/), log: r.stderr.slice(-3000) };
+    return { status: code, listening, exported: n(/exported (\d+) requests/), refused: n(/refused (\d+)/), log: stderr.slice(-3000) };
   };
-  const withToken = agent(`Authorization=Bearer%20${token}`);
+  const withToken = await agent(`Authorization=Bearer%20${token}`);
   assert.equal(withToken.status, 0, withToken.log);
+  assert.deepEqual(withToken.listening, [], 'the agent listens on no port');
   assert.ok(withToken.exported >= 2 && withToken.refused === 0, `with the token, every window taken: ${withToken.log}`);
-  const without = agent('');
+  const without = await agent('');
   assert.ok(without.exported === 0 && without.refused >= 2, `without the token, every window refused: ${without.log}`);
 }));
