@@ -5,9 +5,9 @@
 // their own Node processes, given the token and the CA by the standard OTEL_EXPORTER_OTLP_*
 // variables) gets its spans in; the same SDK without the token, with a wrong one, or without TLS
 // is refused and nothing it sent is accepted; a token added to the watched file works at once
-// and a removed one is refused (the rotation docs/security.md describes); the agent's loopback
-// receiver takes the token without TLS; health_check answers the probes. The agent, given the
-// token by OTEL_EXPORTER_OTLP_HEADERS, has its windows taken, and refused without it.
+// and a removed one is refused (the rotation docs/security.md describes); health_check answers
+// the probes. The agent, given the token and the CA by the same variables, has its windows taken
+// over gRPC with TLS, and refused without the token.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -76,21 +76,6 @@ function sdkExport(protocol, n, name, env) {
   }));
 }
 
-// One empty OTLP profiles request over plaintext gRPC to `port` (grpc-js, in its own process),
-// with `authorization` if given; resolves with the gRPC status code (0: OK).
-function profilesExport(port, authorization) {
-  const script = `
-    const grpc = require(require.resolve('@grpc/grpc-js', { paths: [require.resolve('@opentelemetry/sdk-node')] }));
-    const client = new grpc.Client('127.0.0.1:${port}', grpc.credentials.createInsecure());
-    const md = new grpc.Metadata();
-    ${authorization ? `md.set('authorization', ${JSON.stringify(authorization)});` : ''}
-    const id = (b) => b;
-    client.makeUnaryRequest('/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export', id, id, Buffer.alloc(0), md,
-      { deadline: Date.now() + 5000 }, (err) => { console.log(err ? err.code : 0); client.close(); });`;
-  const r = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 15_000 });
-  return Promise.resolve(Number.parseInt(r.stdout.trim(), 10));
-}
-
 // Spans the Collector's OTLP receivers took (its own metrics), over every transport.
 async function accepted(collector) {
   const m = await pipeline.collectorMetrics(collector);
@@ -108,18 +93,18 @@ async function acceptedReaches(collector, want) {
 }
 
 // The project's Collector with node.yaml + storage.yaml + auth.yaml, a certificate and a token
-// file made in `dir`, on five free ports: [grpc, http, telemetry, health, agent].
+// file made in `dir`, on four free ports: [grpc, http, telemetry, health].
 async function startAuthCollector(dir) {
   const certs = makeCerts(dir);
   const tokenFile = path.join(dir, 'tokens');
   const token = crypto.randomBytes(24).toString('hex');
   fs.writeFileSync(tokenFile, `${token} # the node's token\n`, { mode: 0o600 });
   const configs = ['node.yaml', 'storage.yaml', 'auth.yaml'].flatMap((c) => ['--config', path.join(ROOT, 'collector', c)]);
-  const s = await pipeline.startServer('collector-auth', BIN.collector, [...configs, '--feature-gates=+service.profilesSupport'], dir, 5,
-    ([grpc, http, telemetry, health, agent]) => ({
+  const s = await pipeline.startServer('collector-auth', BIN.collector, [...configs, '--feature-gates=+service.profilesSupport'], dir, 4,
+    ([grpc, http, telemetry, health]) => ({
       TRACES_BACKEND_ENDPOINT: '127.0.0.1:9', METRICS_BACKEND_ENDPOINT: '127.0.0.1:9', BACKEND_INSECURE: 'true',
       OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_TELEMETRY_PORT: String(telemetry),
-      OTELCOL_HEALTH_ENDPOINT: `127.0.0.1:${health}`, OTELCOL_AGENT_ENDPOINT: `127.0.0.1:${agent}`, OTELCOL_STORAGE_DIR: path.join(dir, 'storage'),
+      OTELCOL_HEALTH_ENDPOINT: `127.0.0.1:${health}`, OTELCOL_STORAGE_DIR: path.join(dir, 'storage'),
       OTELCOL_TLS_CERT_FILE: certs.cert, OTELCOL_TLS_KEY_FILE: certs.key, OTELCOL_TOKEN_FILE: tokenFile,
     }), /Everything is ready/);
   return { collector: { ...s, telemetry: s.ports[2] }, certs, tokenFile, token };
@@ -136,14 +121,14 @@ test('TLS and a token on the receivers: the SDK gets in with them, and not witho
     if (t.passed) fs.rmSync(dir, { recursive: true, force: true });
   });
   ({ collector, certs, tokenFile, token } = await startAuthCollector(dir));
-  const [grpc, http, , health, agent] = collector.ports;
+  const [grpc, http, , health] = collector.ports;
 
   const probe = await fetch(`http://127.0.0.1:${health}/`);
   assert.equal(probe.status, 200, 'health_check answers the probes');
 
   const https = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `https://127.0.0.1:${http}/v1/traces`, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca };
   const grpcs = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `https://127.0.0.1:${grpc}`, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca };
-  const bearer = (tok) => ({ OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer ${tok}` });
+  const bearer = (tok) => ({ OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer%20${tok}` });
 
   // Refused first, so that any span they got in would show in the count the accepted ones make.
   const refused = {
@@ -183,18 +168,30 @@ test('TLS and a token on the receivers: the SDK gets in with them, and not witho
     old = await sdkExport('http/protobuf', 1, 'svc', { ...https, ...bearer(token) });
   }
   assert.equal(old.httpCode, 401, `the removed token, refused: ${JSON.stringify(old)}`);
-
-  // The agent's receiver (loopback, no TLS, profiles only) takes the token and refuses a request
-  // without it: an empty ExportProfilesServiceRequest, as the agent's gRPC exporter sends it.
-  assert.equal(await profilesExport(agent, null), 16, 'the agent\'s receiver without the token: UNAUTHENTICATED');
-  assert.equal(await profilesExport(agent, `Bearer ${next}`), 0, 'the agent\'s receiver with the token: OK');
 });
 
-// `thread-ctx agent` as docs/security.md sets it up beside such a Collector: the token in
-// OTEL_EXPORTER_OTLP_HEADERS, to the agent's loopback receiver. With it every window is taken;
-// without it every request is refused (the agent's own counters, in its last line).
+// The local TCP ports process `pid` listens on (its socket inodes in /proc/net/tcp{,6}, state 0A).
+function listeningSockets(pid) {
+  const inodes = new Set();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    let link = '';
+    try {
+      link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      continue; // closed since the listing
+    }
+    const m = /^socket:\[(\d+)\]$/.exec(link);
+    if (m) inodes.add(m[1]);
+  }
+  return ['tcp', 'tcp6'].flatMap((f) => fs.readFileSync(`/proc/net/${f}`, 'utf8').split('\n').slice(1))
+    .map((l) => l.trim().split(/\s+/)).filter((c) => c[3] === '0A' && inodes.has(c[9])).map((c) => c[1]);
+}
+
+// `thread-ctx agent` as docs/security.md sets it up for such a Collector: gRPC over TLS, the CA
+// in OTEL_EXPORTER_OTLP_CERTIFICATE, the token in OTEL_EXPORTER_OTLP_HEADERS. With the token every
+// window is taken; without it every request is refused (the agent's own counters, its last line).
 const agentNeed = needs(!isRoot ? 'the agent needs root (eBPF)' : !fs.existsSync(BIN.threadCtx) && `${BIN.threadCtx} missing: run "bash scripts/setup.sh"`);
-test('the agent sends with the token, and is refused without it', { skip: skip || agentNeed.skip, timeout: 90_000 }, agentNeed.guard(async (t) => {
+test('the agent sends over TLS with the token, and is refused without it', { skip: skip || agentNeed.skip, timeout: 90_000 }, agentNeed.guard(async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'collector-auth-agent-'));
   let collector = null;
   let service = null;
@@ -204,8 +201,9 @@ test('the agent sends with the token, and is refused without it', { skip: skip |
     if (t.passed) fs.rmSync(dir, { recursive: true, force: true });
   });
   let token;
-  ({ collector, token } = await startAuthCollector(dir));
-  const agentPort = collector.ports[4];
+  let certs;
+  ({ collector, token, certs } = await startAuthCollector(dir));
+  const grpc = collector.ports[0];
   // A service that publishes a span and burns CPU inside it.
   service = spawn(process.execPath, ['-e', `require(${JSON.stringify(ADDON)}).setSpanContext('${IDS.traceA}', '${IDS.spanA}', 1);
     console.log('ready'); let x = 0; for (;;) for (let i = 0; i < 1e6; i++) x += Math.sqrt(i);`], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -213,17 +211,25 @@ test('the agent sends with the token, and is refused without it', { skip: skip |
     service.stdout.once('data', resolve);
     service.once('exit', (code) => reject(new Error(`the service exited (${code}) before it was ready`)));
   });
-  const agent = (headers) => {
-    const r = spawnSync(BIN.threadCtx, ['agent', '--pid', String(service.pid), '--interval', '1s', '--duration', '3500ms',
-      '--endpoint', `http://127.0.0.1:${agentPort}`, '--protocol', 'grpc'],
-    { encoding: 'utf8', timeout: 60_000, env: { ...process.env, OTEL_EXPORTER_OTLP_HEADERS: headers } });
-    const last = r.stderr.trim().split('\n').filter((l) => l.includes(' exported ')).pop() ?? '';
+  // The agent's run; halfway through, the TCP sockets it listens on (none: it only sends).
+  const agent = async (headers) => {
+    const child = spawn(BIN.threadCtx, ['agent', '--pid', String(service.pid), '--interval', '1s', '--duration', '3500ms',
+      '--endpoint', `https://127.0.0.1:${grpc}`, '--protocol', 'grpc'],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, OTEL_EXPORTER_OTLP_HEADERS: headers, OTEL_EXPORTER_OTLP_CERTIFICATE: certs.ca } });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const status = new Promise((resolve) => child.once('close', resolve));
+    await sleep(2000);
+    const listening = listeningSockets(child.pid);
+    const code = await status;
+    const last = stderr.trim().split('\n').filter((l) => l.includes(' exported ')).pop() ?? '';
     const n = (re) => Number((re.exec(last) ?? [])[1]);
-    return { status: r.status, exported: n(/exported (\d+) requests/), refused: n(/refused (\d+)/), log: r.stderr.slice(-3000) };
+    return { status: code, listening, exported: n(/exported (\d+) requests/), refused: n(/refused (\d+)/), log: stderr.slice(-3000) };
   };
-  const withToken = agent(`Authorization=Bearer%20${token}`);
+  const withToken = await agent(`Authorization=Bearer%20${token}`);
   assert.equal(withToken.status, 0, withToken.log);
+  assert.deepEqual(withToken.listening, [], 'the agent listens on no port');
   assert.ok(withToken.exported >= 2 && withToken.refused === 0, `with the token, every window taken: ${withToken.log}`);
-  const without = agent('');
+  const without = await agent('');
   assert.ok(without.exported === 0 && without.refused >= 2, `without the token, every window refused: ${without.log}`);
 }));

@@ -1,5 +1,5 @@
 //! Where and how to export: the standard OTLP exporter variables
-//! (`OTEL_EXPORTER_OTLP_{PROFILES_,}{ENDPOINT,PROTOCOL,HEADERS,TIMEOUT,COMPRESSION}`), with
+//! (`OTEL_EXPORTER_OTLP_{PROFILES_,}{ENDPOINT,PROTOCOL,HEADERS,TIMEOUT,COMPRESSION,CERTIFICATE}`), with
 //! explicit overrides (the agent's flags) over them.
 //!
 //! Precedence, per setting: an override, then the profiles-specific variable, then the generic
@@ -104,6 +104,9 @@ pub struct ExporterConfig {
     /// Per attempt: connecting, sending and the answer.
     pub timeout: Duration,
     pub compression: Compression,
+    /// The CA (PEM) an `https://` gRPC endpoint's certificate must chain to
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); None: the system's CAs.
+    pub ca_pem: Option<Vec<u8>>,
     /// Requests waiting to be sent; when full, the oldest is dropped and counted.
     pub queue_capacity: usize,
     pub retry: RetryPolicy,
@@ -122,6 +125,8 @@ pub enum ConfigError {
     Timeout { origin: String, value: String },
     #[error("{origin}: unknown compression {value:?}: expected \"gzip\" or \"none\"")]
     Compression { origin: String, value: String },
+    #[error("{origin}: cannot use {path:?}: {reason}")]
+    Certificate { origin: String, path: String, reason: String },
 }
 
 /// Where an override came from, in error messages.
@@ -180,12 +185,18 @@ impl ExporterConfig {
             (None, None) => Compression::None, // the specification's default
         };
 
+        let ca_pem = match var("CERTIFICATE") {
+            Some((name, path)) => Some(read_certificate(&name, path.trim())?),
+            None => None,
+        };
+
         Ok(ExporterConfig {
             protocol,
             endpoint,
             headers,
             timeout,
             compression,
+            ca_pem,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             retry: RetryPolicy::default(),
         })
@@ -237,6 +248,16 @@ fn parse_compression(origin: &str, value: &str) -> Result<Compression, ConfigErr
     }
 }
 
+/// A CA file: PEM with at least one certificate (the TLS library says more at connection time).
+fn read_certificate(origin: &str, path: &str) -> Result<Vec<u8>, ConfigError> {
+    let err = |reason: String| ConfigError::Certificate { origin: origin.into(), path: path.into(), reason };
+    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+        return Err(err("expected a PEM file with a -----BEGIN CERTIFICATE----- block".into()));
+    }
+    Ok(pem)
+}
+
 fn parse_timeout(origin: &str, value: &str) -> Result<Duration, ConfigError> {
     match value.trim().parse::<u64>() {
         Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
@@ -262,7 +283,8 @@ fn endpoint_url(origin: &str, value: &str, protocol: Protocol, kind: EndpointKin
     let mut url = Url::parse(value.trim()).map_err(|e| err(&e.to_string()))?;
     match url.scheme() {
         "http" => {}
-        "https" => return Err(err("TLS (https) is not supported by this exporter yet; use http://")),
+        "https" if protocol == Protocol::Grpc => {}
+        "https" => return Err(err("TLS (https) is supported over grpc only; use --protocol grpc, or http://")),
         other => return Err(err(&format!("scheme {other:?} is not supported; use http://"))),
     }
     if url.host_str().is_none_or(str::is_empty) {
@@ -370,6 +392,33 @@ mod tests {
         assert_eq!(both.endpoint.as_str(), "http://b:2/p");
     }
 
+    // gRPC takes https:// with the CA OTEL_EXPORTER_OTLP_CERTIFICATE names (the profiles one
+    // first); a file that is missing or holds no certificate is refused naming the variable.
+    #[test]
+    fn grpc_takes_tls_with_the_certificate_the_variables_name() {
+        let dir = std::env::temp_dir().join(format!("otlp-config-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").unwrap();
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let (ca, junk) = (ca.to_str().unwrap(), junk.to_str().unwrap());
+        let grpc = [("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"), ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4317")];
+        let c =
+            ok(&[grpc[0], grpc[1], ("OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE", ca), ("OTEL_EXPORTER_OTLP_CERTIFICATE", junk)], &Overrides::default());
+        assert_eq!(c.endpoint.as_str(), "https://c:4317/");
+        assert!(c.ca_pem.unwrap().starts_with(b"-----BEGIN CERTIFICATE-----"));
+        assert_eq!(ok(&grpc, &Overrides::default()).ca_pem, None, "the system's CAs");
+        let e = config(&[grpc[0], grpc[1], ("OTEL_EXPORTER_OTLP_CERTIFICATE", junk)], &Overrides::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("OTEL_EXPORTER_OTLP_CERTIFICATE: cannot use {junk:?}: expected a PEM file with a -----BEGIN CERTIFICATE----- block")
+        );
+        let e = config(&[grpc[0], grpc[1], ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem")], &Overrides::default()).unwrap_err();
+        assert!(e.to_string().starts_with("OTEL_EXPORTER_OTLP_CERTIFICATE: cannot use \"/nonexistent/ca.pem\": No such file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn an_override_wins_and_gets_the_signal_path_only_without_a_path_of_its_own() {
         let vars = [("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "http://env:1/x"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")];
@@ -427,7 +476,7 @@ mod tests {
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://c:21")], &none).unwrap_err();
         assert!(e.to_string().contains("scheme \"ftp\" is not supported"), "{e}");
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4318")], &none).unwrap_err();
-        assert!(e.to_string().contains("TLS (https) is not supported"), "{e}");
+        assert!(e.to_string().contains("TLS (https) is supported over grpc only"), "{e}");
         let e = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:p@c:4318")], &none).unwrap_err();
         assert!(e.to_string().contains("credentials"), "{e}");
         let e = config(&[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")], &none).unwrap_err();

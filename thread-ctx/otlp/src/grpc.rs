@@ -7,7 +7,7 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_ser
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
@@ -34,6 +34,16 @@ impl GrpcTransport {
             .map_err(TransportError::UserAgent)?
             // The whole attempt is bounded in send(), so one timeout error says what happened.
             .connect_timeout(config.timeout);
+        // https://: TLS, trusting the CA OTEL_EXPORTER_OTLP_CERTIFICATE names, else the system's.
+        let endpoint = if config.endpoint.scheme() == "https" {
+            let tls = match &config.ca_pem {
+                Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+                None => ClientTlsConfig::new().with_native_roots(),
+            };
+            endpoint.tls_config(tls).map_err(|cause| TransportError::Endpoint { endpoint: config.endpoint.to_string(), cause })?
+        } else {
+            endpoint
+        };
         // Lazy: connects on the first request and reconnects after the server went away.
         let mut client = ProfilesServiceClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(MAX_RESPONSE_BYTES)
