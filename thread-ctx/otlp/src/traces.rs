@@ -281,17 +281,27 @@ pub(crate) mod tests {
                 kv(OFF_CPU_RUNNABLE_MS, DoubleValue(2.5)),
                 kv(SAMPLES, IntValue(4)),
             ],
-            events: vec![Event {
-                name: PROFILE_EVENT.into(),
-                attributes: vec![
-                    kv(HELD_BY, strs(&["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"])),
-                    kv(HELD_BY_OTHERS, IntValue(2)),
-                    kv(HELD_BY_OTHERS_MS, DoubleValue(26.2)),
-                    kv(HELD_BY_ROUTES, strs(&["/hog 83.9ms in 3 requests: hogCPU (service.js:24)"])),
-                    kv("thread.id", IntValue(7)),
-                ],
-                ..Default::default()
-            }],
+            events: vec![
+                Event {
+                    name: PROFILE_EVENT.into(),
+                    attributes: vec![
+                        kv(HELD_BY, strs(&["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"])),
+                        kv(HELD_BY_OTHERS, IntValue(2)),
+                        kv(HELD_BY_OTHERS_MS, DoubleValue(26.2)),
+                        kv(HELD_BY_ROUTES, strs(&["/hog 83.9ms in 3 requests: hogCPU (service.js:24)"])),
+                        kv("thread.id", IntValue(7)),
+                    ],
+                    ..Default::default()
+                },
+                Event {
+                    name: PATH_EVENT.into(),
+                    attributes: vec![
+                        kv(PATH_HOPS, strs(&["waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13) 100%"])),
+                        kv(PATH_OTHERS_MS, DoubleValue(1.5)),
+                    ],
+                    ..Default::default()
+                },
+            ],
             ..Default::default()
         };
         let child =
@@ -330,6 +340,8 @@ pub(crate) mod tests {
         assert_eq!(j.held_by, ["/hog 8b2a85f21cbc6d7f613e89ed9f79b9c5 57.7ms: hogCPU (service.js:24)"]);
         assert_eq!((j.held_by_others, j.held_by_others_ms, j.off_cpu_runnable_ms), (2, 26.2, Some(2.5)));
         assert_eq!(j.held_by_routes, ["/hog 83.9ms in 3 requests: hogCPU (service.js:24)"]);
+        assert_eq!(j.path, ["waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13) 100%"]);
+        assert_eq!(j.path_others_ms, 1.5);
         assert!(!spans[1].entry && spans[1].joined.is_none());
 
         std::fs::write(&path, b"{\"resourceSpans\":[]}").unwrap();

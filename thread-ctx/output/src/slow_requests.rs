@@ -335,7 +335,10 @@ impl Explanation {
         if self.off_cpu_measured > 0 {
             out += &line("other requests on its thread, off CPU", self.other_requests_off_cpu_ms, self.off_cpu_measured, String::new());
             out += &line("off CPU inside it (blocked)", self.blocked_in_it_ms, self.off_cpu_measured, String::new());
-            out += &line("idle (waiting for I/O, timers)", self.idle_ms, self.off_cpu_measured, String::new());
+            // Where the requests called other services the Collector saw, their wait on those
+            // is in this idle time: the path below says on which, and why.
+            let idle = if self.path_requests > 0 { "idle (its calls below, I/O, timers)" } else { "idle (waiting for I/O, timers)" };
+            out += &line(idle, self.idle_ms, self.off_cpu_measured, String::new());
             if self.runnable_measured > 0 {
                 out += &line("waiting for a CPU (preempted, throttled)", self.cpu_starved_ms, self.runnable_measured, String::new());
             }
@@ -928,6 +931,7 @@ mod tests {
         assert_eq!(e.path[1].0, "gateway query ProductPage");
         let text = e.render("  ");
         assert!(text.contains("path across services (2 of 3 requests"), "{text}");
+        assert!(text.contains("idle (its calls below, I/O, timers)"), "the idle time is the calls' too: {text}");
         assert!(text.contains("waiting on inventory /stock/:sku") && text.contains("50.0 ms") && text.contains("recomputeStockLevels"), "{text}");
         let r = report(&spans, 0, 3);
         assert!(r.render("traces.pb").contains("the route is the GraphQL operation they executed"), "{}", r.render("traces.pb"));
