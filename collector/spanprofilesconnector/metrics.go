@@ -92,10 +92,11 @@ type shareSeries struct {
 	ex exemplar
 }
 
-// metricNames bounds the attribute values: services, each service's routes, each route's functions.
+// metricNames bounds the attribute values: services and each service's routes, first come (a route's
+// lines are elected by weight: metrics_hitters.go).
 type metricNames struct {
 	cfg      MetricsConfig
-	services map[string]map[string]map[string]struct{}
+	services map[string]map[string]struct{}
 }
 
 // foldCounter counts values folded into `other`, by the attribute that was folded.
@@ -107,12 +108,12 @@ func (n *metricNames) service(s string, fold foldCounter) string {
 	}
 	if len(n.services) >= n.cfg.MaxServices {
 		if _, ok := n.services[otherValue]; !ok {
-			n.services[otherValue] = map[string]map[string]struct{}{}
+			n.services[otherValue] = map[string]struct{}{}
 		}
 		fold(MetricAttrService)
 		return otherValue
 	}
-	n.services[s] = map[string]map[string]struct{}{}
+	n.services[s] = map[string]struct{}{}
 	return s
 }
 
@@ -124,12 +125,12 @@ func (n *metricNames) route(svc, r string, fold foldCounter) string {
 	}
 	if len(routes) >= n.cfg.MaxRoutes {
 		if _, ok := routes[otherValue]; !ok {
-			routes[otherValue] = map[string]struct{}{}
+			routes[otherValue] = struct{}{}
 		}
 		fold(MetricAttrRoute)
 		return otherValue
 	}
-	routes[r] = map[string]struct{}{}
+	routes[r] = struct{}{}
 	return r
 }
 
@@ -158,7 +159,7 @@ func newWaitMetrics(cfg MetricsConfig, start pcommon.Timestamp, fold foldCounter
 	return &waitMetrics{
 		cfg:           cfg,
 		start:         start,
-		names:         metricNames{cfg: cfg, services: map[string]map[string]map[string]struct{}{}},
+		names:         metricNames{cfg: cfg, services: map[string]map[string]struct{}{}},
 		inflicted:     map[waitKey]*waitSeries{},
 		interval:      map[waitKey]*waitSeries{},
 		hitters:       map[routeKey]*heavyHitters{},
