@@ -8,7 +8,8 @@
 // awaited) over OTLP/HTTP, five times; Prometheus then holds each series once per Collector
 // (`instance`, the Collector's service.instance.id), each growing, never reset, and no metric
 // was sent without points. Then a gateway's many cheap lines and one hot line: in PromQL the hot
-// line has the top series.
+// line has the top series. Then the production configuration, collector/node.yaml as shipped,
+// reaches Prometheus with its documented environment.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -62,7 +63,7 @@ async function startRig(t, prefix, names) {
     procs.push(c);
     collectors.push(c);
   }
-  return { prometheus, collectors };
+  return { prometheus, collectors, dir, procs };
 }
 
 test('two Collectors into one Prometheus: distinct series, each monotonic', { skip, timeout: 120_000 }, async (t) => {
@@ -127,4 +128,30 @@ test('the heaviest line has the top series in Prometheus, not the first ones see
   assert.equal(rows.length, 11, 'max_functions (10) lines and `other`');
   assert.deepEqual(rows[0], { fn: 'rankProducts (gateway.js:28)', ms: 1200 });
   assert.deepEqual(rows[1], { fn: 'other', ms: 710 });
+});
+
+// The production configuration as shipped, with the environment its header documents, reaches
+// Prometheus 3: collector/node.yaml sends over OTLP/HTTP to METRICS_BACKEND_ENDPOINT (its OTLP
+// base URL), both connectors' metrics arrive at the first 15 s flush, with exemplars.
+test('collector/node.yaml reaches Prometheus 3 with the documented environment', { skip, timeout: 120_000 }, async (t) => {
+  const { prometheus, dir, procs } = await startRig(t, 'wait-metrics-node-', []);
+  const node = await pipeline.startCollectorWith(dir, ['node.yaml'], ([grpc, http, telemetry]) => ({
+    TRACES_BACKEND_ENDPOINT: '127.0.0.1:1', BACKEND_INSECURE: 'true', METRICS_BACKEND_ENDPOINT: `http://127.0.0.1:${prometheus.port}/api/v1/otlp`,
+    OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_TELEMETRY_PORT: String(telemetry),
+  }));
+  procs.push(node);
+  await post(node, '/v1development/profiles', 'agent/profiles.pb');
+  await post(node, '/v1/traces', 'agent/spans.pb');
+  let names = [];
+  for (const deadline = Date.now() + 45_000; Date.now() < deadline; await sleep(1000)) {
+    names = (await pipeline.promQuery(prometheus.port, 'count by (__name__) ({__name__=~"thread_ctx_.+|traces_span_metrics_.+"})')).map((r) => r.metric.__name__);
+    if (names.includes(METRIC) && names.some((n) => n.startsWith('traces_span_metrics_duration'))) break;
+  }
+  t.diagnostic(`in Prometheus: ${names.sort().join(', ')}`);
+  assert.ok(names.includes(METRIC), `no ${METRIC}: ${names.join(', ')}`);
+  assert.ok(names.some((n) => n.startsWith('traces_span_metrics_duration')), `no span_metrics histogram: ${names.join(', ')}`);
+  const exemplars = await pipeline.promExemplars(prometheus.port, METRIC, 10 * 365 * 86_400);
+  assert.ok(exemplars.some((s) => s.exemplars.length > 0), `no exemplar on ${METRIC}: ${JSON.stringify(exemplars).slice(0, 500)}`);
+  const log = fs.readFileSync(prometheus.logPath, 'utf8');
+  assert.ok(!/empty data points/.test(log), 'Prometheus dropped metrics without points');
 });

@@ -92,10 +92,11 @@ type shareSeries struct {
 	ex exemplar
 }
 
-// metricNames bounds the attribute values: services, each service's routes, each route's functions.
+// metricNames bounds the attribute values: services and each service's routes, first come (a route's
+// lines are elected by weight: metrics_hitters.go).
 type metricNames struct {
 	cfg      MetricsConfig
-	services map[string]map[string]map[string]struct{}
+	services map[string]map[string]struct{}
 }
 
 // foldCounter counts values folded into `other`, by the attribute that was folded.
@@ -107,12 +108,12 @@ func (n *metricNames) service(s string, fold foldCounter) string {
 	}
 	if len(n.services) >= n.cfg.MaxServices {
 		if _, ok := n.services[otherValue]; !ok {
-			n.services[otherValue] = map[string]map[string]struct{}{}
+			n.services[otherValue] = map[string]struct{}{}
 		}
 		fold(MetricAttrService)
 		return otherValue
 	}
-	n.services[s] = map[string]map[string]struct{}{}
+	n.services[s] = map[string]struct{}{}
 	return s
 }
 
@@ -124,12 +125,12 @@ func (n *metricNames) route(svc, r string, fold foldCounter) string {
 	}
 	if len(routes) >= n.cfg.MaxRoutes {
 		if _, ok := routes[otherValue]; !ok {
-			routes[otherValue] = map[string]struct{}{}
+			routes[otherValue] = struct{}{}
 		}
 		fold(MetricAttrRoute)
 		return otherValue
 	}
-	routes[r] = map[string]struct{}{}
+	routes[r] = struct{}{}
 	return r
 }
 
@@ -158,7 +159,7 @@ func newWaitMetrics(cfg MetricsConfig, start pcommon.Timestamp, fold foldCounter
 	return &waitMetrics{
 		cfg:           cfg,
 		start:         start,
-		names:         metricNames{cfg: cfg, services: map[string]map[string]map[string]struct{}{}},
+		names:         metricNames{cfg: cfg, services: map[string]map[string]struct{}{}},
 		inflicted:     map[waitKey]*waitSeries{},
 		interval:      map[waitKey]*waitSeries{},
 		hitters:       map[routeKey]*heavyHitters{},
@@ -206,50 +207,51 @@ func (m *waitMetrics) observe(service string, s ptrace.Span, j *joined, nameOf f
 }
 
 // observeWaits adds one delayed request's waits as its span tells them (held_by_routes, which
-// `thread-ctx report --traces` sums): the time each holder route held its thread on CPU goes to
-// that route's top line on CPU on this request, the line it ran longest in, and the time it held
-// it blocked to its top line blocked. A route that only ran (or only blocked) has one line, the
-// one its span names: the metrics and the report agree per holder route and line. (The demo's
-// /api/search spent 8.6 s of its 29 s in the sort comparator on the same line as
+// `thread-ctx report --traces` sums): the time each holder route held its thread goes to that
+// route's top line on this request, the line it held the thread in longest on CPU and blocked
+// together, split by kind. So the metrics and the report agree per holder route and line. (The
+// demo's /api/search spent 8.6 s of its 29 s in the sort comparator on the same line as
 // rankSearchResults, `(anonymous) (service.js:38)`: split by every frame, the two views
-// differed.) A route that ran in one line and blocked in another keeps both lines here; its span
-// names the heavier for both.
+// differed.) A route that ran in one line and blocked in another on the same request has its
+// blocked time under the line it held the thread in longest, as its span says.
 func (m *waitMetrics) observeWaits(svc, delayedRoute string, j *joined, ex exemplar, nameOf func(pcommon.TraceID) string) {
-	// Per holder route, its frames on CPU [0] and blocked [1].
-	var byRoute map[string]*[2]map[string]int64
+	type routeHold struct {
+		byKind [2]int64 // on CPU, blocked
+		frames map[string]int64
+	}
+	var byRoute map[string]*routeHold
 	for id, h := range j.others {
 		name := holderName(h, id, nameOf)
 		r := byRoute[name]
 		if r == nil {
 			if byRoute == nil {
-				byRoute = map[string]*[2]map[string]int64{}
+				byRoute = map[string]*routeHold{}
 			}
-			r = &[2]map[string]int64{{}, {}}
+			r = &routeHold{frames: make(map[string]int64, len(h.frames))}
 			byRoute[name] = r
 		}
 		for f, ns := range h.frames {
 			if ns <= 0 {
 				continue
 			}
+			r.frames[f.frame] += ns
 			if f.blocked {
-				r[1][f.frame] += ns
+				r.byKind[1] += ns
 			} else {
-				r[0][f.frame] += ns
+				r.byKind[0] += ns
 			}
 		}
 	}
 	for name, r := range byRoute {
+		line := top(r.frames, 1)
+		if len(line) == 0 {
+			continue
+		}
 		route := m.names.route(svc, name, m.fold)
 		for i, kind := range [2]string{kindCPUHeld, kindBlockedHeld} {
-			line := top(r[i], 1)
-			if len(line) == 0 {
-				continue
+			if r.byKind[i] > 0 {
+				m.addWait(waitKey{svc, route, line[0].name, kind, delayedRoute}, r.byKind[i], ex)
 			}
-			var ns int64
-			for _, v := range r[i] {
-				ns += v
-			}
-			m.addWait(waitKey{svc, route, line[0].name, kind, delayedRoute}, ns, ex)
 		}
 	}
 }
