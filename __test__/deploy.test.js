@@ -18,6 +18,7 @@ const YAML = require('yaml');
 const { ROOT, ADDON, IDS, isRoot } = require('./helpers/addon');
 const { canRun } = require('./helpers/needs');
 const { pkg, release } = require('./helpers/release');
+const { envFile, shippedAgentArgs, flagValue } = require('./helpers/shipped-agent');
 
 const DEPLOY = path.join(ROOT, 'deploy');
 const AGENT_DIR = `thread-ctx-agent-${pkg.version}`;
@@ -62,11 +63,6 @@ function unitSection(text, section) {
     if (current === section && eq > 0) (out[line.slice(0, eq)] ??= []).push(line.slice(eq + 1));
   }
   return out;
-}
-
-/** KEY=value lines of an environment file. */
-function envFile(text) {
-  return Object.fromEntries(text.split('\n').filter((l) => /^[A-Z_]+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
 }
 
 const unitText = () => fs.readFileSync(path.join(DEPLOY, 'systemd', UNIT), 'utf8');
@@ -136,7 +132,7 @@ test('install.sh installs the binary, the unit and its settings; the unit verifi
       env: { PATH: process.env.PATH, ...again, OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_PROTOCOL: '' },
     });
     assert.equal(run.status, 0, run.shown);
-    assert.match(run.stderr, /thread-ctx agent: sampling every process that publishes span context at 19 Hz, 10s windows/);
+    assert.match(run.stderr, new RegExp(`thread-ctx agent: sampling every process that publishes span context at ${flagValue(words, '--hz')} Hz, 10s windows`));
   }
 
   r = install('--uninstall');
@@ -205,7 +201,7 @@ test('deploy/Dockerfile builds from the release: its inputs exist, the binary la
   }
   assert.equal(args.VERSION, pkg.version, 'the Dockerfile builds the version package.json has');
   assert.deepEqual(entrypoint, [copied.dest], 'the entrypoint is the binary the last COPY put there');
-  assert.deepEqual(cmd, ['agent']);
+  assert.deepEqual(cmd, ['agent', ...shippedAgentArgs().systemd], 'the image runs the agent with the shipped flags (deploy/systemd/agent.env)');
   const glibc = BASE_IMAGE_GLIBC[stage.from];
   assert.ok(glibc, `the final image ${stage.from}: add its glibc version to BASE_IMAGE_GLIBC`);
   const needed = execFileSync('objdump', ['-T', copied.into], { encoding: 'utf8' }).match(/GLIBC_[0-9.]+/g)

@@ -12,6 +12,8 @@
 #   scripts/node-matrix.sh install         only install the versions
 #   NODE_MATRIX="20 24" scripts/...        a subset (22acf = 22 with --experimental-async-context-frame,
 #                                          24noacf = 24 with --no-async-context-frame)
+#   NODE_MATRIX_JOBS=2 scripts/...         test mode: this many versions at a time (default 1), each
+#                                          one's output printed whole when it ends
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,16 +41,19 @@ install_major() {
 # them on the Node on PATH; in the matrix they would cost only time.
 VERSION_INDEPENDENT=(contributing-layout docs-links docs-cli-facts docs-exit-codes rust-modules deploy)
 
-failures=()
-for entry in "${matrix[@]}"; do
-  flags=()
+jobs="${NODE_MATRIX_JOBS:-1}"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "NODE_MATRIX_JOBS: expected a whole number of versions at a time (1 or more), got '$jobs'" >&2; exit 2; }
+[ "$mode" = test ] || jobs=1
+
+# One entry of the matrix under its Node: prints its report, exits non-zero if it failed.
+run_entry() {
+  local entry="$1" major flags=() bin rc log files=()
+  shift
   case "$entry" in
     *noacf) major="${entry%noacf}"; flags=(--no-async-context-frame) ;;
     *acf) major="${entry%acf}"; flags=(--experimental-async-context-frame) ;;
     *) major="$entry" ;;
   esac
-  if ! install_major "$major"; then failures+=("$entry(install)"); continue; fi
-  [ "$mode" = install ] && continue
   bin="$(node_bin "$major")"
   echo "=== Node $("$bin" --version) ${flags[*]:-} ($mode) ==="
   case "$mode" in
@@ -56,7 +61,6 @@ for entry in "${matrix[@]}"; do
       if [ $# -gt 0 ]; then
         files=("$@")
       else
-        files=()
         for f in "$root"/__test__/*.test.js; do
           base="$(basename "$f" .test.js)"
           [[ " ${VERSION_INDEPENDENT[*]} " == *" $base "* ]] || files+=("$f")
@@ -78,8 +82,46 @@ for entry in "${matrix[@]}"; do
       ;;
     *) echo "unknown mode '$mode' (expected test, bench or install)" >&2; exit 2 ;;
   esac
-  [ $rc -ne 0 ] && failures+=("$entry")
+  return $rc
+}
+
+failures=()
+# Installs first, one at a time (npm into separate prefixes; the network, not the CPU, is the limit).
+runnable=()
+for entry in "${matrix[@]}"; do
+  major="${entry%noacf}"; major="${major%acf}"
+  if ! install_major "$major"; then failures+=("$entry(install)"); continue; fi
+  runnable+=("$entry")
 done
+[ "$mode" = install ] && runnable=()
+
+if [ "$jobs" -eq 1 ]; then
+  for entry in "${runnable[@]}"; do
+    run_entry "$entry" "$@" || failures+=("$entry")
+  done
+else
+  # Several versions at once: each one's report goes to its own file, printed whole in the
+  # matrix's order once it has ended, so reports never interleave.
+  out_dir="$(mktemp -d)"
+  trap 'rm -rf "$out_dir"' EXIT
+  declare -A pid_of=()
+  next=0
+  printed=0
+  while [ "$printed" -lt "${#runnable[@]}" ]; do
+    while [ "$next" -lt "${#runnable[@]}" ] && [ "${#pid_of[@]}" -lt "$jobs" ]; do
+      entry="${runnable[$next]}"
+      run_entry "$entry" "$@" >"$out_dir/$next.out" 2>&1 &
+      pid_of[$next]=$!
+      next=$((next + 1))
+    done
+    # The oldest running entry is printed first: wait for it, then start the next.
+    i="$printed"
+    wait "${pid_of[$i]}" || failures+=("${runnable[$i]}")
+    unset "pid_of[$i]"
+    cat "$out_dir/$i.out"
+    printed=$((printed + 1))
+  done
+fi
 
 if [ ${#failures[@]} -gt 0 ]; then
   echo "FAILED on: ${failures[*]}" >&2

@@ -12,13 +12,13 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const http = require('node:http');
 const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
 const { runDir } = require('./run-dir');
 const { needs, canRun } = require('../helpers/needs');
+const { client } = require('./client');
 
 const SERVICE = 'e2e-shop';
 const SCRIPT = path.join(__dirname, 'service.js');
@@ -44,21 +44,6 @@ const UNDER_LOAD_TRIES = 3;
 // The service and the agent run at the highest priority, so that a shared machine's other work
 // (CI's parallel builds) preempts them less; the figures stay the issue's.
 const PRIORITY = -20;
-
-// Requests, back to back per client, while `going()`; `pause` ms between two.
-async function client(port, route, going, pause = 0) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  let n = 0;
-  while (going()) {
-    await new Promise((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port, path: route, agent }, (res) => res.resume().on('end', resolve)).on('error', reject);
-    });
-    n++;
-    if (pause > 0) await sleep(pause);
-  }
-  agent.destroy();
-  return n;
-}
 
 // What the scheduler counted for process `pid`'s main thread, where its JS runs: seconds on a CPU,
 // and seconds runnable but waiting on a run queue (preempted).

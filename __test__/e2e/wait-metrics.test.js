@@ -11,12 +11,12 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const http = require('node:http');
 const { spawnSync } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { findSpans, spansOf } = require('./jaeger');
 const { cpuQuota } = require('./cpu-quota');
+const { client } = require('./client');
 
 const SERVICE = 'wait-shop';
 const SCRIPT = path.join(__dirname, 'service.js');
@@ -39,20 +39,6 @@ const linesOf = (name) => {
   } };
 };
 const hog = linesOf('hogCPU');
-
-async function client(port, route, going, pause = 0) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  let n = 0;
-  while (going()) {
-    await new Promise((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port, path: route, agent }, (res) => res.resume().on('end', resolve)).on('error', reject);
-    });
-    n++;
-    if (pause > 0) await sleep(pause);
-  }
-  agent.destroy();
-  return n;
-}
 
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : String(x));
 const sum = (xs, f) => xs.reduce((a, x) => a + f(x), 0);

@@ -18,10 +18,9 @@
 // Exports OTLP over gRPC to the repository's test Collector when it is built, else pprof files.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
-const { root, track, cpuSeconds, peakRssMiB, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep } = require('../lib/agent-bench');
+const { root, track, cpuSeconds, peakRssMiB, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep, startLoad } = require('../lib/agent-bench');
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
 
@@ -43,25 +42,6 @@ for (const bin of BINS) if (!fs.existsSync(bin)) throw new Error(`no ${bin}: run
 // The agent's programs are the ones loaded after it starts (by name; bpftool's pids are not always there).
 const PROGRAMS = ['sample_thread_ctx', 'off_cpu_switch', 'alloc_sample'];
 const programs = () => bpfPrograms(PROGRAMS);
-
-// Open-loop load: RPS requests a second over the demo's three routes, whatever the answers take.
-function startLoad(port) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
-  const paths = ['/api/report', '/api/search?q=shoes', '/api/users/7'];
-  let sent = 0;
-  let answered = 0;
-  let failed = 0;
-  const timer = setInterval(() => {
-    for (let i = 0; i < RPS / 100; i++) {
-      const req = http.get({ host: '127.0.0.1', port, path: paths[sent++ % paths.length], agent }, (res) => {
-        res.resume();
-        res.on('end', () => answered++);
-      });
-      req.on('error', () => failed++);
-    }
-  }, 10);
-  return { stop: () => (clearInterval(timer), agent.destroy()), counts: () => ({ sent, answered, failed }) };
-}
 
 async function measure(mode, bin, servicePid, endpoint, tmp) {
   const out = endpoint ? ['--endpoint', endpoint, '--protocol', 'grpc'] : ['--pprof-dir', tmp];
@@ -136,7 +116,7 @@ async function measure(mode, bin, servicePid, endpoint, tmp) {
   }));
   const { pid, port } = JSON.parse((await waitFor(service, '}')).trim().split('\n').pop());
   process.stderr.write(`demo service ${pid} on port ${port}, ${endpoint ? `exporting to the Collector at ${endpoint}` : 'pprof files'}; ${RPS} requests/s\n`);
-  const load = startLoad(port);
+  const load = startLoad(port, RPS);
   await sleep(10000); // the service's code compiled and optimised before the first agent
   const restoreBpfStats = enableBpfStats();
   const serviceCpu0 = cpuSeconds(pid);

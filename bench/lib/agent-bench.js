@@ -1,9 +1,11 @@
 'use strict';
-// What the agent benchmarks (bench/agent/run.js, features.js) share: the processes they start
-// (killed however the benchmark ends), an agent's CPU time and peak RSS from /proc, waiting for a
-// line, the test Collector the agent exports to, and the BPF programs an agent loads.
+// What the agent benchmarks (bench/agent/run.js, features.js, coverage.js) share: the processes
+// they start (killed however the benchmark ends), an agent's CPU time and peak RSS from /proc,
+// waiting for a line, the test Collector the agent exports to, the BPF programs an agent loads,
+// and an open-loop load on the demo service.
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const http = require('node:http');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
@@ -94,7 +96,31 @@ function enableBpfStats() {
   }
 }
 
+// The demo service's three routes (demo/service.js), as a client asks for them.
+const DEMO_PATHS = ['/api/report', '/api/search?q=shoes', '/api/users/7'];
+
+/** Open-loop load: `rps` requests a second over `paths` in turn, whatever the answers take;
+ * counts() gives what was sent, answered (in all, and per path) and failed. */
+function startLoad(port, rps, paths = DEMO_PATHS) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  const answeredOf = Object.fromEntries(paths.map((p) => [p, 0]));
+  let sent = 0;
+  let answered = 0;
+  let failed = 0;
+  const timer = setInterval(() => {
+    for (let i = 0; i < rps / 100; i++) {
+      const p = paths[sent++ % paths.length];
+      const req = http.get({ host: '127.0.0.1', port, path: p, agent }, (res) => {
+        res.resume();
+        res.on('end', () => (answered++, answeredOf[p]++));
+      });
+      req.on('error', () => failed++);
+    }
+  }, 10);
+  return { stop: () => (clearInterval(timer), agent.destroy()), counts: () => ({ sent, answered, failed, answeredOf: { ...answeredOf } }) };
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const loadAverage = () => os.loadavg()[0];
 
-module.exports = { root, track, cpuSeconds, peakRssMiB, freePort, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep, loadAverage };
+module.exports = { root, track, cpuSeconds, peakRssMiB, freePort, waitFor, startCollector, bpfPrograms, enableBpfStats, startLoad, DEMO_PATHS, sleep, loadAverage };
