@@ -12,10 +12,11 @@ cd "$(dirname "$0")/.."
 
 # gdb: outside-view tests; binutils: readelf; g++: the V8 addon (v8-addon/); clang/llvm + libbpf headers: the BPF program;
 # libelf/zlib/pkg-config: vendored libbpf; protobuf-compiler: independent protobuf decoding in tests;
-# util-linux: prlimit/setpriv for the mlock-refused and capability tests; systemd: systemd-analyze
+# util-linux: prlimit/setpriv for the mlock-refused and capability tests; openssl: the certificates
+# of the Collector's TLS test (__test__/e2e/collector-auth.test.js); systemd: systemd-analyze
 # verifies the agent's unit.
 APT_PACKAGES=(gdb binutils gcc g++ libc6-dev make clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config
-  bpftool protobuf-compiler util-linux procps systemd)
+  bpftool protobuf-compiler util-linux procps systemd openssl)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
