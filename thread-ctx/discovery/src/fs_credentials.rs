@@ -27,6 +27,16 @@ use std::sync::{Mutex, PoisonError};
 /// (a host's services run as a few users, not 64).
 pub const MAX_OPENERS: usize = 64;
 
+/// How long an open may take: past it the caller gets an error, and the thread, blocked in a
+/// file system that does not answer (a FUSE mount of the target's), is left to it; the next open
+/// with those credentials gets a thread of its own, so one hung file blocks no other.
+pub const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Threads left blocked that way (and not back yet); past this, opens as another user fail at once
+/// (their frames keep their generated names) rather than leave more threads behind.
+pub const MAX_BLOCKED_OPENERS: usize = 8;
+
+static BLOCKED_OPENERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The opener threads, by the credentials they hold.
@@ -63,15 +73,34 @@ impl FsCredentials {
     /// Runs `open` with these credentials, on the thread that holds them (see the module's
     /// comment). A target whose fs uid is root keeps what root reads: `open` runs here, as the caller.
     pub fn run_as<T: Send + 'static>(&self, open: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+        use std::sync::atomic::Ordering::Relaxed;
         if self.uid == 0 {
             return open();
         }
+        let blocked = BLOCKED_OPENERS.load(Relaxed);
+        if blocked >= MAX_BLOCKED_OPENERS {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{blocked} opens as a target never answered (a file system that hangs?): no more files are opened as another user"),
+            ));
+        }
         let (tx, rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move || {
-            let _ = tx.send(open());
+            // No one waits any more: this open was counted as blocked, and has come back.
+            if tx.send(open()).is_err() {
+                BLOCKED_OPENERS.fetch_sub(1, Relaxed);
+            }
         });
         self.opener()?.send(job).map_err(|_| io::Error::other("the thread opening files as the target has ended"))?;
-        rx.recv().unwrap_or_else(|_| Err(io::Error::other("the open as the target gave no answer (it panicked)")))
+        match rx.recv_timeout(OPEN_TIMEOUT) {
+            Ok(answer) => answer,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::other("the open as the target gave no answer (it panicked)")),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                BLOCKED_OPENERS.fetch_add(1, Relaxed);
+                OPENERS.lock().unwrap_or_else(PoisonError::into_inner).as_mut().map(|o| o.remove(self));
+                Err(io::Error::new(io::ErrorKind::TimedOut, format!("the open as the target did not answer within {OPEN_TIMEOUT:?}")))
+            }
+        }
     }
 
     /// The thread holding these credentials, started when there is none.
@@ -251,6 +280,33 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("gave no answer"), "{e}");
         let own = files.own.clone();
         assert!(creds.run_as(move || std::fs::File::open(own)).is_ok(), "the thread still serves these credentials");
+    }
+
+    /// An open that blocks (a FIFO opened for reading with no writer, as a hung file system
+    /// would) is an error after OPEN_TIMEOUT, and the next open with the same credentials answers.
+    #[test]
+    fn an_open_that_hangs_times_out_and_blocks_no_other() {
+        let Some(files) = nobodys_files("an_open_that_hangs_times_out_and_blocks_no_other") else { return };
+        let fifo = files.dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        let creds = FsCredentials { uid: 65534, gid: 65534, groups: vec![4244] };
+        let started = std::time::Instant::now();
+        let hung = fifo.clone();
+        let e = creds.run_as(move || std::fs::File::open(hung)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(started.elapsed() < OPEN_TIMEOUT * 5, "answered after {:?}", started.elapsed());
+        let own = files.own.clone();
+        assert!(creds.run_as(move || std::fs::File::open(own)).is_ok(), "the next open has a thread of its own");
+        // A writer releases the blocked thread, which is then no longer counted.
+        assert_eq!(BLOCKED_OPENERS.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let _writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let released = std::time::Instant::now();
+        while BLOCKED_OPENERS.load(std::sync::atomic::Ordering::Relaxed) != 0 && released.elapsed() < OPEN_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(BLOCKED_OPENERS.load(std::sync::atomic::Ordering::Relaxed), 0, "the released thread is no longer counted");
     }
 
     fn own_groups_of_process() -> Vec<u32> {
