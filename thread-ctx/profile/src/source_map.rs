@@ -269,9 +269,10 @@ impl SourceMaps {
             Ok(file) => file,
             Err(e) => {
                 // A script the target runs but the reader may not open as it (no CAP_SETUID): said once.
-                if e.kind() == std::io::ErrorKind::PermissionDenied && self.refused.is_none() {
+                if e.kind() == std::io::ErrorKind::PermissionDenied && !std::mem::replace(&mut self.said_refused, true) {
                     let note = format!("script {}: {e}; its frames keep the generated positions", script.display());
-                    self.refused = Some(thread_ctx_discovery::printable::printable(&note).into_owned());
+                    let printable = thread_ctx_discovery::printable::printable(&note).into_owned();
+                    self.once.borrow_mut().push(format!("process {pid}: {printable} (other refused files of this process are not logged)"));
                     self.note(note);
                 }
                 return None;
