@@ -38,9 +38,9 @@ const LATER = `
 function perfMapEntries(pid) {
   const file = `/tmp/perf-${pid}.map`;
   try {
-    // "ADDRESS SIZE JS:~name file:line:column": `~` the interpreter (its bytecode, or a copy of its
-    // entry trampoline), `^` Sparkplug, `+` Maglev, `*` TurboFan code.
-    return fs.readFileSync(file, 'utf8').split('\n').map((l) => l.match(/^[0-9a-f]+ ([0-9a-f]+) JS:([~^+*]?)([^ ]+)/))
+    // "ADDRESS SIZE JS:~name file:line:column" (Node 18: "LazyCompile:~name"): `~` the interpreter
+    // (its bytecode, or a copy of its entry trampoline), `^` Sparkplug, `+` Maglev, `*` TurboFan.
+    return fs.readFileSync(file, 'utf8').split('\n').map((l) => l.match(/^[0-9a-f]+ ([0-9a-f]+) [A-Za-z]+:([~^+*]?)([^ ]+)/))
       .filter(Boolean).map(([, size, tier, name]) => ({ size: parseInt(size, 16), tier, name }));
   } finally {
     fs.rmSync(file, { force: true });
