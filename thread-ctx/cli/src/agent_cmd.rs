@@ -71,7 +71,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     if let Some(dir) = args.pprof_dir.as_ref().filter(|d| !d.is_dir()) {
         return Err(usage(format!("--pprof-dir: {} is not a directory", dir.display())));
     }
-    // Before the BPF programs load: a directory the agent cannot make private is a usage error.
+    // Before the BPF programs load: a directory the agent cannot read the mode of is a usage error.
     let mut files_sink = match args.pprof_dir.clone().map(PprofDir::open).transpose() {
         Ok(sink) => sink.map(|(sink, note)| {
             if let Some(note) = note {
@@ -79,7 +79,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             }
             sink
         }),
-        Err(e) => return Err(usage(format!("--pprof-dir: cannot make it private (0700): {e}"))),
+        Err(e) => return Err(usage(format!("--pprof-dir: {e}"))),
     };
     let exporter = exporter_for(&args)?;
     let opts = AgentOptions {

@@ -1,6 +1,9 @@
 //! `agent --pprof-dir DIR`: one gzipped pprof file per process per window,
-//! named `SERVICE-PID-START.pb.gz`, 0600 in a 0700 directory: they name every
-//! profiled user's functions and source files, which other users may not read.
+//! named `SERVICE-PID-START.pb.gz`, each 0600: they name every profiled user's
+//! functions and source files, which other users may not read. The directory is
+//! the operator's: its mode is never changed (made 0700 it would break a shared
+//! directory such as `/tmp`, or a test's scratch directory other users enter),
+//! and one line says when others may list it (the names give services and pids).
 
 use super::pprof;
 use std::os::unix::fs::PermissionsExt;
@@ -13,15 +16,17 @@ pub struct PprofDir {
 }
 
 impl PprofDir {
-    /// The sink for `dir`, made 0700 when group or others could list or enter it; the note
-    /// says so (None when it already was).
+    /// The sink for `dir`; the note says when group or others may list it (None when only
+    /// its owner may).
     pub fn open(dir: PathBuf) -> std::io::Result<(PprofDir, Option<String>)> {
         let mode = std::fs::metadata(&dir)?.permissions().mode() & 0o7777;
-        let mut note = None;
-        if mode & 0o077 != 0 {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-            note = Some(format!("--pprof-dir: {} was mode {mode:04o}, now 0700: its files name other users' code", dir.display()));
-        }
+        let note = (mode & 0o077 != 0).then(|| {
+            format!(
+                "--pprof-dir: {} is mode {mode:04o}: other users may list its file names (service, pid, time); \
+                 the files themselves are 0600. A directory of mode 0700 keeps the names private too",
+                dir.display()
+            )
+        });
         Ok((PprofDir { dir }, note))
     }
 }
@@ -60,10 +65,10 @@ mod tests {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
     }
 
-    // A directory others could enter becomes 0700 (said once), a file that was there 0644 is
-    // rewritten 0600, a new one is created 0600; a directory already private is left alone.
+    // A directory others may enter is left as it is (said once), a file that was there 0644 is
+    // rewritten 0600, a new one is created 0600; a private directory is not mentioned.
     #[test]
-    fn files_are_0600_in_a_0700_directory() {
+    fn files_are_0600_and_the_directory_is_left_as_it_is() {
         let dir = std::env::temp_dir().join(format!("pprof-dir-modes-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
@@ -73,8 +78,8 @@ mod tests {
         std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
 
         let (mut sink, note) = PprofDir::open(dir.clone()).unwrap();
-        assert_eq!(mode(&dir), 0o700);
-        assert!(note.unwrap().contains("was mode 0755, now 0700"));
+        assert_eq!(mode(&dir), 0o755, "the operator's directory keeps its mode");
+        assert!(note.unwrap().contains("is mode 0755: other users may list its file names"));
         let process = |pid| WindowProcess {
             pid,
             service_name: "shop".into(),
@@ -89,8 +94,9 @@ mod tests {
             assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
         }
         assert!(crate::pprof::read_file(&stale).is_ok(), "rewritten as a profile");
-        let (_, again) = PprofDir::open(dir.clone()).unwrap();
-        assert_eq!(again, None);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (_, private) = PprofDir::open(dir.clone()).unwrap();
+        assert_eq!(private, None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
