@@ -259,6 +259,9 @@ impl Agent {
         for p in &w.processes {
             self.stats.js_naming.add(&p.profile.js_naming, 1);
         }
+        self.stats.delivered += 1;
+        let lag = unix_now_ns().saturating_sub(w.start_unix_ns + w.duration_ns);
+        self.stats.delivery_lag_ns = self.stats.delivery_lag_ns.max(lag);
         if let Err(e) = sink.write(w) {
             self.notes.push(e.to_string());
         }

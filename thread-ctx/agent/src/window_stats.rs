@@ -33,6 +33,10 @@ pub struct WindowStats {
     pub counters: PipelineCounters,
     /// The agent's heap at the window's end.
     pub heap: HeapStats,
+    /// Windows handed to the sinks since the last status line, and the longest time one of
+    /// them took from its end to its hand-over (symbolization and queueing behind it), in ns.
+    pub delivered: usize,
+    pub delivery_lag_ns: u64,
 }
 
 impl WindowStats {
