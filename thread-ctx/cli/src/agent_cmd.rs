@@ -78,7 +78,9 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
 pub fn run(args: AgentArgs) -> Result<ExitCode> {
     // Before the BPF programs load, and before --pprof-dir is made private: a bad or busy address is a usage error.
     let metrics = match &args.metrics_addr {
-        Some(addr) => Some(metrics_server::start(metrics_server::parse_addr(addr, args.metrics_allow_remote)?, args.interval)?),
+        Some(addr) => metrics_server::start(metrics_server::parse_addr(addr, args.metrics_allow_remote)?, args.interval)
+            .map_err(|e| say_stamped!("thread-ctx agent: {e}"))
+            .ok(),
         None => None,
     };
     if let Some(dir) = args.pprof_dir.as_ref().filter(|d| !d.is_dir()) {

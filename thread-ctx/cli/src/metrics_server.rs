@@ -61,18 +61,23 @@ pub fn parse_addr(value: &str, allow_remote: bool) -> anyhow::Result<SocketAddr>
     Ok(addr)
 }
 
-/// Binds `addr` (an error naming the flag when it cannot) and serves it on a thread of its own.
-pub fn start(addr: SocketAddr, interval: Duration) -> anyhow::Result<Arc<Mutex<Shared>>> {
-    let listener = TcpListener::bind(addr).map_err(|e| usage(format!("--metrics-addr: cannot listen on {addr}: {e}")))?;
+/// Binds `addr` and serves it on a thread of its own; the error says why it cannot (the caller
+/// samples on without the endpoint: a port another service took must not stop the profiler).
+pub fn start(addr: SocketAddr, interval: Duration) -> Result<Arc<Mutex<Shared>>, String> {
+    let listener =
+        TcpListener::bind(addr).map_err(|e| format!("--metrics-addr: cannot listen on {addr}: {e}; running without the metrics endpoint"))?;
     let stale_after = (interval * 3).max(Duration::from_secs(30));
     let shared = Arc::new(Mutex::new(Shared { metrics: AgentMetrics::default(), ready_at: None, last_window: None, stale_after }));
     let s = shared.clone();
-    std::thread::Builder::new().name("metrics".into()).spawn(move || {
-        for conn in listener.incoming().flatten() {
-            // A client's fault ends its own connection, never the thread.
-            let _ = answer(conn, &s);
-        }
-    })?;
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                // A client's fault ends its own connection, never the thread.
+                let _ = answer(conn, &s);
+            }
+        })
+        .map_err(|e| format!("--metrics-addr: starting its thread: {e}; running without the metrics endpoint"))?;
     Ok(shared)
 }
 

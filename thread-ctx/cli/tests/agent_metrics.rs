@@ -4,7 +4,8 @@
 //! exports counting up between two scrapes. Prometheus 3 (target/prometheus, built by
 //! scripts/build-prometheus.sh) scrapes the endpoint: the scrape succeeds (`up` is 1, so the
 //! exposition parses) and the counters read back through PromQL. A non-loopback address is
-//! refused with an error naming the flag, before anything loads.
+//! refused with an error naming the flag, before anything loads; a busy one is a line, and the
+//! agent samples on without the endpoint.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -106,6 +107,20 @@ fn the_agents_metrics_count_up_parse_in_prometheus_and_healthz_answers() {
     assert_eq!(value(&later, "thread_ctx_agent_processes"), Some(1.0), "the one --pid is sampled:\n{later}");
     assert!(value(&later, "thread_ctx_agent_resident_memory_bytes") > Some(1e6), "the agent's RSS:\n{later}");
     assert_eq!(get(port, "/nothing").map(|(s, _)| s), Some(404));
+    // A second agent on the same (now busy) address says so and samples on, to its end.
+    let files = tempfile::tempdir().unwrap();
+    let second = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(["agent", "--interval", "1s", "--duration", "2s", "--pid", &w.pid.to_string(), "--metrics-addr", &addr])
+        .arg("--pprof-dir")
+        .arg(files.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        second.status.success() && stderr.contains(&format!("--metrics-addr: cannot listen on {addr}")) && stderr.contains(": window "),
+        "a busy metrics address is a line, not the end of the agent: {:?}\n{stderr}",
+        second.status
+    );
 
     let prometheus = thread_ctx_test_support::workspace_root().join("target/prometheus/prometheus");
     if !prometheus.exists() {
