@@ -61,7 +61,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub process_timeout: Duration,
     /// Serve the agent's own metrics (Prometheus text, /metrics) and its health (/healthz) on
-    /// this loopback address, e.g. 127.0.0.1:9464 (over THREAD_CTX_AGENT_METRICS_ADDR).
+    /// this loopback address, e.g. 127.0.0.1:9465 (over THREAD_CTX_AGENT_METRICS_ADDR).
     #[arg(long, value_name = "IP:PORT", env = "THREAD_CTX_AGENT_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
     /// Let --metrics-addr be an address other than loopback (a pod's own IP for its probes).

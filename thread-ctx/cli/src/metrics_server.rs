@@ -51,7 +51,7 @@ impl Shared {
 pub fn parse_addr(value: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
     let addr: SocketAddr = value
         .parse()
-        .map_err(|_| usage(format!("--metrics-addr: {value:?} is not an address (expected IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464)")))?;
+        .map_err(|_| usage(format!("--metrics-addr: {value:?} is not an address (expected IP:PORT, e.g. 127.0.0.1:9465 or [::1]:9465)")))?;
     if !addr.ip().is_loopback() && !allow_remote {
         return Err(usage(format!(
             "--metrics-addr: {addr} is not a loopback address (expected 127.0.0.1:PORT or [::1]:PORT; \
@@ -126,11 +126,11 @@ mod tests {
 
     #[test]
     fn a_remote_address_is_refused_unless_allowed_and_a_bad_one_is_named() {
-        assert!(parse_addr("127.0.0.1:9464", false).is_ok());
-        assert!(parse_addr("[::1]:9464", false).is_ok());
-        let e = parse_addr("0.0.0.0:9464", false).unwrap_err().to_string();
-        assert!(e.contains("--metrics-addr: 0.0.0.0:9464 is not a loopback address") && e.contains("--metrics-allow-remote"), "{e}");
-        assert!(parse_addr("0.0.0.0:9464", true).is_ok());
+        assert!(parse_addr("127.0.0.1:9465", false).is_ok());
+        assert!(parse_addr("[::1]:9465", false).is_ok());
+        let e = parse_addr("0.0.0.0:9465", false).unwrap_err().to_string();
+        assert!(e.contains("--metrics-addr: 0.0.0.0:9465 is not a loopback address") && e.contains("--metrics-allow-remote"), "{e}");
+        assert!(parse_addr("0.0.0.0:9465", true).is_ok());
         let e = parse_addr("localhost", false).unwrap_err().to_string();
         assert!(e.contains("--metrics-addr: \"localhost\" is not an address (expected IP:PORT"), "{e}");
     }

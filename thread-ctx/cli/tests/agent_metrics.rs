@@ -170,11 +170,11 @@ fn the_agents_metrics_count_up_parse_in_prometheus_and_healthz_answers() {
 
 #[test]
 fn a_non_loopback_metrics_address_is_refused_before_anything_loads() {
-    let out = Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(["agent", "--metrics-addr", "0.0.0.0:9464", "--duration", "1s"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_thread-ctx")).args(["agent", "--metrics-addr", "0.0.0.0:9465", "--duration", "1s"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "a usage error:\n{stderr}");
     assert!(
-        stderr.contains("--metrics-addr: 0.0.0.0:9464 is not a loopback address") && stderr.contains("--metrics-allow-remote"),
+        stderr.contains("--metrics-addr: 0.0.0.0:9465 is not a loopback address") && stderr.contains("--metrics-allow-remote"),
         "the error names the flag, the address and the way out:\n{stderr}"
     );
 }
