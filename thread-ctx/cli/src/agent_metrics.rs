@@ -121,6 +121,14 @@ impl AgentMetrics {
             "Longest time a window delivered since the last status line took from its end to the sinks.",
             self.last.delivery_lag_ns as f64 / 1e9,
         );
+        let slowest: Vec<_> = self.last.slowest.iter().map(|(service, ns)| (service.as_str(), *ns as f64 / 1e9)).collect();
+        m.family(
+            "process_symbolization_seconds",
+            "gauge",
+            "Time the symbolization thread took to finish a service's profile in the windows delivered since the last status line (the slowest services only).",
+            "service",
+            &slowest,
+        );
         m.one("symbolization_windows_outstanding", "gauge", "Windows ended and not yet symbolized.", self.outstanding as f64);
         m.one("windows_delivered_total", "counter", "Windows symbolized and handed to the sinks (OTLP, pprof files).", self.delivered as f64);
         m.one("last_window_timestamp_seconds", "gauge", "When the last window ended (Unix time).", self.last_window_unix);
@@ -178,7 +186,9 @@ impl Exposition {
     fn family(&mut self, name: &str, kind: &str, help: &str, label: &str, series: &[(&str, f64)]) {
         self.header(name, kind, help);
         for (value_of_label, value) in series {
-            let _ = writeln!(self.0, "thread_ctx_agent_{name}{{{label}=\"{value_of_label}\"}} {value}");
+            // A label value is any UTF-8 but for these three, escaped (a service names itself).
+            let escaped = value_of_label.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+            let _ = writeln!(self.0, "thread_ctx_agent_{name}{{{label}=\"{escaped}\"}} {value}");
         }
     }
 
@@ -201,6 +211,11 @@ mod tests {
         for line in ["thread_ctx_agent_windows_total 2", "thread_ctx_agent_samples_total{kind=\"cpu\"} 200", "thread_ctx_agent_ring_drops_total 4"] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
+        let mut named = WindowStats::default();
+        named.finished("a \"quoted\\ name\n", 1_500_000_000);
+        m.add_window(&named, None, 0);
+        let text = m.render(4096);
+        assert!(text.contains("thread_ctx_agent_process_symbolization_seconds{service=\"a \\\"quoted\\\\ name\\n\"} 1.5\n"), "escaped:\n{text}");
         assert!(!text.contains("exports_total"), "no exporter in the last window: no export series:\n{text}");
         for series in text.lines().filter(|l| !l.starts_with('#')) {
             let name = series.split(['{', ' ']).next().unwrap();

@@ -106,6 +106,10 @@ fn the_agents_metrics_count_up_parse_in_prometheus_and_healthz_answers() {
     );
     assert_eq!(value(&later, "thread_ctx_agent_processes"), Some(1.0), "the one --pid is sampled:\n{later}");
     assert!(value(&later, "thread_ctx_agent_resident_memory_bytes") > Some(1e6), "the agent's RSS:\n{later}");
+    assert!(
+        later.lines().any(|l| l.starts_with("thread_ctx_agent_process_symbolization_seconds{service=\"")),
+        "the sampled service's symbolization time:\n{later}"
+    );
     assert_eq!(get(port, "/nothing").map(|(s, _)| s), Some(404));
     // A second agent on the same (now busy) address says so and samples on, to its end.
     let files = tempfile::tempdir().unwrap();
