@@ -22,7 +22,7 @@ mod registry;
 mod window_stats;
 
 pub use heap::HeapStats;
-pub use window_stats::WindowStats;
+pub use window_stats::{WindowStats, SLOWEST_SERVICES};
 
 use discovery_worker::{DiscoveryConfig, Found};
 use object_sites::ObjectSites;
@@ -258,7 +258,11 @@ impl Agent {
     fn write(&mut self, sink: &mut dyn WindowSink, w: &thread_ctx_profile::window::Window) {
         for p in &w.processes {
             self.stats.js_naming.add(&p.profile.js_naming, 1);
+            self.stats.finished(&p.service_name, p.finish_ns);
         }
+        self.stats.delivered += 1;
+        let lag = unix_now_ns().saturating_sub(w.start_unix_ns + w.duration_ns);
+        self.stats.delivery_lag_ns = self.stats.delivery_lag_ns.max(lag);
         if let Err(e) = sink.write(w) {
             self.notes.push(e.to_string());
         }

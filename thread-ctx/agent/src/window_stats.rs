@@ -33,6 +33,28 @@ pub struct WindowStats {
     pub counters: PipelineCounters,
     /// The agent's heap at the window's end.
     pub heap: HeapStats,
+    /// Windows handed to the sinks since the last status line, and the longest time one of
+    /// them took from its end to its hand-over (symbolization and queueing behind it), in ns.
+    pub delivered: usize,
+    pub delivery_lag_ns: u64,
+    /// The services whose profiles took the symbolization thread longest to finish in those
+    /// windows, slowest first: at most [`SLOWEST_SERVICES`], each with its longest time in ns.
+    pub slowest: Vec<(String, u64)>,
+}
+
+/// How many services [`WindowStats::slowest`] keeps: bounds the metric's series per scrape.
+pub const SLOWEST_SERVICES: usize = 10;
+
+impl WindowStats {
+    /// Counts `ns` for `service` among the slowest.
+    pub fn finished(&mut self, service: &str, ns: u64) {
+        match self.slowest.iter_mut().find(|(s, _)| s == service) {
+            Some((_, t)) => *t = (*t).max(ns),
+            None => self.slowest.push((service.to_string(), ns)),
+        }
+        self.slowest.sort_by_key(|(_, t)| std::cmp::Reverse(*t));
+        self.slowest.truncate(SLOWEST_SERVICES);
+    }
 }
 
 impl WindowStats {
@@ -119,6 +141,16 @@ impl WindowStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slowest_services_are_kept_bounded_each_at_its_longest() {
+        let mut w = WindowStats::default();
+        for i in 0..30u64 {
+            w.finished(&format!("s{}", i % 15), i);
+        }
+        assert_eq!(w.slowest.len(), SLOWEST_SERVICES);
+        assert_eq!(w.slowest[0], ("s14".to_string(), 29), "slowest first, at its longest: {:?}", w.slowest);
+    }
 
     #[test]
     fn the_window_part_and_the_running_part_are_labelled_apart() {

@@ -7,6 +7,7 @@
 use crate::console::say_stamped;
 use crate::duration::{parse_duration, parse_interval};
 use crate::exit_codes::usage;
+use crate::metrics_server;
 use crate::sampling_args::SamplingArgs;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -59,6 +60,13 @@ pub struct AgentArgs {
     /// before that process is skipped for good, with one line saying so.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub process_timeout: Duration,
+    /// Serve the agent's own metrics (Prometheus text, /metrics) and its health (/healthz) on
+    /// this loopback address, e.g. 127.0.0.1:9465 (over THREAD_CTX_AGENT_METRICS_ADDR).
+    #[arg(long, value_name = "IP:PORT", env = "THREAD_CTX_AGENT_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Let --metrics-addr be an address other than loopback (a pod's own IP for its probes).
+    #[arg(long, env = "THREAD_CTX_AGENT_METRICS_ALLOW_REMOTE")]
+    pub metrics_allow_remote: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -68,6 +76,13 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
 }
 
 pub fn run(args: AgentArgs) -> Result<ExitCode> {
+    // Before the BPF programs load: a bad or busy address is a usage error.
+    let metrics = match &args.metrics_addr {
+        Some(addr) => metrics_server::start(metrics_server::parse_addr(addr, args.metrics_allow_remote)?, args.interval)
+            .map_err(|e| say_stamped!("thread-ctx agent: {e}"))
+            .ok(),
+        None => None,
+    };
     if let Some(dir) = args.pprof_dir.as_ref().filter(|d| !d.is_dir()) {
         return Err(usage(format!("--pprof-dir: {} is not a directory", dir.display())));
     }
@@ -90,6 +105,9 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         process_timeout: args.process_timeout,
     };
     let mut agent = Agent::start(opts).context("starting the agent")?;
+    if let Some(m) = &metrics {
+        m.lock().unwrap_or_else(|e| e.into_inner()).ready();
+    }
     // SAFETY: installing async-signal-safe handlers that only store an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_stop_signal as *const () as libc::sighandler_t);
@@ -118,6 +136,11 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }
         let export = otlp.as_ref().map(|o| o.exporter.stats());
         say_stamped!("{}", stats.status_line(export.as_ref(), &mut last_error));
+        if let Some(m) = &metrics {
+            let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+            m.metrics.add_window(&stats, export.as_ref(), agent.pipeline().outstanding());
+            m.window_ended();
+        }
         if stop() || agent.all_given_exited() {
             break;
         }

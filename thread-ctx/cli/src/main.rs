@@ -7,12 +7,16 @@
 
 #[cfg(feature = "ebpf")]
 mod agent_cmd;
+#[cfg(feature = "ebpf")]
+mod agent_metrics;
 mod console;
 #[cfg(feature = "ebpf")]
 mod duration;
 mod exit_codes;
 mod flamegraph_cmd;
 mod inspect_cmd;
+#[cfg(feature = "ebpf")]
+mod metrics_server;
 mod profile_args;
 #[cfg(feature = "ebpf")]
 mod record_cmd;

@@ -16,6 +16,9 @@ pub struct WindowProcess {
     /// How long its cgroup's CPU quota throttled it during the window, where the agent read it
     /// (the agent sets it; the pipeline leaves it None).
     pub cpu_throttling: Option<CpuThrottling>,
+    /// How long the symbolization thread took to finish this profile (naming what was not named
+    /// yet, building it), in ns: 0 where it was finished inline.
+    pub finish_ns: u64,
 }
 
 /// The profiles of one window.

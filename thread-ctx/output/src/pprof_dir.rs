@@ -87,6 +87,7 @@ mod tests {
             profile: Profile::new(pid as i32),
             exited: false,
             cpu_throttling: None,
+            finish_ns: 0,
         };
         let w = Window { start_unix_ns: 1_000_000_000, duration_ns: 1_000_000_000, processes: vec![process(7), process(8)] };
         sink.write(&w).unwrap();

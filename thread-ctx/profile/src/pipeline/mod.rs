@@ -480,6 +480,7 @@ impl Pipeline {
                         profile,
                         exited,
                         cpu_throttling: None,
+                        finish_ns: 0,
                     });
                 }
                 self.finished.push(window);

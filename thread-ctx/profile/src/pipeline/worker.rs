@@ -296,10 +296,12 @@ impl Worker {
             }
             let beat = self.cx.beat.clone();
             let Some(b) = self.builder(f.key) else { continue };
+            let started = std::time::Instant::now();
             let profile = {
                 let _busy = beat.busy(f.key, "finishing its profile");
                 b.finish(f.aggregate)
             };
+            let finish_ns = started.elapsed().as_nanos() as u64;
             if f.exited {
                 self.builders.remove(&f.key.pid);
             }
@@ -310,6 +312,7 @@ impl Worker {
                 profile,
                 exited: f.exited,
                 cpu_throttling: None,
+                finish_ns,
             });
         }
         Window { start_unix_ns: end.start_unix_ns, duration_ns: end.duration_ns, processes }
