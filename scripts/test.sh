@@ -74,15 +74,17 @@ mkdir -p target/no-ebpf
 cp target/release/thread-ctx target/no-ebpf/thread-ctx
 cargo build --release -p thread-ctx
 
-# The Node matrix runs in the background of the end-to-end tests, one version at a time: node
+# MATRIX_AFTER_E2E=0: the Node matrix runs in the background of the end-to-end tests, one version at a time: node
 # --test runs one file at a time on this 2-vCPU machine (os.availableParallelism() - 1), and both
 # mostly wait on the processes they start. Tried on the shared VM: all of __test__/e2e/ (432 s)
 # beside Node 22 and 26 (112 s, 108 s alone), every test passing; the e2e tests that need the CPU
 # run their service at a high priority and load it again, longer, when the machine was too busy.
-# MATRIX_AFTER_E2E=1 runs it after them instead, two versions at a time (NODE_MATRIX_JOBS).
+# Not yet the default (MATRIX_AFTER_E2E=0 turns it on): it passed in one trial only, and the e2e
+# tests' floors (1,000 requests/s) have failed before on a busy machine. By default the matrix runs
+# after them, two versions at a time (NODE_MATRIX_JOBS).
 matrix_log=target/node-matrix.log
 matrix=
-if [[ "${MATRIX_AFTER_E2E:-0}" != 1 ]]; then
+if [[ "${MATRIX_AFTER_E2E:-1}" != 1 ]]; then
   NODE_MATRIX="${NODE_MATRIX:-18 22 22acf 24 26}" NODE_MATRIX_JOBS="${NODE_MATRIX_JOBS:-1}" bash scripts/node-matrix.sh >"$matrix_log" 2>&1 &
   matrix=$!
   trap 'kill $go_builds $go_test $matrix 2>/dev/null || true' EXIT
