@@ -2,13 +2,13 @@
 //! the whole program (keyed by its file's identity, so the same file behind
 //! 16 scripts, or behind several processes, is one parse shared by `Arc`),
 //! and the heap of the maps alive is bounded per process ([`PROCESS_SHARE`],
-//! charged in [`crate::source_map::SourceMaps`]) and over the program
+//! charged in `SourceMaps` (in `source_map.rs`)) and over the program
 //! ([`GLOBAL_BUDGET`], here). A map is kept by the processes that use it: the
 //! store holds it weakly, so it is freed with the last of them.
 //!
 //! The numbers: the agent ran at ~111 MiB RSS with 20 services and must stay
 //! under the DaemonSet's 256 MiB limit; a map is read whole before it is
-//! measured (at most [`crate::source_map::MAX_MAP_BYTES`], 32 MiB), so
+//! measured (at most `MAX_MAP_BYTES` (in `source_map.rs`), 32 MiB), so
 //! 111 + 96 + 32 leaves ~17 MiB of slack. 48 MiB of tokens is ~1.8M segments,
 //! a ~10 MiB `mappings` string: tsc's map of a 20 MB bundle.
 
@@ -78,7 +78,7 @@ pub enum MapKey {
     InlineIn(FileId),
 }
 
-/// The maps parsed, shared by every process's [`crate::source_map::SourceMaps`].
+/// The maps parsed, shared by every process's `SourceMaps` (in `source_map.rs`).
 pub struct MapStore<T> {
     known: HashMap<MapKey, Known<T>>,
     budget: u64,
