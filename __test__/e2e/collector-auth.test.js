@@ -102,7 +102,7 @@ async function startAuthCollector(dir) {
   const configs = ['node.yaml', 'storage.yaml', 'auth.yaml'].flatMap((c) => ['--config', path.join(ROOT, 'collector', c)]);
   const s = await pipeline.startServer('collector-auth', BIN.collector, [...configs, '--feature-gates=+service.profilesSupport'], dir, 4,
     ([grpc, http, telemetry, health]) => ({
-      TRACES_BACKEND_ENDPOINT: '127.0.0.1:9', METRICS_BACKEND_ENDPOINT: '127.0.0.1:9', BACKEND_INSECURE: 'true',
+      TRACES_BACKEND_ENDPOINT: '127.0.0.1:9', METRICS_BACKEND_ENDPOINT: 'http://127.0.0.1:9', BACKEND_INSECURE: 'true',
       OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_TELEMETRY_PORT: String(telemetry),
       OTELCOL_HEALTH_ENDPOINT: `127.0.0.1:${health}`, OTELCOL_STORAGE_DIR: path.join(dir, 'storage'),
       OTELCOL_TLS_CERT_FILE: certs.cert, OTELCOL_TLS_KEY_FILE: certs.key, OTELCOL_TOKEN_FILE: tokenFile,
