@@ -1,0 +1,143 @@
+package spanprofilesconnector
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+)
+
+// merged is everything the sinks of hs received, as one batch: what groupbytrace hands the
+// trace tier's span_path processor once each node's Collector has sent a trace's spans.
+func merged(hs ...*harness) ptrace.Traces {
+	out := ptrace.NewTraces()
+	for _, h := range hs {
+		for _, td := range h.sink.AllTraces() {
+			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+	}
+	return out
+}
+
+// throughTier runs td through a span_path processor and returns what it passed on by span id.
+func throughTier(t *testing.T, td ptrace.Traces) map[pcommon.SpanID]ptrace.Span {
+	t.Helper()
+	f := NewPathProcessorFactory()
+	sink := &consumertest.TracesSink{}
+	p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(f.Type()), f.CreateDefaultConfig(), sink)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	require.NoError(t, p.Shutdown(context.Background()))
+	out := map[pcommon.SpanID]ptrace.Span{}
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(s ptrace.Span) { out[s.SpanID()] = s })
+	}
+	return out
+}
+
+func countEvents(s ptrace.Span, name string) int {
+	n := 0
+	for i := 0; i < s.Events().Len(); i++ {
+		if s.Events().At(i).Name() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// The two-node variant of TestTraceAcrossServices: the gateway's node and inventory's node each
+// enrich their own spans with their own profiles; neither writes a path (each saw half the
+// trace); the trace tier, given both halves, writes on each gateway request the very path the
+// one node wrote when it saw both services.
+func TestTierPathIsTheOneNodePath(t *testing.T) {
+	one := newHarness(t, nil)
+	sendAcrossServices(one)
+	want := one.received()
+
+	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
+	sendAcrossServicesTo(gwNode, invNode)
+	for id, s := range gwNode.received() {
+		_, ok := findEvent(s, EventPath)
+		assert.False(t, ok, "the gateway's node wrote a path from half a trace on %v", id)
+	}
+	got := throughTier(t, merged(gwNode, invNode))
+	for _, root := range []pcommon.SpanID{spanID(1<<4 | 1), spanID(2<<4 | 1)} {
+		require.Contains(t, got, root)
+		wantHops := eventStrings(pathEvent(t, want[root]), EventPathHops)
+		require.NotEmpty(t, wantHops)
+		assert.Equal(t, wantHops, eventStrings(pathEvent(t, got[root]), EventPathHops))
+		assert.Equal(t, 1, countEvents(got[root], EventPath))
+	}
+	_, onInventory := findEvent(got[spanID(1<<4|4)], EventPath)
+	assert.False(t, onInventory, "the path is written on the trace's first request only")
+}
+
+// A path its node wrote (it saw some of the trace's services, not all) is replaced by the
+// tier's, never listed beside it.
+func TestTierReplacesANodesPath(t *testing.T) {
+	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
+	sendAcrossServicesTo(gwNode, invNode)
+	td := merged(gwNode, invNode)
+	forEachSpan(td, func(s ptrace.Span) {
+		if s.SpanID() == spanID(1<<4|1) {
+			putPath(s, []pathHop{{key: "waiting on inventory", ns: 70e6}}, 5)
+		}
+	})
+	root := throughTier(t, td)[spanID(1<<4|1)]
+	assert.Equal(t, 1, countEvents(root, EventPath))
+	assert.Contains(t, eventStrings(pathEvent(t, root), EventPathHops)[0], "waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels")
+}
+
+// A trace whose called service's spans never reached the tier (lost, or released by
+// groupbytrace before they came) gets no path from it: half a path would say "waiting on
+// inventory" with no cause, as if inventory had said nothing.
+func TestTierWritesNoPathFromHalfATrace(t *testing.T) {
+	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
+	sendAcrossServicesTo(gwNode, invNode)
+	got := throughTier(t, merged(gwNode))
+	require.Contains(t, got, spanID(1<<4|1))
+	_, ok := findEvent(got[spanID(1<<4|1)], EventPath)
+	assert.False(t, ok)
+}
+
+// A request's cause read back from its enriched span is the one its node computed from the
+// samples, also where the holder is only in held_by_routes (under 1 % of the span each).
+func TestCauseFromSpan(t *testing.T) {
+	s := ptrace.NewSpan()
+	s.SetKind(ptrace.SpanKindServer)
+	assert.Equal(t, "no samples", causeFromSpan(s))
+	require.NoError(t, s.Attributes().FromRaw(map[string]any{
+		AttrCPUTraceMs: 20.0, AttrCPUOtherTracesMs: 1.5, AttrOffCPUTraceMs: 3.0, AttrOffCPUOtherTracesMs: 0.5, AttrOffCPURunnableMs: 60.0,
+	}))
+	ev := s.Events().AppendEmpty()
+	ev.SetName(EventProfile)
+	putStrings(ev.Attributes(), EventTopFrames, []string{"hot (a.js:1) 90%", "warm (a.js:2) 10%", "cold (a.js:3) <1%"})
+	putStrings(ev.Attributes(), EventHeldByRoutes, []string{"/price/:sku 2.0ms in 3 requests: priceOf (inventory.js:40)"})
+	assert.Equal(t, "waiting for a CPU 60.0ms; cpu 20.0ms in hot (a.js:1) 90%, warm (a.js:2) 10%; blocked 3.0ms; held by /price/:sku 2.0ms: priceOf (inventory.js:40)", causeFromSpan(s))
+}
+
+// The trace tier's cost per span: the path of a ProductPage trace as TestTierPathIsTheOneNodePath
+// makes it (two services, enriched), written again on each iteration. `go test -bench TierPath
+// -run '^$'` in collector/spanprofilesconnector (docs/benchmarks.md).
+func BenchmarkTierPath(b *testing.B) {
+	t := &testing.T{}
+	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
+	sendAcrossServicesTo(gwNode, invNode)
+	td := merged(gwNode, invNode)
+	if writePaths(td, 5) != 2 {
+		b.Fatal("no path")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		writePaths(td, 5)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*td.SpanCount()), "ns/span")
+}
