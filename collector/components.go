@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
 	"otel-thread-ctx/collector/spanprofilesconnector"
+	"otel-thread-ctx/collector/spanprofilesconnector/spanpathprocessor"
 )
 
 // components lists the factories of this distribution. There is no batch processor: in this
@@ -38,7 +39,7 @@ func components() (otelcol.Factories, error) {
 		// The trace tier (collector/tier.yaml): groupbytrace holds a trace's spans until they
 		// have all come, then span_path writes the path across the whole trace's services.
 		groupbytraceprocessor.NewFactory(),
-		spanprofilesconnector.NewPathProcessorFactory(),
+		spanpathprocessor.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err
 	}

@@ -9,17 +9,18 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// The path over whole traces, for the trace tier (collector/tier.yaml): node Collectors enrich
+// The path over whole traces, for the trace tier (collector/tier.yaml, its span_path processor,
+// spanpathprocessor/): node Collectors enrich
 // their own processes' spans with their own agent's profiles and send each trace, keyed by its
 // id, to one tier Collector, where groupbytrace hands a trace's spans over together. Those spans
 // carry their causes already (the contract's attributes and events), so the path needs no
 // profiles: each request's cause is read back from its span, and the path of each first
 // request is written as on a node, replacing the one its node wrote from what it saw.
 
-// writePaths writes the EventPath event on each first request of td's traces that called a
+// WritePaths writes the EventPath event on each first request of td's traces that called a
 // service whose request is in td too, replacing any path event it carried; it returns how many
 // it wrote.
-func writePaths(td ptrace.Traces, topN int) int {
+func WritePaths(td ptrace.Traces, topN int) int {
 	spans := 0
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {

@@ -1,16 +1,12 @@
 package spanprofilesconnector
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/processor/processortest"
 )
 
 // merged is everything the sinks of hs received, as one batch: what groupbytrace hands the
@@ -25,20 +21,13 @@ func merged(hs ...*harness) ptrace.Traces {
 	return out
 }
 
-// throughTier runs td through a span_path processor and returns what it passed on by span id.
+// throughTier writes td's paths as the span_path processor does (spanpathprocessor/) and
+// returns its spans by span id.
 func throughTier(t *testing.T, td ptrace.Traces) map[pcommon.SpanID]ptrace.Span {
 	t.Helper()
-	f := NewPathProcessorFactory()
-	sink := &consumertest.TracesSink{}
-	p, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(f.Type()), f.CreateDefaultConfig(), sink)
-	require.NoError(t, err)
-	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
-	require.NoError(t, p.ConsumeTraces(context.Background(), td))
-	require.NoError(t, p.Shutdown(context.Background()))
+	WritePaths(td, 5)
 	out := map[pcommon.SpanID]ptrace.Span{}
-	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(s ptrace.Span) { out[s.SpanID()] = s })
-	}
+	forEachSpan(td, func(s ptrace.Span) { out[s.SpanID()] = s })
 	return out
 }
 
@@ -131,13 +120,13 @@ func BenchmarkTierPath(b *testing.B) {
 	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
 	sendAcrossServicesTo(gwNode, invNode)
 	td := merged(gwNode, invNode)
-	if writePaths(td, 5) != 2 {
+	if WritePaths(td, 5) != 2 {
 		b.Fatal("no path")
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		writePaths(td, 5)
+		WritePaths(td, 5)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*td.SpanCount()), "ns/span")
 }
