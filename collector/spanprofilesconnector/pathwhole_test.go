@@ -84,9 +84,8 @@ func TestTierReplacesANodesPath(t *testing.T) {
 	assert.Contains(t, eventStrings(pathEvent(t, root), EventPathHops)[0], "waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels")
 }
 
-// A trace whose called service's spans never reached the tier (lost, or released by
-// groupbytrace before they came) gets no path from it: half a path would say "waiting on
-// inventory" with no cause, as if inventory had said nothing.
+// A trace none of whose called services' spans reached the tier (lost, or handed on by
+// groupbytrace before they came) gets no path from it: nothing crossed to another service.
 func TestTierWritesNoPathFromHalfATrace(t *testing.T) {
 	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
 	sendAcrossServicesTo(gwNode, invNode)
