@@ -7,7 +7,6 @@ package spanpathprocessor // import "otel-thread-ctx/collector/spanprofilesconne
 
 import (
 	"context"
-	"fmt"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -20,28 +19,10 @@ import (
 
 var componentType = component.MustNewType("span_path")
 
-// maxTopFrames is the spanprofiles connector's bound on its top_frames.
-const maxTopFrames = 50
-
-// Config is the span_path processor's configuration.
-type Config struct {
-	// TopFrames is how many hops the path event lists (the rest as a count and their ms), as
-	// the spanprofiles connector's top_frames.
-	TopFrames int `mapstructure:"top_frames"`
-}
-
-// Validate refuses a top_frames out of 1 to 50.
-func (c *Config) Validate() error {
-	if c.TopFrames < 1 || c.TopFrames > maxTopFrames {
-		return fmt.Errorf("top_frames is %d: expected 1 to %d", c.TopFrames, maxTopFrames)
-	}
-	return nil
-}
-
 // NewFactory returns the factory of the `span_path` processor.
 func NewFactory() processor.Factory {
 	return processor.NewFactory(componentType,
-		func() component.Config { return &Config{TopFrames: 5} },
+		func() component.Config { return createDefaultConfig() },
 		processor.WithTraces(createTraces, component.StabilityLevelDevelopment))
 }
 
