@@ -9,7 +9,8 @@
 // it to Jaeger. Read back from Jaeger, the same answers as on one node: no gateway holder named
 // by an inventory route, >= 90 % of the gateway's requests routed by operation, >= 80 % of the
 // gateway roots of traces where inventory burnt >= 15 ms naming inventory's hot function on
-// their path; and one path per root (the tier's). The tier's CPU per span and peak memory are
+// their path; and one path per root (the tier's). The gateway's node keeps its latency
+// histograms (Prometheus), named by operation. The tier's CPU per span and peak memory are
 // printed (docs/spanprofiles.md, "Services on different nodes: the trace tier").
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -18,7 +19,7 @@ const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
 const { runDir } = require('./run-dir');
-const { AGENT_FLAGS, startServices, runLoad, readBack, checkHolders, checkRouted, checkHotPath } = require('./graphql-shop');
+const { AGENT_FLAGS, OPERATIONS, startServices, runLoad, readBack, checkHolders, checkRouted, checkHotPath } = require('./graphql-shop');
 
 const isRoot = process.getuid() === 0;
 const IDLE_MS = 5_000;
@@ -98,6 +99,18 @@ test('two nodes, one trace tier: the same answers as on one node, the path writt
     // a root carries one path at most (the tier replaces a node's).
     const twice = roots.filter((s) => s.events.filter((e) => e.name === 'thread_ctx.path').length > 1);
     assert.equal(twice.length, 0, `${twice.length} gateway roots carry more than one path`);
+  });
+
+  await t.test("the gateway's node keeps its latency histograms, its requests by their operation", async () => {
+    // span_metrics stays on the node (node.yaml, every 15 s to Prometheus): read until its
+    // gateway series are in (capped).
+    const query = 'count by (thread_ctx_route) (traces_span_metrics_duration_milliseconds_count{job="gateway", span_name="POST"})';
+    let routes = [];
+    for (let i = 0; i < 15 && routes.length < OPERATIONS.length; i++) {
+      routes = (await pipeline.promQuery(prometheus.port, query)).map((r) => r.metric.thread_ctx_route).sort();
+      if (routes.length < OPERATIONS.length) await sleep(2_000);
+    }
+    assert.deepEqual(routes, OPERATIONS.map((o) => o.route).sort());
   });
 
   await t.test("each node sent its spans to the tier, which held every trace until it passed it on whole", async () => {
