@@ -2,7 +2,6 @@ package spanprofilesconnector
 
 import (
 	"math"
-	"regexp"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -74,13 +73,6 @@ func forEachServer(td ptrace.Traces, f func(procRef, ptrace.Span), t *traceNames
 	}
 }
 
-// A held_by entry, "<who> <trace id> <ms>ms: <top frame>" (who may have spaces), and a
-// held_by_routes one, "<route> <ms>ms in <n> requests: <top frame>".
-var (
-	heldByEntry    = regexp.MustCompile(`^(.*) [0-9a-f]{32} [0-9.]+ms: (.*)$`)
-	heldRouteEntry = regexp.MustCompile(`^(.*) [0-9.]+ms in [0-9]+ requests?: (.*)$`)
-)
-
 // causeFromSpan is causeOf read back from an enriched span: the same parts from its
 // attributes (cpu.trace_ms and the two hottest of top_frames; off_cpu.runnable_ms;
 // off_cpu.trace_ms; the other traces' time, named by the first of held_by, which lists the
@@ -110,10 +102,10 @@ func causeFromSpan(s ptrace.Span) string {
 	offOther, _ := msAttr(attrs, AttrOffCPUOtherTracesMs)
 	if held := cpuOther + offOther; held >= minHeldNs {
 		who, frame := "(unknown)", noStack
-		if m := firstMatch(heldByEntry, strs(profile, EventHeldBy)); m != nil {
-			who, frame = m[1], m[2]
-		} else if m := firstMatch(heldRouteEntry, strs(profile, EventHeldByRoutes)); m != nil {
-			who, frame = m[1], m[2]
+		if w, f, ok := firstHolder(strs(profile, EventHeldBy), "ms: ", isHeldByHead); ok {
+			who, frame = w, f
+		} else if w, f, ok := firstHolder(strs(profile, EventHeldByRoutes), " requests: ", isRouteHead); ok {
+			who, frame = w, f
 		}
 		c.held(held, who, frame)
 	}
@@ -145,9 +137,68 @@ func strs(m pcommon.Map, k string) []string {
 	return out
 }
 
-func firstMatch(re *regexp.Regexp, entries []string) []string {
+// firstHolder splits the first entry of a held_by list at sep into who held the thread and its
+// top frame: a held_by entry, "<who> <trace id> <ms>ms: <frame>", or a held_by_routes one,
+// "<route> <ms>ms in <n> requests: <frame>". A name may hold spaces and the separator itself,
+// so each place sep occurs is tried until what precedes it has the entry's shape (head says
+// where the name ends, or -1).
+func firstHolder(entries []string, sep string, head func(string) int) (who, frame string, ok bool) {
 	if len(entries) == 0 {
-		return nil
+		return "", "", false
 	}
-	return re.FindStringSubmatch(entries[0])
+	e := entries[0]
+	for from := 0; ; {
+		k := strings.Index(e[from:], sep)
+		if k < 0 {
+			return "", "", false
+		}
+		k += from
+		if end := head(e[:k]); end >= 0 {
+			return e[:end], e[k+len(sep):], true
+		}
+		from = k + 1
+	}
+}
+
+// isHeldByHead: "<who> <trace id> <ms>" (the "ms" cut off): where <who> ends, or -1.
+func isHeldByHead(h string) int {
+	rest, ms, ok := cutLast(h)
+	if !ok || !isDecimal(ms) {
+		return -1
+	}
+	rest, id, ok := cutLast(rest)
+	if !ok || len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return -1
+	}
+	return len(rest)
+}
+
+// isRouteHead: "<route> <ms>ms in <n>": where <route> ends, or -1.
+func isRouteHead(h string) int {
+	rest, n, ok := cutLast(h)
+	if !ok || strings.Trim(n, "0123456789") != "" || n == "" {
+		return -1
+	}
+	rest, in, ok := cutLast(rest)
+	if !ok || in != "in" {
+		return -1
+	}
+	rest, ms, ok := cutLast(rest)
+	if !ok || !strings.HasSuffix(ms, "ms") || !isDecimal(strings.TrimSuffix(ms, "ms")) {
+		return -1
+	}
+	return len(rest)
+}
+
+// cutLast splits s at its last space.
+func cutLast(s string) (before, last string, ok bool) {
+	i := strings.LastIndexByte(s, ' ')
+	if i < 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+func isDecimal(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789.") == ""
 }

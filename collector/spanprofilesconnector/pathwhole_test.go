@@ -111,6 +111,29 @@ func TestCauseFromSpan(t *testing.T) {
 	assert.Equal(t, "waiting for a CPU 60.0ms; cpu 20.0ms in hot (a.js:1) 90%, warm (a.js:2) 10%; blocked 3.0ms; held by /price/:sku 2.0ms: priceOf (inventory.js:40)", causeFromSpan(s))
 }
 
+// A holder's name may hold spaces and the entry's separators: each place they occur is tried.
+func TestFirstHolder(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef"
+	for _, c := range []struct{ entry, who, frame string }{
+		{"query ProductPage " + id + " 20.0ms: resolveProduct (gateway.js:30)", "query ProductPage", "resolveProduct (gateway.js:30)"},
+		{"query Odd 5ms: name " + id + " 1.5ms: f (a.js:1)", "query Odd 5ms: name", "f (a.js:1)"},
+		{"(unknown) " + id + " 0.1ms: (no stack)", "(unknown)", "(no stack)"},
+	} {
+		who, frame, ok := firstHolder([]string{c.entry}, "ms: ", isHeldByHead)
+		require.True(t, ok, c.entry)
+		assert.Equal(t, []string{c.who, c.frame}, []string{who, frame})
+	}
+	who, frame, ok := firstHolder([]string{"/a 3 requests: b 2.0ms in 3 requests: f (a.js:1)"}, " requests: ", isRouteHead)
+	require.True(t, ok)
+	assert.Equal(t, []string{"/a 3 requests: b", "f (a.js:1)"}, []string{who, frame})
+	for _, bad := range []string{"no id 2.0ms: f", id + " 2.0ms: f", "who " + id + " twoms: f"} {
+		_, _, ok := firstHolder([]string{bad}, "ms: ", isHeldByHead)
+		assert.False(t, ok, bad)
+	}
+	_, _, ok = firstHolder(nil, "ms: ", isHeldByHead)
+	assert.False(t, ok)
+}
+
 // The trace tier's cost per span: the path of a ProductPage trace as TestTierPathIsTheOneNodePath
 // makes it (two services, enriched), written again on each iteration. `go test -bench TierPath
 // -run '^$'` in collector/spanprofilesconnector (docs/benchmarks.md).
