@@ -3,9 +3,11 @@ package main
 import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/groupbytraceprocessor"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
@@ -19,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
 	"otel-thread-ctx/collector/spanprofilesconnector"
+	"otel-thread-ctx/collector/spanprofilesconnector/spanpathprocessor"
 )
 
 // components lists the factories of this distribution. There is no batch processor: in this
@@ -33,6 +36,10 @@ func components() (otelcol.Factories, error) {
 	}
 	if factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
 		memorylimiterprocessor.NewFactory(),
+		// The trace tier (collector/tier.yaml): groupbytrace holds a trace's spans until they
+		// have all come, then span_path writes the path across the whole trace's services.
+		groupbytraceprocessor.NewFactory(),
+		spanpathprocessor.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err
 	}
@@ -41,6 +48,9 @@ func components() (otelcol.Factories, error) {
 		otlpexporter.NewFactory(),
 		// OTLP/HTTP: what Prometheus's OTLP receiver takes (/api/v1/otlp/v1/metrics).
 		otlphttpexporter.NewFactory(),
+		// loadbalancing: a node Collector sends each trace's spans, keyed by trace id, to one
+		// Collector of the trace tier (collector/tier.yaml), where a trace's services meet.
+		loadbalancingexporter.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err
 	}

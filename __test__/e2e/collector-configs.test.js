@@ -1,6 +1,7 @@
 'use strict';
 // The shipped Collector configurations, checked by the project's Collector itself: the production
-// one (collector/node.yaml, with and without collector/storage.yaml) and the test and demo rig
+// one (collector/node.yaml, with and without collector/storage.yaml; with collector/to-tier.yaml,
+// and the trace tier's collector/tier.yaml) and the test and demo rig
 // (collector/spanprofiles.yaml) are valid; `--set=connectors::spanprofiles::...` reaches the
 // connector; the rig's files append across a restart and rotate; the Collector's own metrics,
 // which the docs and `thread-ctx report --traces` point at, are served by both.
@@ -45,6 +46,20 @@ test('the production configuration is valid, alone, with storage and with auth; 
 test('spanprofiles-prometheus.yaml merges over the production configuration: its metrics go to Prometheus, METRICS_BACKEND_ENDPOINT unset', { skip }, () => {
   const r = validate(['node.yaml', 'spanprofiles-prometheus.yaml'], { TRACES_BACKEND_ENDPOINT: BACKENDS.TRACES_BACKEND_ENDPOINT });
   assert.equal(r.status, 0, `otelcol validate node.yaml + spanprofiles-prometheus.yaml: ${r.stdout}${r.stderr}`);
+});
+
+test('the trace tier is valid; node.yaml with to-tier.yaml needs only the tier named, with storage and auth too', { skip }, () => {
+  const tier = validate(['tier.yaml'], { TRACES_BACKEND_ENDPOINT: BACKENDS.TRACES_BACKEND_ENDPOINT });
+  assert.equal(tier.status, 0, `otelcol validate tier.yaml: ${tier.stdout}${tier.stderr}`);
+  const auth = { OTELCOL_TLS_CERT_FILE: '/c.pem', OTELCOL_TLS_KEY_FILE: '/k.pem', OTELCOL_TOKEN_FILE: '/tokens' };
+  const toTier = { METRICS_BACKEND_ENDPOINT: BACKENDS.METRICS_BACKEND_ENDPOINT, TIER_HOSTNAME: 'otelcol-tier.observability.svc.cluster.local', ...auth };
+  for (const configs of [['node.yaml', 'to-tier.yaml'], ['node.yaml', 'storage.yaml', 'auth.yaml', 'to-tier.yaml']]) {
+    const r = validate(configs, toTier);
+    assert.equal(r.status, 0, `otelcol validate ${configs.join(' + ')}: ${r.stdout}${r.stderr}`);
+  }
+  const noBackend = validate(['tier.yaml'], {});
+  assert.notEqual(noBackend.status, 0);
+  assert.match(noBackend.stderr, /otlp_grpc\/traces: requires a non-empty "endpoint"/);
 });
 
 test('the test and demo rig is valid, alone and with storage', { skip }, () => {

@@ -3,7 +3,8 @@
 // (collector/node.yaml and collector/storage.yaml, unchanged), which the project's Collector (the
 // same components a user's ocb build has: spanprofiles, spanmetrics, OTLP, file_storage) accepts
 // as the DaemonSet runs it; the DaemonSet offers the ports the agent's DaemonSet and the pods send
-// to, names the backends the configuration needs, and mounts the storage it writes.
+// to, names the backends the configuration needs, and mounts the storage it writes. The same for
+// deploy/kubernetes/tier.yaml, the trace tier.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -57,7 +58,7 @@ test('the DaemonSet listens on the node where the agent and the pods send, and k
 // the pod's own address; health_check answers the probes there (collector-auth.test.js starts it).
 test('the Collector listens on no wildcard address, and the probes ask health_check', () => {
   const listening = /\$\{env:(OTELCOL_(?:GRPC|HTTP|HEALTH|AGENT)_ENDPOINT|OTELCOL_TELEMETRY_HOST):-([^}]*)\}/g;
-  for (const file of ['node.yaml', 'storage.yaml', 'auth.yaml']) {
+  for (const file of ['node.yaml', 'storage.yaml', 'auth.yaml', 'tier.yaml', 'to-tier.yaml']) {
     const text = fs.readFileSync(path.join(ROOT, 'collector', file), 'utf8');
     const config = text.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
     assert.doesNotMatch(config, /0\.0\.0\.0|\[::\]|host:\s*["']?::/, `${file} names a wildcard address`);
@@ -74,4 +75,37 @@ test('the Collector listens on no wildcard address, and the probes ask health_ch
   assert.equal(health.containerPort, 13133);
   assert.equal(health.hostPort, undefined, 'health_check is not on the node\'s address');
   for (const probe of [container.livenessProbe, container.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/', port: 'health' });
+});
+
+// deploy/kubernetes/tier.yaml: the trace tier's ConfigMap is collector/tier.yaml unchanged, which
+// the Collector accepts as the Deployment runs it; its headless Service leads to the port the
+// nodes' load_balancing exporter sends to (TIER_PORT, 4317), and it listens on the pod's address.
+const tierDocs = YAML.parseAllDocuments(fs.readFileSync(path.join(ROOT, 'deploy', 'kubernetes', 'tier.yaml'), 'utf8')).map((d) => d.toJS());
+const tierMap = tierDocs.find((d) => d.kind === 'ConfigMap');
+const tierService = tierDocs.find((d) => d.kind === 'Service');
+const tierContainer = tierDocs.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
+
+test('the trace tier: its ConfigMap is collector/tier.yaml, the Collector accepts it as the Deployment runs it', { skip: collectorNeed.skip }, collectorNeed.guard(() => {
+  assert.equal(tierMap.data['tier.yaml'], fs.readFileSync(path.join(ROOT, 'collector', 'tier.yaml'), 'utf8'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deploy-tier-'));
+  fs.writeFileSync(path.join(dir, 'tier.yaml'), tierMap.data['tier.yaml']);
+  const args = tierContainer.args.map((a) => a.replace('/conf/', `${dir}/`));
+  const env = Object.fromEntries(tierContainer.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+  const r = spawnSync(BIN.collector, ['validate', ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  fs.rmSync(dir, { recursive: true, force: true });
+  assert.equal(r.status, 0, `otelcol validate: ${r.stdout}${r.stderr}`);
+}));
+
+test('the trace tier: a headless Service to the port the nodes send to; the pod\'s own address, probes on health_check', () => {
+  assert.equal(tierService.spec.clusterIP, 'None', 'headless: the DNS resolver needs every pod\'s address');
+  const toTier = YAML.parse(fs.readFileSync(path.join(ROOT, 'collector', 'to-tier.yaml'), 'utf8'));
+  assert.equal(toTier.exporters.load_balancing.resolver.dns.port, '${env:TIER_PORT:-4317}');
+  assert.deepEqual(tierService.spec.ports.map((p) => p.port), [4317]);
+  assert.deepEqual(tierContainer.ports.find((p) => p.name === tierService.spec.ports[0].targetPort).containerPort, 4317);
+  assert.deepEqual(tierService.spec.selector, tierDocs.find((d) => d.kind === 'Deployment').spec.template.metadata.labels);
+  const env = Object.fromEntries(tierContainer.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+  for (const name of ['OTELCOL_GRPC_ENDPOINT', 'OTELCOL_HEALTH_ENDPOINT', 'OTELCOL_TELEMETRY_HOST']) {
+    assert.match(env[name], /^\$\(MY_POD_IP\)/, `${name} is the pod's address`);
+  }
+  for (const probe of [tierContainer.livenessProbe, tierContainer.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/', port: 'health' });
 });

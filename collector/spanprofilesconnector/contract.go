@@ -57,7 +57,8 @@ const (
 
 	// The span event with the request's path across services, on a trace's first request (a
 	// server span whose parent is no call this Collector saw) when it called another service
-	// whose server span this Collector saw too (path.go).
+	// whose server span this Collector saw too (path.go); in the trace tier, over the whole
+	// trace, replacing the node's (pathwhole.go).
 	EventPath = "thread_ctx.path"
 	// String array: the path's hops, heaviest first, top_frames of them, "<hop> <ms>ms: <cause>".
 	// A hop is "<service> <route>" (the first request's own time), "waiting on <service>

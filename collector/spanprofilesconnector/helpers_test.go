@@ -2,6 +2,7 @@ package spanprofilesconnector
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +45,12 @@ type harness struct {
 	clock    atomic.Int64
 	// What the connector logged (Info and above).
 	logs *observer.ObservedLogs
+	// Its component id: the state its halves share.
+	id component.ID
 }
+
+// harnesses numbers the harnesses made.
+var harnesses atomic.Int64
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
@@ -56,7 +62,10 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	h := &harness{t: t, sink: &consumertest.TracesSink{}, tel: componenttest.NewTelemetry()}
 	h.clock.Store(ms(0) + int64(time.Hour)) // arrival times are the Collector's: any instant works
 	set := connectortest.NewNopSettings(metadata.Type)
-	set.ID = component.MustNewIDWithName(metadata.Type.String(), t.Name())
+	// One id per harness: two harnesses of one test are two Collectors (two nodes), not one
+	// state shared by id.
+	set.ID = component.MustNewIDWithName(metadata.Type.String(), fmt.Sprintf("%s-%d", t.Name(), harnesses.Add(1)))
+	h.id = set.ID
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
 	var core zapcore.Core
 	core, h.logs = observer.New(zapcore.InfoLevel)

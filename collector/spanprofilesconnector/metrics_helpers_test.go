@@ -28,7 +28,7 @@ func newMetricsHarness(t *testing.T, mutate func(*Config)) *metricsHarness {
 	mh := &metricsHarness{harness: h, msink: &consumertest.MetricsSink{}}
 	f := NewFactory()
 	set := connectortest.NewNopSettings(component.MustNewType(typeStr))
-	set.ID = component.MustNewIDWithName(typeStr, t.Name())
+	set.ID = h.id
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
 	var err error
 	mh.metrics, err = f.CreateTracesToMetrics(context.Background(), set, h.c.cfg, mh.msink)

@@ -244,26 +244,15 @@ func add(byKey map[string]*pathHop, key string, ns int64, cause string) {
 // /report 5.0ms: render (report.js:9); blocked 3.0ms". Parts under 0.1 ms are left out; "no samples"
 // when nothing is known.
 func causeOf(j *joined, nameOf func(pcommon.TraceID) string) string {
-	type part struct {
-		ns   int64
-		text string
-	}
-	var parts []part
-	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-	if j.cpuKnown() && j.cpuTrace >= minHeldNs {
+	var c causeParts
+	if j.cpuKnown() {
 		// Its two hottest frames: at 99 Hz a 20 ms burst is two samples, and one of them in
 		// another function ties the two (one frame would then name either, by its name).
-		frames := noStack
-		if f := percentages(j.frames, 2); len(f) > 0 {
-			frames = strings.Join(f, ", ")
-		}
-		parts = append(parts, part{j.cpuTrace, fmt.Sprintf("cpu %.1fms in %s", ms(j.cpuTrace), frames)})
+		c.cpu(j.cpuTrace, strings.Join(percentages(j.frames, 2), ", "))
 	}
-	if j.offKnown() && j.runnable >= minHeldNs {
-		parts = append(parts, part{j.runnable, fmt.Sprintf("waiting for a CPU %.1fms", ms(j.runnable))})
-	}
-	if j.offKnown() && j.offTrace >= minHeldNs {
-		parts = append(parts, part{j.offTrace, fmt.Sprintf("blocked %.1fms", ms(j.offTrace))})
+	if j.offKnown() {
+		c.runnable(j.runnable)
+		c.blocked(j.offTrace)
 	}
 	var longest pcommon.TraceID
 	var held, longestNs int64
@@ -275,17 +264,9 @@ func causeOf(j *joined, nameOf func(pcommon.TraceID) string) string {
 	}
 	if held >= minHeldNs {
 		h := j.others[longest]
-		parts = append(parts, part{held, fmt.Sprintf("held by %s %.1fms: %s", holderName(h, longest, nameOf), ms(held), h.topFrame())})
+		c.held(held, holderName(h, longest, nameOf), h.topFrame())
 	}
-	if len(parts) == 0 {
-		return "no samples"
-	}
-	slices.SortStableFunc(parts, func(a, b part) int { return cmpInt(b.ns, a.ns) })
-	texts := make([]string, len(parts))
-	for i, p := range parts {
-		texts[i] = p.text
-	}
-	return strings.Join(texts, "; ")
+	return c.String()
 }
 
 // putPath writes the path as the EventPath event of the first request: its n heaviest hops,

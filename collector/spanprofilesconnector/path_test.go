@@ -75,22 +75,29 @@ func inventoryRequest(tr byte, route string, start, end float64) hopSpec {
 
 // sendAcrossServices sends two traces through both services, each holding the other's thread
 // in one of them (TestTraceAcrossServices says how).
-func sendAcrossServices(h *harness) {
+func sendAcrossServices(h *harness) { sendAcrossServicesTo(h, h) }
+
+// sendAcrossServicesTo sends the gateway's spans and profiles to gwNode's Collector and
+// inventory's to invNode's: one node when they are the same, two otherwise (pathwhole_test.go).
+func sendAcrossServicesTo(gwNode, invNode *harness) {
 	// Trace 1, query ProductPage: gateway 0-100 ms, its fetch 20-90, inventory's /stock/:sku
 	// 25-85 (20 ms on CPU in recomputeStockLevels, 15 ms waiting for a CPU, 10 ms held by
 	// trace 2). Trace 2, an anonymous query: gateway 1-200, its fetch 110-190, inventory's
 	// /price/:sku 30-190 ms; its gateway work holds the gateway's thread 5-15 ms, in trace 1
 	// (samples every 10 ms: each stands for 10 ms).
-	h.sendTraces(hopTraces("gateway", gatewayPID, append(gatewayRequest(1, operation("query", "ProductPage"), 0, 100, 20, 90),
+	gwNode.sendTraces(hopTraces("gateway", gatewayPID, append(gatewayRequest(1, operation("query", "ProductPage"), 0, 100, 20, 90),
 		gatewayRequest(2, operation("query", ""), 1, 200, 110, 190)...)...))
-	h.sendTraces(hopTraces("inventory", inventoryPID, inventoryRequest(1, "/stock/:sku", 25, 85), inventoryRequest(2, "/price/:sku", 30, 190)))
+	invNode.sendTraces(hopTraces("inventory", inventoryPID, inventoryRequest(1, "/stock/:sku", 25, 85), inventoryRequest(2, "/price/:sku", 30, 190)))
 
-	r := newRequest()
-	gw := r.window(agentProcess(gatewayPID, "service.name", "gateway"), 0, 1000)
-	inv := r.window(agentProcess(inventoryPID, "service.name", "inventory"), 0, 1000)
-	resolve := r.stack(js("resolveProduct", "/srv/gateway.js", 30))
-	hot := r.stack(js("recomputeStockLevels", "/srv/inventory.js", 13))
-	price := r.stack(js("priceOf", "/srv/inventory.js", 40))
+	rg, ri := newRequest(), newRequest()
+	if gwNode == invNode {
+		ri = rg
+	}
+	gw := rg.window(agentProcess(gatewayPID, "service.name", "gateway"), 0, 1000)
+	inv := ri.window(agentProcess(inventoryPID, "service.name", "inventory"), 0, 1000)
+	resolve := rg.stack(js("resolveProduct", "/srv/gateway.js", 30))
+	hot := ri.stack(js("recomputeStockLevels", "/srv/inventory.js", 13))
+	price := ri.stack(js("priceOf", "/srv/inventory.js", 40))
 	// No sample carries a route (Apollo's server sets none; here Express's samples neither):
 	// the names come from the spans alone.
 	gw.cpuEvery(on{tid: gatewayPID, trace: 2, span: 2<<4 | 2, stack: resolve}, 5, 15)
@@ -98,7 +105,10 @@ func sendAcrossServices(h *harness) {
 	inv.cpuEvery(on{tid: inventoryPID, trace: 1, span: 1<<4 | 4, stack: hot}, 30, 49)
 	inv.preempted(on{tid: inventoryPID, trace: 1, span: 1<<4 | 4, stack: hot}, 50, 65)
 	inv.cpuEvery(on{tid: inventoryPID, trace: 2, span: 2<<4 | 4, stack: price}, 70, 79)
-	h.sendProfiles(r)
+	if ri != rg {
+		invNode.sendProfiles(ri)
+	}
+	gwNode.sendProfiles(rg)
 }
 
 // Two traces, each through both services, each holding the other's thread in one of them: a
