@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 )
 
-// Config is the `spanprofiles` connector's configuration. Every field has a default
+// Config is the `span_profiles` connector's configuration. Every field has a default
 // (createDefaultConfig) sized for one node: 20 services at 200 requests/s with 3 spans each and
 // the agent's 10 s windows stay well inside them (docs/benchmarks.md).
 type Config struct {

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// spanProfiles is the state one `spanprofiles` component id shares between its two halves:
+// spanProfiles is the state one `span_profiles` component id shares between its two halves:
 // the traces it holds and the profile windows it joins them with.
 type spanProfiles struct {
 	cfg    *Config
@@ -351,7 +351,7 @@ func (c *spanProfiles) keep(ctx context.Context, td ptrace.Traces) ([]uint64, er
 	}
 	if err != nil {
 		c.logger.Warn("could not keep spans in storage: the request is refused, its sender retries it", zap.Int("spans", td.SpanCount()), zap.Error(err))
-		return nil, fmt.Errorf("spanprofiles: keeping the spans in storage failed (retry later): %w", err)
+		return nil, fmt.Errorf("span_profiles: keeping the spans in storage failed (retry later): %w", err)
 	}
 	return stored, nil
 }

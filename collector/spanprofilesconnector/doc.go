@@ -1,4 +1,4 @@
-// Package spanprofilesconnector is the `spanprofiles` connector of the OpenTelemetry Collector:
+// Package spanprofilesconnector is the `span_profiles` connector of the OpenTelemetry Collector:
 // it joins the spans of a node's services with the span-linked profiles that `thread-ctx agent`
 // sends from the same node, and emits each span with what its thread did while it was open (its
 // own CPU, other requests' CPU, CPU with no span, time off CPU, allocated bytes, top frames and

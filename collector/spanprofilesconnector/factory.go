@@ -14,7 +14,8 @@ import (
 	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
-// NewFactory returns the factory of the `spanprofiles` connector: traces -> traces (the spans
+// NewFactory returns the factory of the `span_profiles` connector (once `spanprofiles`, still
+// accepted as a deprecated alias): traces -> traces (the spans
 // to enrich) and profiles -> traces (the profiles they are enriched from), and the same two
 // inputs -> metrics (who made whom wait), one state per component id shared by them all.
 func NewFactory() xconnector.Factory {
@@ -27,6 +28,8 @@ func NewFactory() xconnector.Factory {
 		xconnector.WithProfilesToTraces(createProfilesToTraces, metadata.ProfilesToTracesStability),
 		xconnector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
 		xconnector.WithProfilesToMetrics(createProfilesToMetrics, metadata.ProfilesToMetricsStability),
+		// The Collector maps `spanprofiles` to this factory and logs that the name is deprecated.
+		xconnector.WithDeprecatedTypeAlias(metadata.DeprecatedType),
 	)
 }
 
