@@ -204,11 +204,11 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3 // indirect
-	otel-thread-ctx/collector/spanprofilesconnector v0.1.0
+	github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector v0.1.0
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace otel-thread-ctx/collector/spanprofilesconnector => ./spanprofilesconnector
+replace github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector => ./spanprofilesconnector

@@ -10,4 +10,4 @@ cd "$(dirname "$0")/.."
 source scripts/go-build.sh
 go_build_once build-collector target/otelcol/otelcol-thread-ctx collector . \
   collector/go.mod collector/go.sum collector/*.go \
-  collector/spanprofilesconnector/go.mod collector/spanprofilesconnector/go.sum collector/spanprofilesconnector/*.go
+  collector/spanprofilesconnector/go.mod collector/spanprofilesconnector/go.sum $(find collector/spanprofilesconnector -name '*.go' -not -name '*_test.go')

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -12,7 +15,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 func enriched(h *harness, id byte) bool {

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 // What an enriched span carries. These names are a contract: users query them in their trace

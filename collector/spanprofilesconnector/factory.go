@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -11,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 // NewFactory returns the factory of the `span_profiles` connector (once `spanprofiles`, still

@@ -1,4 +1,4 @@
-module otel-thread-ctx/collector/spanprofilesconnector
+module github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector
 
 go 1.26.0
 

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -20,7 +23,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 // The node the load benchmark reproduces (docs/benchmarks.md): 20 services, each 200

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -6,10 +9,13 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
-// metricsScope names the scope of the metrics the connector emits.
-const metricsScope = "otel-thread-ctx/collector/spanprofilesconnector"
+// metricsScope names the scope of the metrics the connector emits: its import path, as
+// mdatagen's ScopeName is for every contrib component.
+var metricsScope = metadata.ScopeName
 
 // serviceMetrics is one service's metrics in a batch being built.
 type serviceMetrics struct {

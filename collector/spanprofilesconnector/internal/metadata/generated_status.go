@@ -11,7 +11,7 @@ import (
 var (
 	Type           = component.MustNewType("span_profiles")
 	DeprecatedType = component.MustNewType("spanprofiles")
-	ScopeName      = "otel-thread-ctx/collector/spanprofilesconnector"
+	ScopeName      = "github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector"
 )
 
 const (
