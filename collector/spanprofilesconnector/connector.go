@@ -62,8 +62,9 @@ type spanProfiles struct {
 	held       *heldSpans
 	heldToDrop []uint64
 
-	// Lifecycle: both halves start and shut down the one state.
-	starts int
+	// Lifecycle: the halves start and shut down the one state through sharedcomponent (the
+	// first Start, the last Shutdown); id is the component's, which names its storage records.
+	id     component.ID
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -73,7 +74,7 @@ type spanProfiles struct {
 // services); past it they are all forgotten and each waits max_wait once more.
 const unprofiledBound = 4_096
 
-func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfiles, error) {
+func newSpanProfiles(cfg *Config, id component.ID, set component.TelemetrySettings) (*spanProfiles, error) {
 	tel, err := newTelemetry(set)
 	if err != nil {
 		return nil, err
@@ -86,6 +87,7 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	metrics := newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold)
 	metrics.instance = collectorInstance(set.Resource)
 	return &spanProfiles{
+		id:         id,
 		cfg:        cfg,
 		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
 		logger:     set.Logger,
@@ -119,15 +121,13 @@ type unit struct {
 	proc procRef
 }
 
-func (c *spanProfiles) start(ctx context.Context, host component.Host, self component.ID) error {
+// Start opens the storage, replays what it held and starts the expiry loop (once: the first
+// half's Start, through sharedcomponent).
+func (c *spanProfiles) Start(ctx context.Context, host component.Host) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.starts++
-	if c.starts > 1 {
-		return nil
-	}
 	if c.cfg.Storage != nil {
-		held, units, err := openHeldSpans(ctx, host, *c.cfg.Storage, self)
+		held, units, err := openHeldSpans(ctx, host, *c.cfg.Storage, c.id)
 		if err != nil {
 			return err
 		}
@@ -183,23 +183,18 @@ func (c *spanProfiles) dropHeld(ctx context.Context, seqs []uint64) {
 	}
 }
 
-// shutdown ends the state when the last of its halves shuts down (returns true then): spans
-// still waiting are enriched if they can be, else sent on as they came. A half that never
-// started (the Collector failed to start another component) shuts down all the same.
-func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
+// Shutdown ends the state (once: the last half's Shutdown, through sharedcomponent): spans
+// still waiting are enriched if they can be, else sent on as they came. A state whose halves
+// never started (the Collector failed to start another component) shuts down all the same.
+func (c *spanProfiles) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
-	if c.starts > 0 {
-		c.starts--
+	if c.closed {
+		c.mu.Unlock()
+		return nil
 	}
-	last := c.starts == 0 && !c.closed
 	stop, done := c.stop, c.done
-	if last {
-		c.stop, c.closed = nil, true
-	}
+	c.stop, c.closed = nil, true
 	c.mu.Unlock()
-	if !last {
-		return false, nil
-	}
 	if stop != nil {
 		close(stop)
 		<-done
@@ -242,7 +237,7 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	if c.held != nil {
 		errs = append(errs, c.held.close(ctx))
 	}
-	return true, errors.Join(append(errs, c.tel.shutdown())...)
+	return errors.Join(append(errs, c.tel.shutdown())...)
 }
 
 // checkEvery is how often spans past their wait and windows past retention are looked for:

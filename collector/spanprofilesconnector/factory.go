@@ -5,7 +5,6 @@ package spanprofilesconnector
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/sharedcomponent"
 )
 
 // NewFactory returns the factory of the `span_profiles` connector (once `spanprofiles`, still
@@ -36,79 +36,51 @@ func NewFactory() xconnector.Factory {
 	)
 }
 
-// shared holds the state of every component id while any of its halves lives.
-var shared = struct {
-	sync.Mutex
-	byID map[component.ID]*spanProfiles
-}{byID: map[component.ID]*spanProfiles{}}
+// shared holds the state of every component id while any of its halves lives: made by the
+// first half created, started by the first Start, shut down by the last Shutdown and then
+// forgotten, so that a Collector that reloads its configuration starts afresh.
+var shared = sharedcomponent.NewMap[component.ID, *spanProfiles]()
 
 // stateOf returns the state of set.ID, made by the first half created.
-func stateOf(set connector.Settings, cfg component.Config) (*spanProfiles, error) {
-	shared.Lock()
-	defer shared.Unlock()
-	if c := shared.byID[set.ID]; c != nil {
-		return c, nil
-	}
-	c, err := newSpanProfiles(cfg.(*Config), set.TelemetrySettings)
-	if err != nil {
-		return nil, err
-	}
-	shared.byID[set.ID] = c
-	return c, nil
-}
-
-// release forgets the state of id once its last half shut down, so that a Collector that
-// reloads its configuration starts afresh.
-func release(id component.ID, c *spanProfiles) {
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.byID[id] == c {
-		delete(shared.byID, id)
-	}
+func stateOf(set connector.Settings, cfg component.Config) (*sharedcomponent.Component[*spanProfiles], error) {
+	return shared.LoadOrStore(set.ID, func() (*spanProfiles, error) {
+		return newSpanProfiles(cfg.(*Config), set.ID, set.TelemetrySettings)
+	})
 }
 
 func createTracesToTraces(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Traces) (connector.Traces, error) {
-	c, err := stateOf(set, cfg)
+	sc, err := stateOf(set, cfg)
 	if err != nil {
 		return nil, err
 	}
+	c := sc.Unwrap()
 	c.mu.Lock()
 	c.next = next
 	c.tracesToTraces = true
 	c.mu.Unlock()
-	return &tracesHalf{half{c, set.ID}}, nil
+	return &tracesHalf{half{sc, c}}, nil
 }
 
 func createProfilesToTraces(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Traces) (xconnector.Profiles, error) {
-	c, err := stateOf(set, cfg)
+	sc, err := stateOf(set, cfg)
 	if err != nil {
 		return nil, err
 	}
+	c := sc.Unwrap()
 	c.mu.Lock()
 	if c.next == nil {
 		c.next = next
 	}
 	c.profilesToTraces = true
 	c.mu.Unlock()
-	return &profilesHalf{half{c, set.ID}}, nil
+	return &profilesHalf{half{sc, c}}, nil
 }
 
-// half is what both halves share: the lifecycle of the one state.
+// half is what every half shares: the lifecycle of the one state (its Start and Shutdown are
+// the shared component's) and the state itself.
 type half struct {
-	c  *spanProfiles
-	id component.ID
-}
-
-func (h half) Start(ctx context.Context, host component.Host) error {
-	return h.c.start(ctx, host, h.id)
-}
-
-func (h half) Shutdown(ctx context.Context) error {
-	last, err := h.c.shutdown(ctx)
-	if last {
-		release(h.id, h.c)
-	}
-	return err
+	*sharedcomponent.Component[*spanProfiles]
+	c *spanProfiles
 }
 
 // tracesHalf takes the spans to enrich; it writes attributes onto them.

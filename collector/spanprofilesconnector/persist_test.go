@@ -53,12 +53,12 @@ func startRun(t *testing.T, host component.Host, storageID component.ID, clock t
 	cfg := createDefaultConfig()
 	cfg.Storage = &storageID
 	require.NoError(t, cfg.Validate())
-	c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+	c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 	require.NoError(t, err)
 	r := &run{c: c, sink: &consumertest.TracesSink{}}
 	c.next = r.sink
 	c.now = func() time.Time { return clock }
-	require.NoError(t, c.start(context.Background(), host, connectorID))
+	require.NoError(t, c.Start(context.Background(), host))
 	return r
 }
 
@@ -149,9 +149,9 @@ func TestStorageThatIsNotThere(t *testing.T) {
 	cfg := createDefaultConfig()
 	missing := component.MustNewID("file_storage")
 	cfg.Storage = &missing
-	c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+	c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 	require.NoError(t, err)
-	err = c.start(context.Background(), componenttest.NewNopHost(), connectorID)
+	err = c.Start(context.Background(), componenttest.NewNopHost())
 	require.ErrorContains(t, err, `storage is "file_storage": no such extension in this Collector's service::extensions`)
 }
 
@@ -181,12 +181,12 @@ func BenchmarkHeldSpans(b *testing.B) {
 				host = storagetest.NewStorageHost().WithExtension(id, ext)
 				cfg.Storage = &id
 			}
-			c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+			c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 			require.NoError(b, err)
 			c.next = consumertest.NewNop()
 			clock := time.Unix(0, ms(0)).Add(time.Hour)
 			c.now = func() time.Time { return clock }
-			require.NoError(b, c.start(context.Background(), host, connectorID))
+			require.NoError(b, c.Start(context.Background(), host))
 			defer func() {
 				close(c.stop)
 				<-c.done
@@ -341,9 +341,7 @@ func TestAGracefulRestartKeepsHeldSpans(t *testing.T) {
 	w.window(agentProcess(1), 1500, 2500).cpuAt(on{tid: 1, stack: w.stack(native("a"))}, 2, 1900, 2200)
 	require.NoError(t, first.c.consumeProfiles(context.Background(), w.pd))
 	require.Equal(t, 10, enrichedCount(first.sink))
-	last, err := first.c.shutdown(context.Background())
-	require.NoError(t, err)
-	require.True(t, last)
+	require.NoError(t, first.c.Shutdown(context.Background()))
 	assert.Equal(t, 10, first.sink.SpanCount(), "the 30 waiting were kept, not sent on unenriched")
 
 	restartEnriches(t, host, id, clock.Add(5*time.Second), 30)
