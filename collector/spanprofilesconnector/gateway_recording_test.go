@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pprofiletest"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -57,13 +59,14 @@ func TestGatewayRecording(t *testing.T) {
 		require.NoError(t, err)
 		writeRecording(t, gatewayDir+"spans.pb", tb)
 	}
-	// The files are what this builds.
+	// The files are what this builds, field for field (the end-to-end test posts them as OTLP
+	// protobuf; gatewayRecording is their readable source).
 	got := recordedTraces(t, gatewayDir+"spans.pb")
 	require.Len(t, got, 1)
-	assert.Equal(t, td.SpanCount(), got[0].SpanCount())
+	require.NoError(t, ptracetest.CompareTraces(td, got[0]))
 	profiles := recordedProfiles(t, gatewayDir+"profiles.pb")
 	require.Len(t, profiles, 1)
-	assert.Equal(t, r.pd.SampleCount(), profiles[0].SampleCount())
+	require.NoError(t, pprofiletest.CompareProfiles(r.pd, profiles[0]))
 
 	// And what the connector makes of them: the hot line on top.
 	h := newMetricsHarness(t, nil)
