@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
 )
 
 // spanProfiles is the state one `span_profiles` component id shares between its two halves:
@@ -59,7 +61,7 @@ type spanProfiles struct {
 
 	// With `storage`: where held spans are kept across a crash (persist.go), and the records of
 	// the units finished since the lock was taken, forgotten once their spans are sent on.
-	held       *heldSpans
+	held       *heldspans.Spans
 	heldToDrop []uint64
 
 	// Lifecycle: the halves start and shut down the one state through sharedcomponent (the
@@ -127,7 +129,7 @@ func (c *spanProfiles) Start(ctx context.Context, host component.Host) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg.Storage != nil {
-		held, units, err := openHeldSpans(ctx, host, *c.cfg.Storage, c.id)
+		held, units, err := heldspans.Open(ctx, host, *c.cfg.Storage, c.id)
 		if err != nil {
 			return err
 		}
@@ -141,15 +143,15 @@ func (c *spanProfiles) Start(ctx context.Context, host component.Host) error {
 
 // replay queues the spans a crashed run held, as they arrived then: each waits out what is left
 // of its max_wait for the windows that cover it.
-func (c *spanProfiles) replay(units []storedUnit) {
+func (c *spanProfiles) replay(units []heldspans.Unit) {
 	spans := 0
 	for _, stored := range units {
-		rss := stored.td.ResourceSpans()
+		rss := stored.Traces.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			c.names.note(rss.At(i))
-			u := newUnit(rss.At(i), stored.arrived)
+			u := newUnit(rss.At(i), stored.Arrived)
 			u.proc = c.names.ref(u.id)
-			u.stored = stored.seq
+			u.stored = stored.Seq
 			c.settleOnArrival(u)
 			c.queue = append(c.queue, u)
 			u.queued = true
@@ -178,7 +180,7 @@ func (c *spanProfiles) dropHeld(ctx context.Context, seqs []uint64) {
 	if c.held == nil {
 		return
 	}
-	if left, err := c.held.forget(ctx, seqs); err != nil {
+	if left, err := c.held.Forget(ctx, seqs); err != nil {
 		c.logger.Warn("could not delete spans sent on from storage: retried at the next check; a restart before then would send them again", zap.Int("batches", left), zap.Error(err))
 	}
 }
@@ -235,7 +237,7 @@ func (c *spanProfiles) Shutdown(ctx context.Context) error {
 	c.emitMetrics(ctx, md, mnext)
 	var errs []error
 	if c.held != nil {
-		errs = append(errs, c.held.close(ctx))
+		errs = append(errs, c.held.Close(ctx))
 	}
 	return errors.Join(append(errs, c.tel.shutdown())...)
 }
@@ -343,7 +345,7 @@ func (c *spanProfiles) keep(ctx context.Context, td ptrace.Traces) ([]uint64, er
 		own[i] = ptrace.NewTraces()
 		rss.At(i).MoveTo(own[i].ResourceSpans().AppendEmpty())
 	}
-	stored, err := c.held.save(ctx, c.now(), own)
+	stored, err := c.held.Save(ctx, c.now(), own)
 	for i := range own {
 		own[i].ResourceSpans().At(0).MoveTo(rss.At(i))
 	}

@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
 )
 
 // fileStorageHost is a host with contrib's file_storage (bbolt in a test directory) as
@@ -67,7 +69,7 @@ func startRun(t *testing.T, host component.Host, storageID component.ID, clock t
 func (r *run) crash(t *testing.T) {
 	close(r.c.stop)
 	<-r.c.done
-	require.NoError(t, r.c.held.close(context.Background()))
+	require.NoError(t, r.c.held.Close(context.Background()))
 }
 
 // serverSpans is n server spans of process 1's thread 1, 5 ms each from `from` ms, ids from `first`.
@@ -191,7 +193,7 @@ func BenchmarkHeldSpans(b *testing.B) {
 				close(c.stop)
 				<-c.done
 				if c.held != nil {
-					require.NoError(b, c.held.close(context.Background()))
+					require.NoError(b, c.held.Close(context.Background()))
 				}
 			}()
 			const spans = 512
@@ -260,7 +262,7 @@ func (f faultyClient) Batch(ctx context.Context, ops ...*storage.Operation) erro
 		<-*stall
 	}
 	for _, op := range ops {
-		if op.Type == storage.Set && f.s.failSets.Load() && op.Key != heldIndexKey {
+		if op.Type == storage.Set && f.s.failSets.Load() && op.Key != heldspans.IndexKey {
 			f.s.failedSets.Add(1)
 			return errDiskFull
 		}
@@ -313,13 +315,13 @@ func TestAFailedDeleteIsRetried(t *testing.T) {
 	require.NoError(t, first.c.consumeProfiles(context.Background(), coveringWindow().pd))
 	assert.Equal(t, 30, first.sink.SpanCount(), "sent on whatever the storage says")
 	assert.Positive(t, s.failedDeletes.Load())
-	assert.Equal(t, 1, first.c.held.undeletedCount(), "waits for its retry")
+	assert.Equal(t, 1, first.c.held.Undeleted(), "waits for its retry")
 
 	first.c.expire()
-	assert.Equal(t, 1, first.c.held.undeletedCount(), "the disk still fails: still waiting")
+	assert.Equal(t, 1, first.c.held.Undeleted(), "the disk still fails: still waiting")
 	s.failDeletes.Store(false)
 	first.c.expire()
-	assert.Zero(t, first.c.held.undeletedCount(), "retried at the next check")
+	assert.Zero(t, first.c.held.Undeleted(), "retried at the next check")
 	first.crash(t)
 
 	second := startRun(t, host, id, clock.Add(5*time.Second))
