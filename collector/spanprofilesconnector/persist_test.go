@@ -12,34 +12,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans/heldspanstest"
 )
 
-// fileStorageHost is a host with contrib's file_storage (bbolt in a test directory) as
-// `file_storage`, the extension the shipped collector/storage.yaml configures.
-func fileStorageHost(t *testing.T) (component.Host, component.ID) {
+// fileStorageHost is a host with contrib's file_storage as `file_storage`.
+func fileStorageHost(t testing.TB) (component.Host, component.ID) {
 	t.Helper()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = t.TempDir()
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
-	id := component.MustNewID("file_storage")
-	return storagetest.NewStorageHost().WithExtension(id, ext), id
+	return heldspanstest.FileStorageHost(t)
 }
 
 // run is one run of a Collector: the connector's state started on host, its spans to a sink.
@@ -172,15 +162,8 @@ func BenchmarkHeldSpans(b *testing.B) {
 			cfg := createDefaultConfig()
 			host := component.Host(componenttest.NewNopHost())
 			if withStorage {
-				f := filestorage.NewFactory()
-				fcfg := f.CreateDefaultConfig().(*filestorage.Config)
-				fcfg.Directory = b.TempDir()
-				ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), fcfg)
-				require.NoError(b, err)
-				require.NoError(b, ext.Start(context.Background(), componenttest.NewNopHost()))
-				defer func() { require.NoError(b, ext.Shutdown(context.Background())) }()
-				id := component.MustNewID("file_storage")
-				host = storagetest.NewStorageHost().WithExtension(id, ext)
+				var id component.ID
+				host, id = fileStorageHost(b)
 				cfg.Storage = &id
 			}
 			c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())

@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans/heldspanstest"
 )
 
 var self = component.MustNewID("span_profiles")
@@ -30,18 +29,11 @@ func spans(name string, n int) ptrace.Traces {
 	return td
 }
 
-// What one run saved and did not forget, the next run reads back, in order, from contrib's
-// file_storage (bbolt on disk); what it forgot is gone; the numbers go on from where they were.
+// What one run saved and did not forget, the next run reads back from contrib's file_storage
+// (bbolt on disk), in order; what it forgot is gone; the numbers go on from where they were.
+// (The connector's persist_test.go runs it through crashes and disk faults.)
 func TestSavedUnitsComeBackForgottenOnesDoNot(t *testing.T) {
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = t.TempDir()
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
-	id := component.MustNewID("file_storage")
-	host := storagetest.NewStorageHost().WithExtension(id, ext)
+	host, id := heldspanstest.FileStorageHost(t)
 
 	h, units, err := Open(context.Background(), host, id, self)
 	require.NoError(t, err)
