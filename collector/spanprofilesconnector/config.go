@@ -44,7 +44,7 @@ type Config struct {
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
 	// Storage names a storage extension (contrib's file_storage) that keeps the spans the
-	// connector holds, so that a crash loses none of them (persist.go). None: a crash loses up
+	// connector holds, so that a crash loses none of them (internal/heldspans). None: a crash loses up
 	// to max_wait of spans.
 	Storage *component.ID `mapstructure:"storage"`
 	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).

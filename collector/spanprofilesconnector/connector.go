@@ -59,7 +59,7 @@ type spanProfiles struct {
 	mtel        *metricsTelemetry
 	lastFlush   time.Time
 
-	// With `storage`: where held spans are kept across a crash (persist.go), and the records of
+	// With `storage`: where held spans are kept across a crash (internal/heldspans), and the records of
 	// the units finished since the lock was taken, forgotten once their spans are sent on.
 	held       *heldspans.Spans
 	heldToDrop []uint64
@@ -87,7 +87,7 @@ func newSpanProfiles(cfg *Config, id component.ID, set component.TelemetrySettin
 	}
 	now := time.Now()
 	metrics := newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold)
-	metrics.instance = collectorInstance(set.Resource)
+	metrics.SetInstance(collectorInstance(set.Resource))
 	return &spanProfiles{
 		id:         id,
 		cfg:        cfg,
@@ -627,9 +627,9 @@ func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, co
 		return pmetric.Metrics{}, nil
 	}
 	c.lastFlush = now
-	md := c.metrics.emit(pcommon.NewTimestampFromTime(now))
+	md := c.metrics.Emit(pcommon.NewTimestampFromTime(now))
 	// After the flush's election: the series sent.
-	c.mtel.series.Store(int64(c.metrics.series()))
+	c.mtel.series.Store(int64(c.metrics.Series()))
 	return md, c.metricsNext
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
 // testdata/gateway/: a GraphQL gateway's window and the requests it delayed, which the
@@ -94,7 +96,7 @@ func TestGatewayRecording(t *testing.T) {
 	})
 	require.Len(t, rows, 11, "10 lines and `other`")
 	assert.Equal(t, row{gatewayHotLine, 1200}, rows[0])
-	assert.Equal(t, row{otherValue, 710}, rows[1])
+	assert.Equal(t, row{waitmetrics.Other, 710}, rows[1])
 	assert.Equal(t, int64(71), h.folds(MetricAttrFunction))
 }
 

@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
 // Two requests interleaved on one thread while a /wait request waited: /hog ran, /search ran
@@ -70,8 +72,8 @@ func TestTwoHoldersInterleavedOnOneThread(t *testing.T) {
 
 	causes := h.lastPoints(MetricSpanTime)
 	for cause, want := range map[string]float64{
-		causeOwnCPU: 10, causeOtherRequestsCPU: 50, causeNoSpanCPU: 0, causeBlocked: 0,
-		causeOtherRequestsBlocked: 15, causeIdle: 8, causeCPUStarved: 10,
+		waitmetrics.CauseOwnCPU: 10, waitmetrics.CauseOtherRequestsCPU: 50, waitmetrics.CauseNoSpanCPU: 0, waitmetrics.CauseBlocked: 0,
+		waitmetrics.CauseOtherRequestsBlocked: 15, waitmetrics.CauseIdle: 8, waitmetrics.CauseCPUStarved: 10,
 	} {
 		k := "service.name=shop,http.route=/wait,cause=" + cause
 		require.Contains(t, causes, k)
