@@ -103,9 +103,8 @@ const (
 	// or `preempted` (still runnable).
 	attrOffCPUState = "thread.off_cpu.state"
 	offCPUPreempted = "preempted"
-	// Location attribute: `v8js` for JS frames (both profilers).
-	attrFrameType = "profile.frame.type"
-	frameTypeJS   = "v8js"
+	// Location attribute: `v8js` for JS frames (both profilers): internal/profiledict reads it
+	// (AttrFrameType, FrameTypeJS).
 
 	// Sample types (type/unit) the join reads; a profile of any other type is not read:
 	//   samples/count: CPU samples, a count per timestamp (or no values: one per timestamp);

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // The metrics the connector emits, turned around from the join: per route and line, the time
@@ -50,10 +52,10 @@ func isRequest(s ptrace.Span) bool {
 func routeOf(s ptrace.Span) string {
 	for _, k := range []string{attrHTTPRoute, AttrRoute} {
 		if v, ok := s.Attributes().Get(k); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
-			return truncate(v.Str())
+			return profiledict.Truncate(v.Str())
 		}
 	}
-	return truncate(s.Name())
+	return profiledict.Truncate(s.Name())
 }
 
 // observe adds one enriched request: the waits its holders inflicted on it, its time by cause

@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // Two requests interleaved on one thread while a /wait request waited: /hog ran, /search ran
@@ -131,7 +133,7 @@ func TestCausesOnlyWhereMeasured(t *testing.T) {
 	w.cpuAt(on{tid: mainTID, trace: 1, span: 1, stack: r.stack(js("f", "/a.js", 1))}, 150)
 	// A request of the agent with no off-CPU profile: drop the one the helper made.
 	w.r.pd.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().RemoveIf(func(p pprofile.Profile) bool {
-		typ, _ := newDictionary(r.dict).str(p.SampleType().TypeStrindex())
+		typ, _ := profiledict.NewDictionary(r.dict).Str(p.SampleType().TypeStrindex())
 		return typ == sampleTypeOff
 	})
 	h.sendProfiles(r)
