@@ -18,9 +18,9 @@ import (
 )
 
 // NewFactory returns the factory of the `span_profiles` connector (once `spanprofiles`, still
-// accepted as a deprecated alias): traces -> traces (the spans
-// to enrich) and profiles -> traces (the profiles they are enriched from), and the same two
-// inputs -> metrics (who made whom wait), one state per component id shared by them all.
+// accepted as a deprecated alias): traces -> traces (the spans to enrich) and profiles ->
+// traces (the profiles they are enriched from), and the same two inputs -> metrics (who made
+// whom wait), one state per component id shared by them all.
 func NewFactory() xconnector.Factory {
 	// The type and stability are metadata.yaml's (profiles are still a development signal of
 	// OTLP, and the join's contract is new).
