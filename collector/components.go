@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -20,8 +23,8 @@ import (
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
-	"otel-thread-ctx/collector/spanprofilesconnector"
-	"otel-thread-ctx/collector/spanprofilesconnector/spanpathprocessor"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/spanpathprocessor"
 )
 
 // components lists the factories of this distribution. There is no batch processor: in this

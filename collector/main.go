@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command otelcol-thread-ctx is the OpenTelemetry Collector distribution this repository's tests
 // and demo stream profiles into, and the one collector/node.yaml deploys on each node: the OTLP
 // receiver, the memory_limiter processor, the file and OTLP exporters, the spanprofiles and

@@ -26,3 +26,10 @@ modfile="$(mktemp -d)/go.mod"
 sed "s#^replace go.opentelemetry.io/collector/internal/schemagen => .*#replace go.opentelemetry.io/collector/internal/schemagen => $src/internal/schemagen#" "$tools/go.mod" > "$modfile"
 cp "$tools/go.sum" "${modfile%.mod}.sum"
 go tool -modfile="$modfile" mdatagen "${1:-metadata.yaml}"
+# mdatagen v0.161.0's generated_component_test.go calls xconnector.Factory for a connector's
+# profiles_to_* signals but imports xconnector only for a plain `profiles` one (which no
+# connector has): add the import where the file uses it, so the lifecycle tests compile and run.
+generated="$(dirname "${1:-metadata.yaml}")/generated_component_test.go"
+if [ -f "$generated" ] && grep -q 'xconnector\.Factory' "$generated" && ! grep -q '"go.opentelemetry.io/collector/connector/xconnector"' "$generated"; then
+  sed -i 's#^\t"go.opentelemetry.io/collector/connector/connectortest"$#&\n\t"go.opentelemetry.io/collector/connector/xconnector"#' "$generated"
+fi

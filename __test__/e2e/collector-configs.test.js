@@ -2,8 +2,9 @@
 // The shipped Collector configurations, checked by the project's Collector itself: the production
 // one (collector/node.yaml, with and without collector/storage.yaml; with collector/to-tier.yaml,
 // and the trace tier's collector/tier.yaml) and the test and demo rig
-// (collector/spanprofiles.yaml) are valid; `--set=connectors::spanprofiles::...` reaches the
-// connector; the rig's files append across a restart and rotate; the Collector's own metrics,
+// (collector/spanprofiles.yaml) are valid; `--set=connectors::span_profiles::...` reaches the
+// connector; the old type name `spanprofiles` still loads, with its deprecation warning; the
+// rig's files append across a restart and rotate; the Collector's own metrics,
 // which the docs and `thread-ctx report --traces` point at, are served by both.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -69,10 +70,10 @@ test('the test and demo rig is valid, alone and with storage', { skip }, () => {
   }
 });
 
-test('--set=connectors::spanprofiles::... reaches the connector', { skip }, () => {
-  const ok = validate(['node.yaml'], BACKENDS, '--set=connectors::spanprofiles::max_wait=20s');
+test('--set=connectors::span_profiles::... reaches the connector', { skip }, () => {
+  const ok = validate(['node.yaml'], BACKENDS, '--set=connectors::span_profiles::max_wait=20s');
   assert.equal(ok.status, 0, ok.stderr);
-  const bad = validate(['node.yaml'], BACKENDS, '--set=connectors::spanprofiles::max_wait=2ms');
+  const bad = validate(['node.yaml'], BACKENDS, '--set=connectors::span_profiles::max_wait=2ms');
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /max_wait is 2ms: expected between 1s/);
 });
@@ -121,7 +122,7 @@ test('the rig appends to its files across a restart and rotates them; its own me
   // The file exporter refuses one write larger than max_megabytes: the connector's batches stay
   // under it (256 KiB here, 3 MiB by default against the rig's 100 MB).
   fs.writeFileSync(rotateAt1MB, 'exporters:\n  file/traces:\n    rotation: { max_megabytes: 1, max_backups: 5 }\n'
-    + 'connectors:\n  spanprofiles:\n    max_batch_bytes: 262144\n');
+    + 'connectors:\n  span_profiles:\n    max_batch_bytes: 262144\n');
   options.configs.push(rotateAt1MB);
   collector = await pipeline.startCollector(dir, 9, '1s', {}, options);
   // No profiles come: each span passes after max_wait (1 s), unenriched (no_process).
@@ -157,18 +158,39 @@ test('the rig appends to its files across a restart and rotates them; its own me
   assert.ok(files.length >= 2, `rotated past 1 MB: ${files.map((f) => `${path.basename(f)} ${fs.statSync(f).size}`).join(', ')}`);
 });
 
-test('the production configuration starts and serves the connector\'s metrics', { skip, timeout: 60_000 }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'collector-node-'));
+// The production configuration (`config(dir)`: its path) started with its environment on free
+// ports; stopped when `t` ends. Resolves with the Collector and the metrics it serves.
+async function startProduction(t, prefix, config) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   let proc = null;
   t.after(async () => {
     await pipeline.stop(proc, 10_000);
     if (t.passed) fs.rmSync(dir, { recursive: true, force: true });
   });
-  proc = await pipeline.startCollectorWith(dir, ['node.yaml'], ([grpc, http, telemetry]) => ({
+  proc = await pipeline.startCollectorWith(dir, [config(dir)], ([grpc, http, telemetry]) => ({
     ...BACKENDS, BACKEND_INSECURE: 'true', OTELCOL_GRPC_ENDPOINT: `127.0.0.1:${grpc}`, OTELCOL_HTTP_ENDPOINT: `127.0.0.1:${http}`, OTELCOL_TELEMETRY_PORT: String(telemetry),
     // health_check on any free port: its answer is checked in collector-auth.test.js.
     OTELCOL_HEALTH_ENDPOINT: '127.0.0.1:0',
   }));
   const metrics = await pipeline.collectorMetrics(proc);
   assert.ok('otelcol_connector_spanprofiles_pending_spans' in metrics, `served: ${Object.keys(metrics).slice(0, 20).join(', ')}`);
+  return proc;
+}
+
+test('the production configuration starts and serves the connector\'s metrics', { skip, timeout: 60_000 }, async (t) => {
+  await startProduction(t, 'collector-node-', () => 'node.yaml');
+});
+
+// The connector was `spanprofiles` before contrib's snake case: a configuration written then
+// (node.yaml as it shipped) still starts, and the Collector says the name is deprecated.
+test('the old type name `spanprofiles` still loads, with the Collector\'s deprecation warning', { skip, timeout: 60_000 }, async (t) => {
+  const shipped = fs.readFileSync(CONFIG('node.yaml'), 'utf8');
+  const old = shipped.replace(/(?<![\w./-])span_profiles(?=[:\],])/g, 'spanprofiles');
+  assert.ok(!/(?<![\w./-])span_profiles(?=[:\],])/.test(old) && old.includes('exporters: [spanprofiles]'), 'node.yaml rewritten to the old name');
+  const proc = await startProduction(t, 'collector-old-name-', (dir) => {
+    const oldConfig = path.join(dir, 'node-old-name.yaml');
+    fs.writeFileSync(oldConfig, old);
+    return oldConfig;
+  });
+  assert.match(fs.readFileSync(proc.logPath, 'utf8'), /"spanprofiles" alias is deprecated; use "span_profiles" instead/);
 });

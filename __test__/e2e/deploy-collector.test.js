@@ -1,7 +1,7 @@
 'use strict';
 // deploy/kubernetes/collector.yaml: its ConfigMap holds the production configuration
 // (collector/node.yaml and collector/storage.yaml, unchanged), which the project's Collector (the
-// same components a user's ocb build has: spanprofiles, spanmetrics, OTLP, file_storage) accepts
+// same components a user's ocb build has: span_profiles, spanmetrics, OTLP, file_storage) accepts
 // as the DaemonSet runs it; the DaemonSet offers the ports the agent's DaemonSet and the pods send
 // to, names the backends the configuration needs, and mounts the storage it writes. The same for
 // deploy/kubernetes/tier.yaml, the trace tier.
@@ -38,9 +38,9 @@ test('the Collector accepts the configuration as the DaemonSet runs it', { skip:
   assert.equal(r.status, 0, `otelcol validate: ${r.stdout}${r.stderr}`);
   const config = YAML.parse(configMap.data['node.yaml']);
   const pipelines = config.service.pipelines;
-  assert.deepEqual(pipelines['traces/in'].exporters, ['spanprofiles']);
-  assert.ok(pipelines.profiles.exporters.includes('spanprofiles'));
-  assert.ok(pipelines.traces.receivers.includes('spanprofiles') && pipelines.traces.exporters.includes('span_metrics'));
+  assert.deepEqual(pipelines['traces/in'].exporters, ['span_profiles']);
+  assert.ok(pipelines.profiles.exporters.includes('span_profiles'));
+  assert.ok(pipelines.traces.receivers.includes('span_profiles') && pipelines.traces.exporters.includes('span_metrics'));
 }));
 
 test('the DaemonSet listens on the node where the agent and the pods send, and keeps its storage on a volume', () => {

@@ -71,7 +71,7 @@ const PERIOD_MS = 1000 / HZ;
 const sum = (xs, f) => xs.reduce((a, x) => a + f(x), 0);
 const event = (s) => s.events.find((e) => e.name === 'thread_ctx.profile')?.attrs ?? {};
 
-test('spanprofiles: slow spans explained in Jaeger', { skip: need.skip, timeout: 900_000 }, need.guard(async (t) => {
+test('span_profiles: slow spans explained in Jaeger', { skip: need.skip, timeout: 900_000 }, need.guard(async (t) => {
   // The built binaries: missing, a skip (a failure under REQUIRE_EBPF=1).
   if (!canRun(t, pipeline.missing() ?? false)) return;
   const { dir, procs } = runDir(t, 'spanprofiles-e2e');

@@ -1,22 +1,28 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
-	"encoding/binary"
 	"os"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // The Rust <-> Go contract, tied by golden files in testdata/agent/ (thread-ctx/otlp/tests/
-// connector_contract.rs writes profiles.pb and spans.pb from `thread-ctx agent`'s encoder and
-// reads enriched.pb back as `thread-ctx report --traces` does): this test joins the agent's
-// window with the workload's spans, checks what the connector answers, and keeps its answer in
-// enriched.pb, field for field. After a deliberate change of the contract, regenerate with
+// connector_contract.rs writes profiles.pb and spans.pb from `thread-ctx agent`'s encoder, and
+// reads enriched.pb back as `thread-ctx report --traces` does, in the file exporter's framing):
+// this test joins the agent's window with the workload's spans, checks what the connector
+// answers, and compares its whole answer with enriched.yaml (pkg/golden, ptracetest), which a
+// reviewer reads and diffs; enriched.pb holds the same spans for the Rust side. After a
+// deliberate change of the contract, regenerate both with
 //
 //	UPDATE_GOLDEN=1 go test -C collector/spanprofilesconnector -run TestAgentGolden ./...
 //
@@ -59,16 +65,25 @@ func TestAgentGoldenJoin(t *testing.T) {
 
 	enriched := goldenTraces(t, out)
 	if os.Getenv("UPDATE_GOLDEN") != "" {
+		require.NoError(t, golden.WriteTracesToFile(agentGolden+"enriched.yaml", enriched))
 		msg, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(enriched)
 		require.NoError(t, err)
-		framed := append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)
-		require.NoError(t, os.WriteFile(agentGolden+"enriched.pb", framed, 0o644))
+		writeRecording(t, agentGolden+"enriched.pb", msg)
 		return
 	}
-	want := recordedTraces(t, agentGolden+"enriched.pb")
-	require.Len(t, want, 1)
-	assert.Equal(t, fieldsOf(want[0]), fieldsOf(enriched),
-		"the connector's answer is not testdata/agent/enriched.pb: if the change is meant, regenerate it (UPDATE_GOLDEN=1) and run thread-ctx/otlp/tests/connector_contract.rs on it")
+	want, err := golden.ReadTraces(agentGolden + "enriched.yaml")
+	require.NoError(t, err)
+	require.NoError(t, ptracetest.CompareTraces(want, enriched),
+		"the connector's answer is not testdata/agent/enriched.yaml: if the change is meant, regenerate it (UPDATE_GOLDEN=1) and run thread-ctx/otlp/tests/connector_contract.rs on it")
+}
+
+// enriched.pb, which the Rust side reads, is enriched.yaml: the two cannot drift apart.
+func TestAgentGoldenBinaryIsTheYAML(t *testing.T) {
+	want, err := golden.ReadTraces(agentGolden + "enriched.yaml")
+	require.NoError(t, err)
+	framed := recordedTraces(t, agentGolden+"enriched.pb")
+	require.Len(t, framed, 1)
+	require.NoError(t, ptracetest.CompareTraces(want, framed[0]))
 }
 
 // goldenTraces puts the spans that left in one order whatever batches they left in: one
@@ -86,25 +101,4 @@ func goldenTraces(t *testing.T, out []ptrace.Traces) ptrace.Traces {
 		s.CopyTo(ss.Spans().AppendEmpty())
 	}
 	return td
-}
-
-// spanFields is what the contract says of one span, in a form testify diffs readably.
-type spanFields struct {
-	ID, Name   string
-	Attributes map[string]any
-	Events     []map[string]any
-}
-
-func fieldsOf(td ptrace.Traces) []spanFields {
-	var out []spanFields
-	forEachSpan(td, func(s ptrace.Span) {
-		f := spanFields{ID: s.SpanID().String(), Name: s.Name(), Attributes: s.Attributes().AsRaw()}
-		for i := 0; i < s.Events().Len(); i++ {
-			e := s.Events().At(i)
-			f.Events = append(f.Events, map[string]any{"name": e.Name(), "time": e.Timestamp().String(), "attributes": e.Attributes().AsRaw()})
-		}
-		out = append(out, f)
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
 }

@@ -1,6 +1,11 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+
 	"fmt"
 	"slices"
 	"strings"
@@ -27,7 +32,7 @@ func (c *causeParts) add(ns int64, format string, args ...any) {
 // cpu: on CPU in the trace, in its two hottest frames ("" when no stack was seen).
 func (c *causeParts) cpu(ns int64, frames string) {
 	if frames == "" {
-		frames = noStack
+		frames = profiledict.NoStack
 	}
 	c.add(ns, "cpu %.1fms in %s", nsToMs(ns), frames)
 }

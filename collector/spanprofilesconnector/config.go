@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -11,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 )
 
-// Config is the `spanprofiles` connector's configuration. Every field has a default
+// Config is the `span_profiles` connector's configuration. Every field has a default
 // (createDefaultConfig) sized for one node: 20 services at 200 requests/s with 3 spans each and
 // the agent's 10 s windows stay well inside them (docs/benchmarks.md).
 type Config struct {
@@ -41,7 +44,7 @@ type Config struct {
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
 	// Storage names a storage extension (contrib's file_storage) that keeps the spans the
-	// connector holds, so that a crash loses none of them (persist.go). None: a crash loses up
+	// connector holds, so that a crash loses none of them (internal/heldspans). None: a crash loses up
 	// to max_wait of spans.
 	Storage *component.ID `mapstructure:"storage"`
 	// Metrics bounds the metrics a metrics pipeline takes from the connector (metrics_config.go).

@@ -1,6 +1,10 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -30,11 +36,11 @@ func TestConfigFromYAMLValues(t *testing.T) {
 		require.NoError(t, err)
 		return cfg, sub.Unmarshal(cfg)
 	}
-	cfg, err := load("spanprofiles")
+	cfg, err := load("span_profiles")
 	require.NoError(t, err)
 	assert.Equal(t, createDefaultConfig(), cfg)
 
-	cfg, err = load("spanprofiles/custom")
+	cfg, err = load("span_profiles/custom")
 	require.NoError(t, err)
 	assert.Equal(t, 15*time.Second, cfg.MaxWait)
 	assert.Equal(t, 2*time.Minute, cfg.Retention)
@@ -43,7 +49,7 @@ func TestConfigFromYAMLValues(t *testing.T) {
 	assert.Equal(t, createDefaultConfig().MaxSamples, cfg.MaxSamples, "the rest keeps its default")
 	require.NoError(t, confmap.Validate(cfg))
 
-	_, err = load("spanprofiles/typo")
+	_, err = load("span_profiles/typo")
 	require.ErrorContains(t, err, "max_wiat")
 }
 
@@ -97,7 +103,7 @@ func TestConfigErrorsSayWhatIsExpected(t *testing.T) {
 
 func TestFactory(t *testing.T) {
 	f := NewFactory()
-	assert.Equal(t, component.MustNewType("spanprofiles"), f.Type())
+	assert.Equal(t, component.MustNewType("span_profiles"), f.Type())
 	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesToTracesStability())
 	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToTracesStability())
 	// The connector takes traces and profiles and emits traces and metrics, nothing else.
@@ -105,4 +111,22 @@ func TestFactory(t *testing.T) {
 	assert.Equal(t, component.StabilityLevelDevelopment, f.ProfilesToMetricsStability())
 	assert.Equal(t, component.StabilityLevelUndefined, f.TracesToLogsStability())
 	assert.Equal(t, component.StabilityLevelUndefined, f.ProfilesToProfilesStability())
+}
+
+// The type before the snake-case rename still names this factory: the Collector's factory map
+// takes the alias the factory declares (and logs "\"spanprofiles\" alias is deprecated" when a
+// configuration uses it: __test__/e2e/collector-configs.test.js runs that on the real Collector),
+// and the factory creates components under it.
+func TestDeprecatedTypeStillCreates(t *testing.T) {
+	f := NewFactory()
+	aliased, ok := f.(interface{ DeprecatedAlias() component.Type })
+	require.True(t, ok, "the factory declares no deprecated alias")
+	assert.Equal(t, component.MustNewType("spanprofiles"), aliased.DeprecatedAlias())
+	set := connectortest.NewNopSettings(component.MustNewType("spanprofiles"))
+	c, err := f.CreateTracesToTraces(context.Background(), set, f.CreateDefaultConfig(), consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, c.Shutdown(context.Background()))
+	_, err = f.CreateTracesToTraces(context.Background(), connectortest.NewNopSettings(component.MustNewType("span_profile")), f.CreateDefaultConfig(), consumertest.NewNop())
+	require.Error(t, err, "a type that is neither the name nor its alias")
 }

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -15,9 +18,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
 )
 
-// spanProfiles is the state one `spanprofiles` component id shares between its two halves:
+// spanProfiles is the state one `span_profiles` component id shares between its two halves:
 // the traces it holds and the profile windows it joins them with.
 type spanProfiles struct {
 	cfg    *Config
@@ -54,13 +59,14 @@ type spanProfiles struct {
 	mtel        *metricsTelemetry
 	lastFlush   time.Time
 
-	// With `storage`: where held spans are kept across a crash (persist.go), and the records of
+	// With `storage`: where held spans are kept across a crash (internal/heldspans), and the records of
 	// the units finished since the lock was taken, forgotten once their spans are sent on.
-	held       *heldSpans
+	held       *heldspans.Spans
 	heldToDrop []uint64
 
-	// Lifecycle: both halves start and shut down the one state.
-	starts int
+	// Lifecycle: the halves start and shut down the one state through sharedcomponent (the
+	// first Start, the last Shutdown); id is the component's, which names its storage records.
+	id     component.ID
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -70,7 +76,7 @@ type spanProfiles struct {
 // services); past it they are all forgotten and each waits max_wait once more.
 const unprofiledBound = 4_096
 
-func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfiles, error) {
+func newSpanProfiles(cfg *Config, id component.ID, set component.TelemetrySettings) (*spanProfiles, error) {
 	tel, err := newTelemetry(set)
 	if err != nil {
 		return nil, err
@@ -81,8 +87,9 @@ func newSpanProfiles(cfg *Config, set component.TelemetrySettings) (*spanProfile
 	}
 	now := time.Now()
 	metrics := newWaitMetrics(cfg.Metrics, pcommon.NewTimestampFromTime(now), mtel.fold)
-	metrics.instance = collectorInstance(set.Resource)
+	metrics.SetInstance(collectorInstance(set.Resource))
 	return &spanProfiles{
+		id:         id,
 		cfg:        cfg,
 		bounds:     batchBounds{spans: cfg.MaxBatchSpans, bytes: cfg.MaxBatchBytes},
 		logger:     set.Logger,
@@ -116,15 +123,13 @@ type unit struct {
 	proc procRef
 }
 
-func (c *spanProfiles) start(ctx context.Context, host component.Host, self component.ID) error {
+// Start opens the storage, replays what it held and starts the expiry loop (once: the first
+// half's Start, through sharedcomponent).
+func (c *spanProfiles) Start(ctx context.Context, host component.Host) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.starts++
-	if c.starts > 1 {
-		return nil
-	}
 	if c.cfg.Storage != nil {
-		held, units, err := openHeldSpans(ctx, host, *c.cfg.Storage, self)
+		held, units, err := heldspans.Open(ctx, host, *c.cfg.Storage, c.id)
 		if err != nil {
 			return err
 		}
@@ -138,15 +143,15 @@ func (c *spanProfiles) start(ctx context.Context, host component.Host, self comp
 
 // replay queues the spans a crashed run held, as they arrived then: each waits out what is left
 // of its max_wait for the windows that cover it.
-func (c *spanProfiles) replay(units []storedUnit) {
+func (c *spanProfiles) replay(units []heldspans.Unit) {
 	spans := 0
 	for _, stored := range units {
-		rss := stored.td.ResourceSpans()
+		rss := stored.Traces.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			c.names.note(rss.At(i))
-			u := newUnit(rss.At(i), stored.arrived)
+			u := newUnit(rss.At(i), stored.Arrived)
 			u.proc = c.names.ref(u.id)
-			u.stored = stored.seq
+			u.stored = stored.Seq
 			c.settleOnArrival(u)
 			c.queue = append(c.queue, u)
 			u.queued = true
@@ -175,28 +180,23 @@ func (c *spanProfiles) dropHeld(ctx context.Context, seqs []uint64) {
 	if c.held == nil {
 		return
 	}
-	if left, err := c.held.forget(ctx, seqs); err != nil {
+	if left, err := c.held.Forget(ctx, seqs); err != nil {
 		c.logger.Warn("could not delete spans sent on from storage: retried at the next check; a restart before then would send them again", zap.Int("batches", left), zap.Error(err))
 	}
 }
 
-// shutdown ends the state when the last of its halves shuts down (returns true then): spans
-// still waiting are enriched if they can be, else sent on as they came. A half that never
-// started (the Collector failed to start another component) shuts down all the same.
-func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
+// Shutdown ends the state (once: the last half's Shutdown, through sharedcomponent): spans
+// still waiting are enriched if they can be, else sent on as they came. A state whose halves
+// never started (the Collector failed to start another component) shuts down all the same.
+func (c *spanProfiles) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
-	if c.starts > 0 {
-		c.starts--
+	if c.closed {
+		c.mu.Unlock()
+		return nil
 	}
-	last := c.starts == 0 && !c.closed
 	stop, done := c.stop, c.done
-	if last {
-		c.stop, c.closed = nil, true
-	}
+	c.stop, c.closed = nil, true
 	c.mu.Unlock()
-	if !last {
-		return false, nil
-	}
 	if stop != nil {
 		close(stop)
 		<-done
@@ -237,9 +237,9 @@ func (c *spanProfiles) shutdown(ctx context.Context) (bool, error) {
 	c.emitMetrics(ctx, md, mnext)
 	var errs []error
 	if c.held != nil {
-		errs = append(errs, c.held.close(ctx))
+		errs = append(errs, c.held.Close(ctx))
 	}
-	return true, errors.Join(append(errs, c.tel.shutdown())...)
+	return errors.Join(append(errs, c.tel.shutdown())...)
 }
 
 // checkEvery is how often spans past their wait and windows past retention are looked for:
@@ -345,13 +345,13 @@ func (c *spanProfiles) keep(ctx context.Context, td ptrace.Traces) ([]uint64, er
 		own[i] = ptrace.NewTraces()
 		rss.At(i).MoveTo(own[i].ResourceSpans().AppendEmpty())
 	}
-	stored, err := c.held.save(ctx, c.now(), own)
+	stored, err := c.held.Save(ctx, c.now(), own)
 	for i := range own {
 		own[i].ResourceSpans().At(0).MoveTo(rss.At(i))
 	}
 	if err != nil {
 		c.logger.Warn("could not keep spans in storage: the request is refused, its sender retries it", zap.Int("spans", td.SpanCount()), zap.Error(err))
-		return nil, fmt.Errorf("spanprofiles: keeping the spans in storage failed (retry later): %w", err)
+		return nil, fmt.Errorf("span_profiles: keeping the spans in storage failed (retry later): %w", err)
 	}
 	return stored, nil
 }
@@ -627,9 +627,9 @@ func (c *spanProfiles) metricsDue(now time.Time, last bool) (pmetric.Metrics, co
 		return pmetric.Metrics{}, nil
 	}
 	c.lastFlush = now
-	md := c.metrics.emit(pcommon.NewTimestampFromTime(now))
+	md := c.metrics.Emit(pcommon.NewTimestampFromTime(now))
 	// After the flush's election: the series sent.
-	c.mtel.series.Store(int64(c.metrics.series()))
+	c.mtel.series.Store(int64(c.metrics.Series()))
 	return md, c.metricsNext
 }
 

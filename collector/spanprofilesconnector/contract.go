@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 // What an enriched span carries. These names are a contract: users query them in their trace
@@ -101,9 +104,8 @@ const (
 	// or `preempted` (still runnable).
 	attrOffCPUState = "thread.off_cpu.state"
 	offCPUPreempted = "preempted"
-	// Location attribute: `v8js` for JS frames (both profilers).
-	attrFrameType = "profile.frame.type"
-	frameTypeJS   = "v8js"
+	// Location attribute: `v8js` for JS frames (both profilers): internal/profiledict reads it
+	// (AttrFrameType, FrameTypeJS).
 
 	// Sample types (type/unit) the join reads; a profile of any other type is not read:
 	//   samples/count: CPU samples, a count per timestamp (or no values: one per timestamp);

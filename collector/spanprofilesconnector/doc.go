@@ -1,4 +1,7 @@
-// Package spanprofilesconnector is the `spanprofiles` connector of the OpenTelemetry Collector:
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package spanprofilesconnector is the `span_profiles` connector of the OpenTelemetry Collector:
 // it joins the spans of a node's services with the span-linked profiles that `thread-ctx agent`
 // sends from the same node, and emits each span with what its thread did while it was open (its
 // own CPU, other requests' CPU, CPU with no span, time off CPU, allocated bytes, top frames and
@@ -8,4 +11,4 @@
 // mdatagen v0.161.0 (scripts/mdatagen.sh says how it is built here).
 //
 //go:generate bash ../../scripts/mdatagen.sh metadata.yaml
-package spanprofilesconnector // import "otel-thread-ctx/collector/spanprofilesconnector"
+package spanprofilesconnector // import "github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector"

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -7,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // The OpenTelemetry eBPF profiler as a recorded partner: what it sent, built from its
@@ -56,7 +61,7 @@ func TestEBPFProfilerRecordingIsThePartnersShape(t *testing.T) {
 	}
 	var samples, withValues, timestamps, linked, linkedToAnExportedSpan, routed int
 	for _, pd := range recordedProfiles(t, ebpfProfilerProfiles) {
-		d := newDictionary(pd.Dictionary())
+		d := profiledict.NewDictionary(pd.Dictionary())
 		rps := pd.ResourceProfiles()
 		for i := 0; i < rps.Len(); i++ {
 			res := rps.At(i).Resource().Attributes().AsRaw()
@@ -77,13 +82,13 @@ func TestEBPFProfilerRecordingIsThePartnersShape(t *testing.T) {
 						}
 						if s.LinkIndex() > 0 {
 							linked += s.TimestampsUnixNano().Len()
-							_, span, ok := d.link(s.LinkIndex())
+							_, span, ok := d.Link(s.LinkIndex())
 							if ok && spanIDs[span] {
 								linkedToAnExportedSpan += s.TimestampsUnixNano().Len()
 							}
 						}
 						for a := 0; a < s.AttributeIndices().Len(); a++ {
-							if key, _, _ := d.attribute(s.AttributeIndices().At(a)); key == "process.context.label.http.route" {
+							if key, _, _ := d.Attribute(s.AttributeIndices().At(a)); key == "process.context.label.http.route" {
 								routed += s.TimestampsUnixNano().Len()
 							}
 						}

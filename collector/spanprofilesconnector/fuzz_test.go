@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -34,7 +37,7 @@ func FuzzConsumeProfiles(f *testing.F) {
 		cfg := createDefaultConfig()
 		cfg.MaxSamples = 1_000
 		cfg.MaxProcesses = 4
-		c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+		c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 		if err != nil {
 			t.Fatal(err)
 		}

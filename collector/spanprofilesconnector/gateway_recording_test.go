@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -7,10 +10,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pprofiletest"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
 // testdata/gateway/: a GraphQL gateway's window and the requests it delayed, which the
@@ -54,13 +61,14 @@ func TestGatewayRecording(t *testing.T) {
 		require.NoError(t, err)
 		writeRecording(t, gatewayDir+"spans.pb", tb)
 	}
-	// The files are what this builds.
+	// The files are what this builds, field for field (the end-to-end test posts them as OTLP
+	// protobuf; gatewayRecording is their readable source).
 	got := recordedTraces(t, gatewayDir+"spans.pb")
 	require.Len(t, got, 1)
-	assert.Equal(t, td.SpanCount(), got[0].SpanCount())
+	require.NoError(t, ptracetest.CompareTraces(td, got[0]))
 	profiles := recordedProfiles(t, gatewayDir+"profiles.pb")
 	require.Len(t, profiles, 1)
-	assert.Equal(t, r.pd.SampleCount(), profiles[0].SampleCount())
+	require.NoError(t, pprofiletest.CompareProfiles(r.pd, profiles[0]))
 
 	// And what the connector makes of them: the hot line on top.
 	h := newMetricsHarness(t, nil)
@@ -88,7 +96,7 @@ func TestGatewayRecording(t *testing.T) {
 	})
 	require.Len(t, rows, 11, "10 lines and `other`")
 	assert.Equal(t, row{gatewayHotLine, 1200}, rows[0])
-	assert.Equal(t, row{otherValue, 710}, rows[1])
+	assert.Equal(t, row{waitmetrics.Other, 710}, rows[1])
 	assert.Equal(t, int64(71), h.folds(MetricAttrFunction))
 }
 

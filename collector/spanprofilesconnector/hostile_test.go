@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -8,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // Samples that lie about their time, or weigh what no sample can, are refused and counted; a
@@ -162,7 +167,7 @@ func TestLongNamesAreCut(t *testing.T) {
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
 	frames := eventStrings(profileEvent(t, h.received()[spanID(1)]), EventTopFrames)
 	require.Len(t, frames, 1)
-	assert.LessOrEqual(t, len(frames[0]), maxLabelBytes+10)
+	assert.LessOrEqual(t, len(frames[0]), profiledict.MaxLabelBytes+10)
 	assert.True(t, strings.HasPrefix(frames[0], "éé"), "cut on a character boundary")
 }
 

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -73,7 +76,7 @@ func (ids *identities) logAmbiguous(id identity, cands []*process) {
 	for _, p := range cands {
 		described = append(described, describeProcess(p))
 	}
-	ids.logger.Warn("spanprofiles cannot tell which process these spans come from: several processes fit their resource, and none holds samples of their traces; they pass unenriched (ambiguous_process). Give each process a service.instance.id (the package's one-line wiring does), or container.id on both spans and profiles; logged once per resource",
+	ids.logger.Warn("span_profiles cannot tell which process these spans come from: several processes fit their resource, and none holds samples of their traces; they pass unenriched (ambiguous_process). Give each process a service.instance.id (the package's one-line wiring does), or container.id on both spans and profiles; logged once per resource",
 		zap.String("service.name", id.serviceName),
 		zap.String("service.instance.id", id.instanceID),
 		zap.Int64("process.pid", id.pid),
@@ -101,7 +104,7 @@ func (ids *identities) logForged(id identity, owner *process) {
 	if !ids.firstTime(id) {
 		return
 	}
-	ids.logger.Warn("spanprofiles did not join these spans to the process whose service.instance.id they carry: their process.pid is another; they pass unenriched (ambiguous_process). Another process may be sending spans as that instance; logged once per resource",
+	ids.logger.Warn("span_profiles did not join these spans to the process whose service.instance.id they carry: their process.pid is another; they pass unenriched (ambiguous_process). Another process may be sending spans as that instance; logged once per resource",
 		zap.String("service.name", id.serviceName),
 		zap.String("service.instance.id", id.instanceID),
 		zap.Int64("process.pid", id.pid),

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -8,6 +11,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // joined is what a span's thread did between the span's start and end.
@@ -274,7 +279,7 @@ func (h *holder) topFrame() string {
 	if f := top(byFrame, 1); len(f) == 1 {
 		return f[0].name
 	}
-	return noStack
+	return profiledict.NoStack
 }
 
 // threadOf picks the thread a span ran on: the one it says (its thread.id, as the host knows
@@ -491,7 +496,7 @@ func (j *joined) heldBy(n int, minNs int64, nameOf func(pcommon.TraceID) string)
 			break
 		}
 		r := routes[t.name]
-		frame := noStack
+		frame := profiledict.NoStack
 		if f := top(r.frames, 1); len(f) == 1 {
 			frame = f[0].name
 		}

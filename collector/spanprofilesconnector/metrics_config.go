@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -19,15 +22,12 @@ type MetricsConfig struct {
 	// alike); later routes are `other`.
 	MaxRoutes int `mapstructure:"max_routes"`
 	// MaxFunctions bounds the code.function values of each holder route: its heaviest lines
-	// by inflicted time, elected at each flush (metrics_hitters.go); the others are `other`.
+	// by inflicted time, elected at each flush (internal/waitmetrics/hitters.go); the others are `other`.
 	MaxFunctions int `mapstructure:"max_functions"`
 	// MaxSeries bounds the series of each metric; past it a new series is folded into the one
 	// whose every attribute but kind and cause is `other`.
 	MaxSeries int `mapstructure:"max_series"`
 }
-
-// otherValue is what a folded attribute says.
-const otherValue = "other"
 
 // A service's routes and functions are chosen by its code, not by its traffic: 128 routes and
 // 10 functions each cover the services seen here (the demo has 6 routes); one service cannot

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -18,25 +21,27 @@ import (
 // metrics half takes the input itself.
 
 func createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-	c, err := stateOf(set, cfg)
+	sc, err := stateOf(set, cfg)
 	if err != nil {
 		return nil, err
 	}
+	c := sc.Unwrap()
 	c.mu.Lock()
 	c.metricsNext = next
 	c.mu.Unlock()
-	return &tracesMetricsHalf{half{c, set.ID}}, nil
+	return &tracesMetricsHalf{half{sc, c}}, nil
 }
 
 func createProfilesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (xconnector.Profiles, error) {
-	c, err := stateOf(set, cfg)
+	sc, err := stateOf(set, cfg)
 	if err != nil {
 		return nil, err
 	}
+	c := sc.Unwrap()
 	c.mu.Lock()
 	c.metricsNext = next
 	c.mu.Unlock()
-	return &profilesMetricsHalf{half{c, set.ID}}, nil
+	return &profilesMetricsHalf{half{sc, c}}, nil
 }
 
 // tracesMetricsHalf takes spans only when no traces -> traces half does; it never changes the

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -10,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
 // holdBy has one request of /wait held by /gateway in the lines given (ms each).
@@ -70,11 +75,11 @@ func TestTheHotLineHasTheTopSeries(t *testing.T) {
 		holdBy(m, byte(i), map[string]float64{fmt.Sprintf("resolve%d (schema.js:%d)", i, i): 1})
 	}
 	holdBy(m, 1, map[string]float64{"rankProducts (gateway.js:28)": 600})
-	points := inflictedPoints(m.emit(2))
+	points := inflictedPoints(m.Emit(2))
 	require.Len(t, points, cfg.MaxFunctions+1, "max_functions lines and `other`")
 	assert.Equal(t, "rankProducts (gateway.js:28)", points[0].function)
 	assert.InDelta(t, 600.0, points[0].ms, 1e-9)
-	assert.Equal(t, otherValue, points[1].function)
+	assert.Equal(t, waitmetrics.Other, points[1].function)
 	assert.InDelta(t, 491.0, points[1].ms, 1e-9, "the 491 lines not elected")
 	assert.Equal(t, int64(491), folds[MetricAttrFunction])
 	var total float64
@@ -114,10 +119,10 @@ func TestElectionsKeepCumulativeSeriesMonotonic(t *testing.T) {
 		// Two requests of /wait: each holder's time goes to its top line on that request.
 		holdBy(m, byte(i), map[string]float64{hot(i): 100})
 		holdBy(m, byte(100+i), map[string]float64{"c (x.js:3)": 1})
-		points := inflictedPoints(m.emit(pcommon.Timestamp(1 + (i+1)*interval)))
+		points := inflictedPoints(m.Emit(pcommon.Timestamp(1 + (i+1)*interval)))
 		require.Len(t, points, 2)
 		elected := points[0].function
-		if elected == otherValue {
+		if elected == waitmetrics.Other {
 			elected = points[1].function
 		}
 		if i < 3 || i >= 6 && i < 13 || i >= 16 {
@@ -132,7 +137,7 @@ func TestElectionsKeepCumulativeSeriesMonotonic(t *testing.T) {
 			}
 		}
 	}
-	assert.Len(t, sent[otherValue], 1, "one `other` series all along")
+	assert.Len(t, sent[waitmetrics.Other], 1, "one `other` series all along")
 	assert.Len(t, sent["b (x.js:2)"], 1)
 	require.Len(t, sent["a (x.js:1)"], 2, "a voted out, then elected again: a new series")
 	again := sent["a (x.js:1)"][1]

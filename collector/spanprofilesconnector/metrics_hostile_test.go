@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -8,7 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
 // A million requests, each of a route of its own and held by a holder of a route and function
@@ -41,16 +47,16 @@ func TestAMillionDistinctRoutesAndFrames(t *testing.T) {
 		total += 2
 	}
 	// The flush elects each route's lines and folds the rest.
-	md := m.emit(2)
+	md := m.Emit(2)
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("series %d, heap grown %.1f MiB, folds %v", m.series(), float64(grown)/(1<<20), folds)
+	t.Logf("series %d, heap grown %.1f MiB, folds %v", m.Series(), float64(grown)/(1<<20), folds)
 
-	assert.LessOrEqual(t, len(m.inflicted), cfg.MaxSeries+2, "the fold series of each kind on top of max_series")
-	assert.LessOrEqual(t, len(m.spanTime), cfg.MaxSeries+len(causesMeasured))
-	assert.LessOrEqual(t, len(m.share), cfg.MaxSeries+1)
+	assert.LessOrEqual(t, pointsOf(md, MetricWaitInflicted), cfg.MaxSeries+2, "the fold series of each kind on top of max_series")
+	assert.LessOrEqual(t, pointsOf(md, MetricSpanTime), cfg.MaxSeries+len(causesMeasured))
+	assert.LessOrEqual(t, pointsOf(md, MetricSpanHeldShare), cfg.MaxSeries+1)
 	// Services past 64, routes past 128 a service, functions past 10 a route are folded.
 	assert.Positive(t, folds[MetricAttrService])
 	assert.Positive(t, folds[MetricAttrRoute])
@@ -58,11 +64,13 @@ func TestAMillionDistinctRoutesAndFrames(t *testing.T) {
 	// The bounds' own memory: 64 services x 128 routes x 10 functions of names, and the series.
 	assert.Less(t, grown, int64(64<<20), "heap grew %d bytes", grown)
 	var inflicted float64
-	for _, s := range m.inflicted {
-		inflicted += s.ms
-	}
+	forEachMetric(md, MetricWaitInflicted, func(mt pmetric.Metric) {
+		for i := 0; i < mt.Sum().DataPoints().Len(); i++ {
+			inflicted += mt.Sum().DataPoints().At(i).DoubleValue()
+		}
+	})
 	assert.InDelta(t, total, inflicted, 1e-6*total, "every ms is in some series")
-	require.Equal(t, m.series(), md.DataPointCount(), "every series is sent")
+	require.Equal(t, m.Series(), md.DataPointCount(), "every series is sent")
 }
 
 // Past max_series, a new series of a metric goes to the one whose attributes are all `other`
@@ -81,18 +89,61 @@ func TestSeriesPastTheirBound(t *testing.T) {
 		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, routes: map[string]int64{"/hog": 5e6}, frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6, hasCPU: true, seen: true}
 		m.observe("shop", span, j, func(pcommon.TraceID) string { return "" })
 	}
-	m.settleInterval(2)
+	md := m.Emit(2)
 	// The interval holds /r0, /r1 and (past 2) the one all `other`; at the flush that one
 	// comes first in order and /r1 is past the bound.
-	require.Len(t, m.inflicted, 2)
-	assert.InDelta(t, 15.0, m.inflicted[waitKey{otherValue, otherValue, otherValue, kindCPUHeld, otherValue}].ms, 1e-9)
-	assert.Equal(t, int64(3), m.inflicted[waitKey{otherValue, otherValue, otherValue, kindCPUHeld, otherValue}].delayed)
-	require.Len(t, m.share, 3)
-	assert.Equal(t, uint64(2), m.share[routeKey{otherValue, otherValue}].count)
+	require.Equal(t, 2, pointsOf(md, MetricWaitInflicted))
+	var folded pmetric.NumberDataPoint
+	forEachMetric(md, MetricWaitInflicted, func(mt pmetric.Metric) {
+		for i := 0; i < mt.Sum().DataPoints().Len(); i++ {
+			if dp := mt.Sum().DataPoints().At(i); allOther(dp.Attributes(), MetricAttrService, MetricAttrRoute, MetricAttrFunction, MetricAttrDelayedRoute) {
+				folded = dp
+			}
+		}
+	})
+	assert.InDelta(t, 15.0, folded.DoubleValue(), 1e-9)
+	forEachMetric(md, MetricWaitDelayed, func(mt pmetric.Metric) {
+		for i := 0; i < mt.Sum().DataPoints().Len(); i++ {
+			if allOther(mt.Sum().DataPoints().At(i).Attributes(), MetricAttrService, MetricAttrRoute, MetricAttrFunction, MetricAttrDelayedRoute) {
+				assert.Equal(t, int64(3), mt.Sum().DataPoints().At(i).IntValue())
+			}
+		}
+	})
+	require.Equal(t, 3, pointsOf(md, MetricSpanHeldShare))
+	forEachMetric(md, MetricSpanHeldShare, func(mt pmetric.Metric) {
+		for i := 0; i < mt.Histogram().DataPoints().Len(); i++ {
+			if allOther(mt.Histogram().DataPoints().At(i).Attributes(), MetricAttrService, MetricAttrRoute) {
+				assert.Equal(t, uint64(2), mt.Histogram().DataPoints().At(i).Count())
+			}
+		}
+	})
 	// inflicted: /r2, /r3 in the interval, /r1 at the flush; span.time: /r0's second cause on;
 	// held_share: /r2, /r3.
 	assert.Equal(t, int64(3+10+2), folds["series"])
 }
 
 // causesMeasured is every cause with off-CPU profiles.
-var causesMeasured = []string{causeOwnCPU, causeOtherRequestsCPU, causeNoSpanCPU, causeBlocked, causeOtherRequestsBlocked, causeIdle, causeCPUStarved}
+var causesMeasured = []string{waitmetrics.CauseOwnCPU, waitmetrics.CauseOtherRequestsCPU, waitmetrics.CauseNoSpanCPU, waitmetrics.CauseBlocked, waitmetrics.CauseOtherRequestsBlocked, waitmetrics.CauseIdle, waitmetrics.CauseCPUStarved}
+
+// pointsOf counts a batch's points of the metric name.
+func pointsOf(md pmetric.Metrics, name string) int {
+	n := 0
+	forEachMetric(md, name, func(mt pmetric.Metric) {
+		if mt.Type() == pmetric.MetricTypeHistogram {
+			n += mt.Histogram().DataPoints().Len()
+		} else {
+			n += mt.Sum().DataPoints().Len()
+		}
+	})
+	return n
+}
+
+// allOther says whether each of the attributes named is `other`.
+func allOther(attrs pcommon.Map, names ...string) bool {
+	for _, n := range names {
+		if v, ok := attrs.Get(n); !ok || v.Str() != waitmetrics.Other {
+			return false
+		}
+	}
+	return true
+}

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -18,9 +21,9 @@ func TestEachCollectorsSeriesAreItsOwn(t *testing.T) {
 		res := pcommon.NewResource()
 		res.Attributes().PutStr(attrServiceInstanceID, id)
 		m := newWaitMetrics(defaultMetricsConfig(), 1, func(string) {})
-		m.instance = collectorInstance(res)
+		m.SetInstance(collectorInstance(res))
 		holdBy(m, 1, map[string]float64{"hot (a.js:1)": 10})
-		md := m.emit(2)
+		md := m.Emit(2)
 		require.Equal(t, 1, md.ResourceMetrics().Len())
 		resources = append(resources, md.ResourceMetrics().At(0).Resource().Attributes())
 	}
@@ -44,7 +47,7 @@ func TestNoMetricWithoutPoints(t *testing.T) {
 	span.SetStartTimestamp(1)
 	span.SetEndTimestamp(1 + 10e6)
 	m.observe("quiet", span, &joined{cpuTrace: 10e6, hasCPU: true, seen: true}, func(pcommon.TraceID) string { return "" })
-	md := m.emit(2)
+	md := m.Emit(2)
 	require.Positive(t, md.DataPointCount())
 	var names []string
 	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -14,6 +17,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // Two requests interleaved on one thread while a /wait request waited: /hog ran, /search ran
@@ -67,8 +74,8 @@ func TestTwoHoldersInterleavedOnOneThread(t *testing.T) {
 
 	causes := h.lastPoints(MetricSpanTime)
 	for cause, want := range map[string]float64{
-		causeOwnCPU: 10, causeOtherRequestsCPU: 50, causeNoSpanCPU: 0, causeBlocked: 0,
-		causeOtherRequestsBlocked: 15, causeIdle: 8, causeCPUStarved: 10,
+		waitmetrics.CauseOwnCPU: 10, waitmetrics.CauseOtherRequestsCPU: 50, waitmetrics.CauseNoSpanCPU: 0, waitmetrics.CauseBlocked: 0,
+		waitmetrics.CauseOtherRequestsBlocked: 15, waitmetrics.CauseIdle: 8, waitmetrics.CauseCPUStarved: 10,
 	} {
 		k := "service.name=shop,http.route=/wait,cause=" + cause
 		require.Contains(t, causes, k)
@@ -126,7 +133,7 @@ func TestCausesOnlyWhereMeasured(t *testing.T) {
 	w.cpuAt(on{tid: mainTID, trace: 1, span: 1, stack: r.stack(js("f", "/a.js", 1))}, 150)
 	// A request of the agent with no off-CPU profile: drop the one the helper made.
 	w.r.pd.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().RemoveIf(func(p pprofile.Profile) bool {
-		typ, _ := newDictionary(r.dict).str(p.SampleType().TypeStrindex())
+		typ, _ := profiledict.NewDictionary(r.dict).Str(p.SampleType().TypeStrindex())
 		return typ == sampleTypeOff
 	})
 	h.sendProfiles(r)

@@ -1,8 +1,13 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // tracesNamed is how many traces are remembered for `held_by` and the path: at 4,000
@@ -94,7 +99,7 @@ func (t *traceNames) note(rs ptrace.ResourceSpans) {
 				if r := ownRoute(s); r != "" && !isMountRoute(r) {
 					rank = rankOwnRoute
 				}
-				t.entry(s.TraceID()).put(proc, truncate(name), rank)
+				t.entry(s.TraceID()).put(proc, profiledict.Truncate(name), rank)
 			}
 			t.noteHop(proc, svc, s)
 		}

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -8,6 +11,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // A request's path across services: where a span waited on a call to another service (a client
@@ -61,7 +66,7 @@ func (t *traceNames) noteHop(proc procRef, service string, s ptrace.Span) {
 		if len(e.servers) >= maxTraceHops || slices.ContainsFunc(e.servers, func(h *serverHop) bool { return h.span == st.span }) {
 			return
 		}
-		e.servers = append(e.servers, &serverHop{proc: proc, span: st.span, parent: s.ParentSpanID(), start: st.start, end: st.end, service: service, route: truncate(requestName(s))})
+		e.servers = append(e.servers, &serverHop{proc: proc, span: st.span, parent: s.ParentSpanID(), start: st.start, end: st.end, service: service, route: profiledict.Truncate(requestName(s))})
 	case ptrace.SpanKindClient:
 		e := t.entry(s.TraceID())
 		if len(e.calls) >= maxTraceHops || slices.ContainsFunc(e.calls, func(c clientCall) bool { return c.span == st.span }) {
@@ -75,15 +80,15 @@ func peerOf(s ptrace.Span) string {
 	attrs := s.Attributes()
 	for _, k := range peerAttrs {
 		if v := strAttr(attrs, k); v != "" {
-			return truncate(v)
+			return profiledict.Truncate(v)
 		}
 	}
 	for _, k := range urlAttrs {
 		if u, err := url.Parse(strAttr(attrs, k)); err == nil && u.Host != "" {
-			return truncate(u.Host)
+			return profiledict.Truncate(u.Host)
 		}
 	}
-	return truncate(s.Name())
+	return profiledict.Truncate(s.Name())
 }
 
 func (e *traceEntry) server(span pcommon.SpanID) *serverHop {
@@ -112,7 +117,7 @@ func (t *traceNames) settled(s ptrace.Span, cause string) {
 	h.settled = true
 	if cause != "" {
 		h.cause = cause
-		h.route = truncate(requestName(s))
+		h.route = profiledict.Truncate(requestName(s))
 	}
 }
 

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -9,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // Two services on one node, as issue 42 found them: a GraphQL gateway (every operation `POST
@@ -191,7 +196,7 @@ func TestGraphQLOperationRoute(t *testing.T) {
 	require.NoError(t, s.Attributes().FromRaw(map[string]any{"graphql.operation.type": "drop table", "graphql.operation.name": strings.Repeat("x", 1000)}))
 	op := graphqlOperation(s)
 	assert.True(t, strings.HasPrefix(op, "operation xxx"), op)
-	assert.LessOrEqual(t, len(op), maxLabelBytes+len("…"))
+	assert.LessOrEqual(t, len(op), profiledict.MaxLabelBytes+len("…"))
 }
 
 func findEvent(s ptrace.Span, name string) (pcommon.Map, bool) {

@@ -1,6 +1,11 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+
 	"math"
 	"strings"
 
@@ -101,7 +106,7 @@ func causeFromSpan(s ptrace.Span) string {
 	cpuOther, _ := msAttr(attrs, AttrCPUOtherTracesMs)
 	offOther, _ := msAttr(attrs, AttrOffCPUOtherTracesMs)
 	if held := cpuOther + offOther; held >= minHeldNs {
-		who, frame := "(unknown)", noStack
+		who, frame := "(unknown)", profiledict.NoStack
 		if w, f, ok := firstHolder(strs(profile, EventHeldBy), "ms: ", isHeldByHead); ok {
 			who, frame = w, f
 		} else if w, f, ok := firstHolder(strs(profile, EventHeldByRoutes), " requests: ", isRouteHead); ok {

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -9,32 +12,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/storagetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans/heldspanstest"
 )
 
-// fileStorageHost is a host with contrib's file_storage (bbolt in a test directory) as
-// `file_storage`, the extension the shipped collector/storage.yaml configures.
-func fileStorageHost(t *testing.T) (component.Host, component.ID) {
+// fileStorageHost is a host with contrib's file_storage as `file_storage`.
+func fileStorageHost(t testing.TB) (component.Host, component.ID) {
 	t.Helper()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = t.TempDir()
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
-	id := component.MustNewID("file_storage")
-	return storagetest.NewStorageHost().WithExtension(id, ext), id
+	return heldspanstest.FileStorageHost(t)
 }
 
 // run is one run of a Collector: the connector's state started on host, its spans to a sink.
@@ -50,12 +45,12 @@ func startRun(t *testing.T, host component.Host, storageID component.ID, clock t
 	cfg := createDefaultConfig()
 	cfg.Storage = &storageID
 	require.NoError(t, cfg.Validate())
-	c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+	c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 	require.NoError(t, err)
 	r := &run{c: c, sink: &consumertest.TracesSink{}}
 	c.next = r.sink
 	c.now = func() time.Time { return clock }
-	require.NoError(t, c.start(context.Background(), host, connectorID))
+	require.NoError(t, c.Start(context.Background(), host))
 	return r
 }
 
@@ -64,7 +59,7 @@ func startRun(t *testing.T, host component.Host, storageID component.ID, clock t
 func (r *run) crash(t *testing.T) {
 	close(r.c.stop)
 	<-r.c.done
-	require.NoError(t, r.c.held.close(context.Background()))
+	require.NoError(t, r.c.held.Close(context.Background()))
 }
 
 // serverSpans is n server spans of process 1's thread 1, 5 ms each from `from` ms, ids from `first`.
@@ -146,9 +141,9 @@ func TestStorageThatIsNotThere(t *testing.T) {
 	cfg := createDefaultConfig()
 	missing := component.MustNewID("file_storage")
 	cfg.Storage = &missing
-	c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+	c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 	require.NoError(t, err)
-	err = c.start(context.Background(), componenttest.NewNopHost(), connectorID)
+	err = c.Start(context.Background(), componenttest.NewNopHost())
 	require.ErrorContains(t, err, `storage is "file_storage": no such extension in this Collector's service::extensions`)
 }
 
@@ -167,28 +162,21 @@ func BenchmarkHeldSpans(b *testing.B) {
 			cfg := createDefaultConfig()
 			host := component.Host(componenttest.NewNopHost())
 			if withStorage {
-				f := filestorage.NewFactory()
-				fcfg := f.CreateDefaultConfig().(*filestorage.Config)
-				fcfg.Directory = b.TempDir()
-				ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), fcfg)
-				require.NoError(b, err)
-				require.NoError(b, ext.Start(context.Background(), componenttest.NewNopHost()))
-				defer func() { require.NoError(b, ext.Shutdown(context.Background())) }()
-				id := component.MustNewID("file_storage")
-				host = storagetest.NewStorageHost().WithExtension(id, ext)
+				var id component.ID
+				host, id = fileStorageHost(b)
 				cfg.Storage = &id
 			}
-			c, err := newSpanProfiles(cfg, componenttest.NewNopTelemetrySettings())
+			c, err := newSpanProfiles(cfg, connectorID, componenttest.NewNopTelemetrySettings())
 			require.NoError(b, err)
 			c.next = consumertest.NewNop()
 			clock := time.Unix(0, ms(0)).Add(time.Hour)
 			c.now = func() time.Time { return clock }
-			require.NoError(b, c.start(context.Background(), host, connectorID))
+			require.NoError(b, c.Start(context.Background(), host))
 			defer func() {
 				close(c.stop)
 				<-c.done
 				if c.held != nil {
-					require.NoError(b, c.held.close(context.Background()))
+					require.NoError(b, c.held.Close(context.Background()))
 				}
 			}()
 			const spans = 512
@@ -257,7 +245,7 @@ func (f faultyClient) Batch(ctx context.Context, ops ...*storage.Operation) erro
 		<-*stall
 	}
 	for _, op := range ops {
-		if op.Type == storage.Set && f.s.failSets.Load() && op.Key != heldIndexKey {
+		if op.Type == storage.Set && f.s.failSets.Load() && op.Key != heldspans.IndexKey {
 			f.s.failedSets.Add(1)
 			return errDiskFull
 		}
@@ -310,13 +298,13 @@ func TestAFailedDeleteIsRetried(t *testing.T) {
 	require.NoError(t, first.c.consumeProfiles(context.Background(), coveringWindow().pd))
 	assert.Equal(t, 30, first.sink.SpanCount(), "sent on whatever the storage says")
 	assert.Positive(t, s.failedDeletes.Load())
-	assert.Equal(t, 1, first.c.held.undeletedCount(), "waits for its retry")
+	assert.Equal(t, 1, first.c.held.Undeleted(), "waits for its retry")
 
 	first.c.expire()
-	assert.Equal(t, 1, first.c.held.undeletedCount(), "the disk still fails: still waiting")
+	assert.Equal(t, 1, first.c.held.Undeleted(), "the disk still fails: still waiting")
 	s.failDeletes.Store(false)
 	first.c.expire()
-	assert.Zero(t, first.c.held.undeletedCount(), "retried at the next check")
+	assert.Zero(t, first.c.held.Undeleted(), "retried at the next check")
 	first.crash(t)
 
 	second := startRun(t, host, id, clock.Add(5*time.Second))
@@ -338,9 +326,7 @@ func TestAGracefulRestartKeepsHeldSpans(t *testing.T) {
 	w.window(agentProcess(1), 1500, 2500).cpuAt(on{tid: 1, stack: w.stack(native("a"))}, 2, 1900, 2200)
 	require.NoError(t, first.c.consumeProfiles(context.Background(), w.pd))
 	require.Equal(t, 10, enrichedCount(first.sink))
-	last, err := first.c.shutdown(context.Background())
-	require.NoError(t, err)
-	require.True(t, last)
+	require.NoError(t, first.c.Shutdown(context.Background()))
 	assert.Equal(t, 10, first.sink.SpanCount(), "the 30 waiting were kept, not sent on unenriched")
 
 	restartEnriches(t, host, id, clock.Add(5*time.Second), 30)

@@ -1,15 +1,15 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
-	"fmt"
-	"path"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 const (
@@ -31,151 +31,9 @@ const (
 	// The sampling period: between 1 µs (1 MHz) and 10 s (0.1 Hz).
 	minPeriodNs = int64(time.Microsecond)
 	maxPeriodNs = int64(10 * time.Second)
-	// Frame labels are cut here (a target controls function names).
-	maxLabelBytes = 256
 	// A window maps at most this many namespace thread ids (a process runs a few dozen threads).
 	maxVTIDs = 4_096
 )
-
-// dictionary reads one request's shared tables, every index checked: a sample whose index
-// points outside its table is refused, never a panic.
-type dictionary struct {
-	d      pprofile.ProfilesDictionary
-	labels map[int32]string
-}
-
-func newDictionary(d pprofile.ProfilesDictionary) *dictionary {
-	return &dictionary{d: d, labels: map[int32]string{}}
-}
-
-func (d *dictionary) str(i int32) (string, bool) {
-	t := d.d.StringTable()
-	if i < 0 || int(i) >= t.Len() {
-		return "", false
-	}
-	return t.At(int(i)), true
-}
-
-func (d *dictionary) attribute(i int32) (string, pcommon.Value, bool) {
-	t := d.d.AttributeTable()
-	if i < 0 || int(i) >= t.Len() {
-		return "", pcommon.NewValueEmpty(), false
-	}
-	a := t.At(int(i))
-	k, ok := d.str(a.KeyStrindex())
-	return k, a.Value(), ok
-}
-
-func (d *dictionary) link(i int32) (pcommon.TraceID, pcommon.SpanID, bool) {
-	t := d.d.LinkTable()
-	if i < 0 || int(i) >= t.Len() {
-		return pcommon.TraceID{}, pcommon.SpanID{}, false
-	}
-	l := t.At(int(i))
-	return l.TraceID(), l.SpanID(), true
-}
-
-// frameLabel names a stack by its innermost JS function (what a Node user can act on), with
-// its file and sampled line, else by its leaf frame (GC, native code); as the summary of
-// `thread-ctx report` does.
-func (d *dictionary) frameLabel(stack int32) (string, bool) {
-	if l, ok := d.labels[stack]; ok {
-		return l, true
-	}
-	st := d.d.StackTable()
-	if stack < 0 || int(stack) >= st.Len() {
-		return "", false
-	}
-	locs := st.At(int(stack)).LocationIndices()
-	leaf := ""
-	label := ""
-	for i := 0; i < locs.Len() && label == ""; i++ {
-		name, file, line, js, ok := d.location(locs.At(i))
-		if !ok {
-			return "", false
-		}
-		if i == 0 {
-			leaf = name
-		}
-		if js {
-			label = name
-			if file != "" && line > 0 {
-				label = name + " (" + path.Base(file) + ":" + strconv.FormatInt(line, 10) + ")"
-			} else if file != "" {
-				label = name + " (" + path.Base(file) + ")"
-			}
-		}
-	}
-	if label == "" {
-		label = leaf
-	}
-	if label == "" {
-		label = noStack
-	}
-	label = truncate(label)
-	d.labels[stack] = label
-	return label, true
-}
-
-// location returns a location's function name, file, line (the sampled one, else where its
-// function starts) and whether it is a JS frame.
-func (d *dictionary) location(i int32) (name, file string, line int64, js, ok bool) {
-	lt := d.d.LocationTable()
-	if i < 0 || int(i) >= lt.Len() {
-		return "", "", 0, false, false
-	}
-	loc := lt.At(int(i))
-	frameType := ""
-	attrs := loc.AttributeIndices()
-	for j := 0; j < attrs.Len(); j++ {
-		k, v, ok := d.attribute(attrs.At(j))
-		if !ok {
-			return "", "", 0, false, false
-		}
-		if k == attrFrameType {
-			frameType = v.AsString()
-		}
-	}
-	lines := loc.Lines()
-	if lines.Len() == 0 {
-		return fmt.Sprintf("[%#x]", loc.Address()), "", 0, false, true
-	}
-	// The first line is the innermost function when calls were inlined.
-	ln := lines.At(0)
-	ft := d.d.FunctionTable()
-	fi := ln.FunctionIndex()
-	if fi < 0 || int(fi) >= ft.Len() {
-		return "", "", 0, false, false
-	}
-	f := ft.At(int(fi))
-	name, ok1 := d.str(f.NameStrindex())
-	file, ok2 := d.str(f.FilenameStrindex())
-	if !ok1 || !ok2 {
-		return "", "", 0, false, false
-	}
-	if name == "" {
-		name = fmt.Sprintf("[%#x]", loc.Address())
-	}
-	line = ln.Line()
-	if line <= 0 {
-		line = f.StartLine()
-	}
-	// V8's unnamed JIT code is typed v8js but names only its mapping ("[anon:jit]"): not a
-	// function a user can act on.
-	js = frameType == frameTypeJS && !(strings.HasPrefix(name, "[") && file == "")
-	return name, file, line, js, true
-}
-
-func truncate(s string) string {
-	if len(s) <= maxLabelBytes {
-		return s
-	}
-	cut := maxLabelBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
 
 // sampleKind is which of the profiles the join reads a Profile is.
 type sampleKind int
@@ -192,13 +50,13 @@ const (
 
 // kindOf says which profile p is, by its sample type and unit (and, for CPU samples, its
 // period type); scope is the instrumentation scope that sent it.
-func (d *dictionary) kindOf(scope string, p pprofile.Profile) sampleKind {
-	typ, _ := d.str(p.SampleType().TypeStrindex())
-	unit, _ := d.str(p.SampleType().UnitStrindex())
+func kindOf(d *profiledict.Dictionary, scope string, p pprofile.Profile) sampleKind {
+	typ, _ := d.Str(p.SampleType().TypeStrindex())
+	unit, _ := d.Str(p.SampleType().UnitStrindex())
 	switch typ {
 	case sampleTypeCPU:
-		periodType, _ := d.str(p.PeriodType().TypeStrindex())
-		periodUnit, _ := d.str(p.PeriodType().UnitStrindex())
+		periodType, _ := d.Str(p.PeriodType().TypeStrindex())
+		periodUnit, _ := d.Str(p.PeriodType().UnitStrindex())
 		if unit == sampleUnitCPU && periodType == periodTypeCPU && periodUnit == periodUnitCPU {
 			return kindCPU
 		}
@@ -228,7 +86,7 @@ type sampleCounts struct {
 
 // windowBuilder turns one process's profiles of one agent window into a window.
 type windowBuilder struct {
-	dict *dictionary
+	dict *profiledict.Dictionary
 	w    *window
 	// Per request dictionary index -> index in the window's tables.
 	links  map[int32]int32
@@ -240,7 +98,7 @@ type windowBuilder struct {
 
 // windowOf builds the window of one ResourceProfiles, or returns nil when its profiles have
 // no valid time range (counted by the caller).
-func windowOf(dict *dictionary, rp pprofile.ResourceProfiles, received time.Time, room int) (*window, sampleCounts) {
+func windowOf(dict *profiledict.Dictionary, rp pprofile.ResourceProfiles, received time.Time, room int) (*window, sampleCounts) {
 	start, end := int64(-1), int64(-1)
 	forEachProfile(dict, rp, func(p pprofile.Profile, _ sampleKind) {
 		s := int64(p.Time())
@@ -255,7 +113,7 @@ func windowOf(dict *dictionary, rp pprofile.ResourceProfiles, received time.Time
 		forEachProfile(dict, rp, func(p pprofile.Profile, _ sampleKind) { n += p.Samples().Len() })
 		return nil, sampleCounts{invalid: n}
 	}
-	b := &windowBuilder{dict: dict, w: newWindow(start, end, received), links: map[int32]int32{}, frames: map[string]int32{noStack: 0}, room: room}
+	b := &windowBuilder{dict: dict, w: newWindow(start, end, received), links: map[int32]int32{}, frames: map[string]int32{profiledict.NoStack: 0}, room: room}
 	forEachProfile(dict, rp, b.addProfile)
 	b.w.seal()
 	return b.w, b.counts
@@ -263,13 +121,13 @@ func windowOf(dict *dictionary, rp pprofile.ResourceProfiles, received time.Time
 
 // forEachProfile calls f with every profile of rp that the join reads (or counts as
 // unsupported).
-func forEachProfile(dict *dictionary, rp pprofile.ResourceProfiles, f func(pprofile.Profile, sampleKind)) {
+func forEachProfile(dict *profiledict.Dictionary, rp pprofile.ResourceProfiles, f func(pprofile.Profile, sampleKind)) {
 	sps := rp.ScopeProfiles()
 	for i := 0; i < sps.Len(); i++ {
 		scope := sps.At(i).Scope().Name()
 		ps := sps.At(i).Profiles()
 		for j := 0; j < ps.Len(); j++ {
-			if k := dict.kindOf(scope, ps.At(j)); k != kindOther {
+			if k := kindOf(dict, scope, ps.At(j)); k != kindOther {
 				f(ps.At(j), k)
 			}
 		}
@@ -296,7 +154,7 @@ func (b *windowBuilder) addProfile(p pprofile.Profile, kind sampleKind) {
 	}
 	b.w.hasOff = b.w.hasOff || kind == kindOff
 	b.w.hasAlloc = b.w.hasAlloc || kind == kindAlloc
-	if t, ok := b.dict.readThrottling(p); ok {
+	if t, ok := readThrottling(b.dict, p); ok {
 		b.w.throttling = t
 	}
 	for i := 0; i < samples.Len(); i++ {
@@ -414,7 +272,7 @@ func (b *windowBuilder) point(kind sampleKind, t, v, period int64) (point, bool)
 func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route string, runnable, ok bool) {
 	attrs := s.AttributeIndices()
 	for i := 0; i < attrs.Len(); i++ {
-		k, v, ok := b.dict.attribute(attrs.At(i))
+		k, v, ok := b.dict.Attribute(attrs.At(i))
 		if !ok {
 			return 0, "", false, false
 		}
@@ -424,7 +282,7 @@ func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route stri
 				tid = v.Int()
 			}
 		case attrHTTPRoute, labelPrefix + attrHTTPRoute:
-			route = truncate(v.AsString())
+			route = profiledict.Truncate(v.AsString())
 		case attrOffCPUState:
 			runnable = v.Type() == pcommon.ValueTypeStr && v.Str() == offCPUPreempted
 		case attrThreadVID:
@@ -440,7 +298,7 @@ func (b *windowBuilder) linkAndFrame(s pprofile.Sample, route string) (link, fra
 	li := s.LinkIndex()
 	link, known := b.links[li]
 	if !known {
-		trace, span, ok := b.dict.link(li)
+		trace, span, ok := b.dict.Link(li)
 		if !ok {
 			return 0, 0, false
 		}
@@ -453,7 +311,7 @@ func (b *windowBuilder) linkAndFrame(s pprofile.Sample, route string) (link, fra
 	} else if link != 0 && b.w.links[link].route == "" {
 		b.w.links[link].route = route
 	}
-	label, ok := b.dict.frameLabel(s.StackIndex())
+	label, ok := b.dict.FrameLabel(s.StackIndex())
 	if !ok {
 		return 0, 0, false
 	}

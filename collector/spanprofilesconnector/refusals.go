@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -69,7 +72,7 @@ func (l *refusalLog) note(rp pprofile.ResourceProfiles, counts map[string]int) {
 		if rp.ScopeProfiles().Len() > 0 {
 			scope = rp.ScopeProfiles().At(0).Scope().Name()
 		}
-		l.logger.Warn(fmt.Sprintf("spanprofiles refused samples of a process's profiles (%s): spans of that process get no figure those samples touch; logged once per resource and reason", refusalReasons[reason]),
+		l.logger.Warn(fmt.Sprintf("span_profiles refused samples of a process's profiles (%s): spans of that process get no figure those samples touch; logged once per resource and reason", refusalReasons[reason]),
 			zap.String("outcome", reason),
 			zap.Int("samples", n),
 			zap.String("service.name", name),

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -6,6 +9,8 @@ import (
 	"unicode"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // Where a request's route comes from when its server span has no http.route (NestJS 12's
@@ -34,7 +39,7 @@ const (
 
 // graphqlOperation is the route of the operation a span executed, "" when it executed none.
 // Bounded: a type other than the three GraphQL has is "operation", the name is cut at
-// maxLabelBytes.
+// profiledict.MaxLabelBytes.
 func graphqlOperation(s ptrace.Span) string {
 	attrs := s.Attributes()
 	typ, hasType := attrs.Get(attrGraphQLOperationType)
@@ -50,7 +55,7 @@ func graphqlOperation(s ptrace.Span) string {
 	if name == "" {
 		name = graphqlAnonymous
 	}
-	return truncate(kind + " " + name)
+	return profiledict.Truncate(kind + " " + name)
 }
 
 // Span attributes a route is made from (semantic conventions, current and older names).
@@ -128,7 +133,7 @@ func pathRoute(s ptrace.Span) string {
 	if method != "" {
 		route = method + " " + route
 	}
-	return truncate(route)
+	return profiledict.Truncate(route)
 }
 
 // templatePath folds the parts of a path that name one thing of many (numbers, UUIDs, hex

@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -9,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.uber.org/zap"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // identity is what a resource says of the process it comes from.
@@ -106,7 +111,7 @@ func newStore(cfg *Config, tel *telemetry, logger *zap.Logger) *store {
 // ingest adds a request's profiles; returns the processes that got a window.
 func (s *store) ingest(pd pprofile.Profiles, now time.Time) []*process {
 	s.expire(now)
-	dict := newDictionary(pd.Dictionary())
+	dict := profiledict.NewDictionary(pd.Dictionary())
 	var got []*process
 	rps := pd.ResourceProfiles()
 	for i := 0; i < rps.Len(); i++ {
@@ -119,7 +124,7 @@ func (s *store) ingest(pd pprofile.Profiles, now time.Time) []*process {
 }
 
 // add adds one process's window; returns the process, or nil when the window was refused.
-func (s *store) add(dict *dictionary, rp pprofile.ResourceProfiles, now time.Time) *process {
+func (s *store) add(dict *profiledict.Dictionary, rp pprofile.ResourceProfiles, now time.Time) *process {
 	attrs := rp.Resource().Attributes()
 	id := identityOf(attrs)
 	// The agent's process.pid is the host's; what the process's spans call it is process.vpid

@@ -1,8 +1,13 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // What the agent puts on a window's profiles where it read the process's cgroup: how long its
@@ -35,12 +40,12 @@ type cgroupThrottling struct {
 }
 
 // readThrottling reads the throttling a profile carries; a value out of range is ignored.
-func (d *dictionary) readThrottling(p pprofile.Profile) (cgroupThrottling, bool) {
+func readThrottling(d *profiledict.Dictionary, p pprofile.Profile) (cgroupThrottling, bool) {
 	var t cgroupThrottling
 	found := false
 	attrs := p.AttributeIndices()
 	for i := 0; i < attrs.Len(); i++ {
-		k, v, ok := d.attribute(attrs.At(i))
+		k, v, ok := d.Attribute(attrs.At(i))
 		if !ok {
 			continue
 		}
@@ -50,7 +55,7 @@ func (d *dictionary) readThrottling(p pprofile.Profile) (cgroupThrottling, bool)
 		case k == attrCgroupNrThrottled && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0:
 			t.periods = v.Int()
 		case k == attrCgroupPath && v.Type() == pcommon.ValueTypeStr:
-			t.cgroup = truncate(v.Str())
+			t.cgroup = profiledict.Truncate(v.Str())
 		}
 	}
 	return t, found

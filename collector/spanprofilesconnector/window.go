@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package spanprofilesconnector
 
 import (
@@ -5,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 )
 
 // point is one profile sample as the join uses it: 24 bytes, held for `retention`.
@@ -158,13 +163,10 @@ func newWindow(start, end int64, received time.Time) *window {
 		received: received,
 		threads:  map[int64]*threadPoints{},
 		links:    []linkInfo{{}},
-		frames:   []string{noStack},
+		frames:   []string{profiledict.NoStack},
 		traces:   map[pcommon.TraceID]*traceThreads{},
 	}
 }
-
-// noStack names the frame of a sample without a stack.
-const noStack = "(no stack)"
 
 func (w *window) thread(tid int64) *threadPoints {
 	tp := w.threads[tid]

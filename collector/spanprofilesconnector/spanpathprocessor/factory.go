@@ -1,9 +1,12 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spanpathprocessor is the trace tier's `span_path` processor (collector/tier.yaml):
 // after groupbytrace, which hands it each trace's spans together, it writes each first
 // request's path across the services of the whole trace (spanprofilesconnector.WritePaths). A
 // package of its own, so that the Collector Builder, which calls each component's NewFactory,
 // can build it.
-package spanpathprocessor // import "otel-thread-ctx/collector/spanprofilesconnector/spanpathprocessor"
+package spanpathprocessor // import "github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/spanpathprocessor"
 
 import (
 	"context"
@@ -14,7 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
-	"otel-thread-ctx/collector/spanprofilesconnector"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector"
 )
 
 var componentType = component.MustNewType("span_path")

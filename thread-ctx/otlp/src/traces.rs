@@ -1,4 +1,4 @@
-//! Spans the Collector's `spanprofiles` connector enriched, read back from its file exporter's
+//! Spans the Collector's `span_profiles` connector enriched, read back from its file exporter's
 //! `proto` output (size-prefixed OTLP `TracesData`) for `thread-ctx report --traces`. The field
 //! names are the contract of docs/spanprofiles.md, which the connector (Go) writes; a field of
 //! the wrong type is read as absent, never trusted.

@@ -1,5 +1,5 @@
 //! The Rust <-> Go contract of the span-profiles pipeline, tied by golden files in the
-//! connector's `testdata/agent/` (the `spanprofiles` connector, Go, reads and writes them too):
+//! connector's `testdata/agent/` (the `span_profiles` connector, Go, reads and writes them too):
 //!
 //! - `profiles.pb`: what `thread-ctx agent`'s encoder (`encode.rs`) sends for one window of a
 //!   known workload, byte for byte; `spans.pb`: the spans the workload's SDK sent. The connector's

@@ -1,5 +1,5 @@
 //! `thread-ctx report --traces`: where the slow requests' time went, from spans the Collector's
-//! `spanprofiles` connector enriched (docs/spanprofiles.md has the fields). Per route: the latency
+//! `span_profiles` connector enriched (docs/spanprofiles.md has the fields). Per route: the latency
 //! distribution of its requests (entry spans: server spans and roots), and for its slowest 1 %
 //! what their thread did while they were open: their own CPU and top lines, other requests on
 //! the loop (which routes, which lines), CPU with no span, time off CPU, and allocations; and

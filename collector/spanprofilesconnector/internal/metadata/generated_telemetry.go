@@ -15,11 +15,11 @@ import (
 )
 
 func Meter(settings component.TelemetrySettings) metric.Meter {
-	return settings.MeterProvider.Meter("otel-thread-ctx/collector/spanprofilesconnector")
+	return settings.MeterProvider.Meter("github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector")
 }
 
 func Tracer(settings component.TelemetrySettings) trace.Tracer {
-	return settings.TracerProvider.Tracer("otel-thread-ctx/collector/spanprofilesconnector")
+	return settings.TracerProvider.Tracer("github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector")
 }
 
 // TelemetryBuilder provides an interface for components to report telemetry

@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
 func TestSetupTelemetry(t *testing.T) {

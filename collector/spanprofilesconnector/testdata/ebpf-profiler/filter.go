@@ -1,3 +1,6 @@
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build ignore
 
 // Keeps, of a host-wide recording of OTLP/Profiles requests (the file exporter's proto format:

@@ -1,4 +1,7 @@
-package spanprofilesconnector
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package waitmetrics
 
 import (
 	"cmp"
@@ -6,10 +9,16 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
 )
 
-// metricsScope names the scope of the metrics the connector emits.
-const metricsScope = "otel-thread-ctx/collector/spanprofilesconnector"
+// scope names the scope of the metrics the connector emits: its import path, as mdatagen's
+// ScopeName is for every contrib component.
+var scope = metadata.ScopeName
+
+// attrServiceInstanceID names the Collector on each resource (SetInstance).
+const attrServiceInstanceID = "service.instance.id"
 
 // serviceMetrics is one service's metrics in a batch being built.
 type serviceMetrics struct {
@@ -17,10 +26,10 @@ type serviceMetrics struct {
 	share                        pmetric.HistogramDataPointSlice
 }
 
-// emit returns every series as cumulative points at now (one resource per service, its
+// Emit returns every series as cumulative points at now (one resource per service, its
 // service.name also on the resource, where Prometheus makes it the `job`, and the Collector's
 // service.instance.id, its `instance`), each exemplar once.
-func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
+func (m *Metrics) Emit(now pcommon.Timestamp) pmetric.Metrics {
 	m.settleInterval(now)
 	md := pmetric.NewMetrics()
 	bySvc := map[string]*serviceMetrics{}
@@ -34,7 +43,7 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 			rm.Resource().Attributes().PutStr(attrServiceInstanceID, m.instance)
 		}
 		ms := rm.ScopeMetrics().AppendEmpty()
-		ms.Scope().SetName(metricsScope)
+		ms.Scope().SetName(scope)
 		sum := func(name, desc, unit string) pmetric.NumberDataPointSlice {
 			mt := ms.Metrics().AppendEmpty()
 			mt.SetName(name)
@@ -80,7 +89,7 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 		dd := point(sm.delayed, ws.start, attrs...)
 		dd.SetIntValue(ws.delayed)
 		putExemplar(dd.Exemplars(), ws.ex, now, false)
-		ws.ex = exemplar{}
+		ws.ex = Exemplar{}
 	}
 	for _, k := range sortedKeys(m.spanTime, func(a, b causeKey) int {
 		return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.route, b.route), cmp.Compare(a.cause, b.cause))
@@ -102,13 +111,13 @@ func (m *waitMetrics) emit(now pcommon.Timestamp) pmetric.Metrics {
 		dp.SetMin(0)
 		dp.ExplicitBounds().FromRaw(heldShareBounds)
 		dp.BucketCounts().FromRaw(ss.counts)
-		if !ss.ex.trace.IsEmpty() {
+		if !ss.ex.Trace.IsEmpty() {
 			e := dp.Exemplars().AppendEmpty()
-			e.SetTimestamp(ss.ex.at)
-			e.SetDoubleValue(ss.ex.value)
-			e.SetTraceID(ss.ex.trace)
-			e.SetSpanID(ss.ex.span)
-			ss.ex = exemplar{}
+			e.SetTimestamp(ss.ex.At)
+			e.SetDoubleValue(ss.ex.Value)
+			e.SetTraceID(ss.ex.Trace)
+			e.SetSpanID(ss.ex.Span)
+			ss.ex = Exemplar{}
 		}
 	}
 	dropEmpty(md)
@@ -135,19 +144,19 @@ func dropEmpty(md pmetric.Metrics) {
 
 // putExemplar adds ex (the last request a series delayed) to a point: its ms of wait, or a
 // count of one request.
-func putExemplar(es pmetric.ExemplarSlice, ex exemplar, now pcommon.Timestamp, ms bool) {
-	if ex.trace.IsEmpty() {
+func putExemplar(es pmetric.ExemplarSlice, ex Exemplar, now pcommon.Timestamp, ms bool) {
+	if ex.Trace.IsEmpty() {
 		return
 	}
 	e := es.AppendEmpty()
-	e.SetTimestamp(min(ex.at, now))
+	e.SetTimestamp(min(ex.At, now))
 	if ms {
-		e.SetDoubleValue(ex.value)
+		e.SetDoubleValue(ex.Value)
 	} else {
 		e.SetIntValue(1)
 	}
-	e.SetTraceID(ex.trace)
-	e.SetSpanID(ex.span)
+	e.SetTraceID(ex.Trace)
+	e.SetSpanID(ex.Span)
 }
 
 func cmpWaitKey(a, b waitKey) int {

@@ -1,4 +1,7 @@
-package spanprofilesconnector
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package waitmetrics
 
 import (
 	"cmp"
@@ -53,7 +56,7 @@ func (h *hitter) sure() float64 { return h.count - h.over }
 
 // settleInterval adds the interval's waits to the cumulative series under the lines elected
 // now, and starts a new interval at now.
-func (m *waitMetrics) settleInterval(now pcommon.Timestamp) {
+func (m *Metrics) settleInterval(now pcommon.Timestamp) {
 	if len(m.interval) == 0 {
 		m.intervalStart = now
 		return
@@ -61,7 +64,7 @@ func (m *waitMetrics) settleInterval(now pcommon.Timestamp) {
 	// Each route's lines this interval, totalled over kind and delayed route.
 	totals := map[routeKey]map[string]float64{}
 	for k, ws := range m.interval {
-		if k.function == otherValue {
+		if k.function == Other {
 			continue
 		}
 		rk := routeKey{k.service, k.route}
@@ -93,13 +96,13 @@ func (m *waitMetrics) settleInterval(now pcommon.Timestamp) {
 	}
 	for _, k := range sortedKeys(m.interval, cmpWaitKey) {
 		p := m.interval[k]
-		if k.function != otherValue && !m.hitters[routeKey{k.service, k.route}].named[k.function] {
+		if k.function != Other && !m.hitters[routeKey{k.service, k.route}].named[k.function] {
 			m.fold(MetricAttrFunction)
-			k.function = otherValue
+			k.function = Other
 		}
 		ws := m.inflicted[k]
 		if ws == nil {
-			if all := (waitKey{otherValue, otherValue, otherValue, k.kind, otherValue}); len(m.inflicted) >= m.cfg.MaxSeries && k != all {
+			if all := (waitKey{Other, Other, Other, k.kind, Other}); len(m.inflicted) >= m.cfg.MaxSeries && k != all {
 				m.fold("series")
 				k = all
 				ws = m.inflicted[k]
@@ -111,7 +114,7 @@ func (m *waitMetrics) settleInterval(now pcommon.Timestamp) {
 		}
 		ws.ms += p.ms
 		ws.delayed += p.delayed
-		if ws.ex.trace.IsEmpty() || p.ex.at >= ws.ex.at {
+		if ws.ex.Trace.IsEmpty() || p.ex.At >= ws.ex.At {
 			ws.ex = p.ex
 		}
 	}

@@ -1,4 +1,11 @@
-package spanprofilesconnector
+// Copyright The otel-thread-ctx Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package heldspans keeps the spans the span_profiles connector holds in a storage extension
+// (contrib's file_storage), so that a Collector that crashes loses none whose receipt it
+// acknowledged: written before the request is acknowledged, deleted once sent on, read back at
+// start.
+package heldspans // import "github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
 
 import (
 	"context"
@@ -14,7 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// heldSpans keeps the spans the connector holds in a storage extension (contrib's file_storage),
+// Spans keeps the spans the connector holds in a storage extension (contrib's file_storage),
 // so that a Collector that crashes (kill -9, an OOM kill) loses none of the spans whose receipt
 // it acknowledged: they are replayed when it starts again. Each unit (one resource's spans of one
 // request) is one record, written before the request is acknowledged and deleted once the next
@@ -23,7 +30,7 @@ import (
 //
 // The storage has no listing, so the records are numbered and an index record says which
 // numbers may be live: [first, next).
-type heldSpans struct {
+type Spans struct {
 	client storage.Client
 	mu     sync.Mutex
 	first  uint64
@@ -33,7 +40,8 @@ type heldSpans struct {
 	undeleted []uint64
 }
 
-const heldIndexKey = "held_spans.index"
+// IndexKey is the record that says which records may be live.
+const IndexKey = "held_spans.index"
 
 type heldIndex struct {
 	First uint64 `json:"first"`
@@ -44,16 +52,17 @@ func heldKey(seq uint64) string {
 	return fmt.Sprintf("held_spans.%016x", seq)
 }
 
-// storedUnit is a record read back at start: the spans of one unit and when they arrived.
-type storedUnit struct {
-	seq     uint64
-	arrived time.Time
-	td      ptrace.Traces
+// Unit is a record read back at start: the spans of one unit (one resource's spans of one
+// request), when they arrived, and its number (what Forget takes).
+type Unit struct {
+	Seq     uint64
+	Arrived time.Time
+	Traces  ptrace.Traces
 }
 
-// openHeldSpans gets the connector's client from the storage extension `id` and reads back what
+// Open gets the connector's client from the storage extension `id` and reads back what
 // the last run left.
-func openHeldSpans(ctx context.Context, host component.Host, id, self component.ID) (*heldSpans, []storedUnit, error) {
+func Open(ctx context.Context, host component.Host, id, self component.ID) (*Spans, []Unit, error) {
 	ext, ok := host.GetExtensions()[id]
 	if !ok {
 		return nil, nil, fmt.Errorf("storage is %q: no such extension in this Collector's service::extensions", id)
@@ -66,8 +75,8 @@ func openHeldSpans(ctx context.Context, host component.Host, id, self component.
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage %q: %w", id, err)
 	}
-	h := &heldSpans{client: client, first: 1, next: 1, live: map[uint64]struct{}{}}
-	raw, err := client.Get(ctx, heldIndexKey)
+	h := &Spans{client: client, first: 1, next: 1, live: map[uint64]struct{}{}}
+	raw, err := client.Get(ctx, IndexKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage %q: reading the index of held spans: %w", id, err)
 	}
@@ -78,7 +87,7 @@ func openHeldSpans(ctx context.Context, host component.Host, id, self component.
 		}
 		h.first, h.next = ix.First, ix.Next
 	}
-	var units []storedUnit
+	var units []Unit
 	for seq := h.first; seq < h.next; seq++ {
 		rec, err := client.Get(ctx, heldKey(seq))
 		if err != nil {
@@ -111,25 +120,25 @@ func encodeHeld(arrived time.Time, td ptrace.Traces) ([]byte, error) {
 	return append(rec, body...), nil
 }
 
-func decodeHeld(seq uint64, rec []byte) (storedUnit, error) {
+func decodeHeld(seq uint64, rec []byte) (Unit, error) {
 	if len(rec) < 8 {
-		return storedUnit{}, errors.New("a record shorter than its header")
+		return Unit{}, errors.New("a record shorter than its header")
 	}
 	var u ptrace.ProtoUnmarshaler
 	td, err := u.UnmarshalTraces(rec[8:])
 	if err != nil {
-		return storedUnit{}, err
+		return Unit{}, err
 	}
-	return storedUnit{seq: seq, arrived: time.Unix(0, int64(binary.BigEndian.Uint64(rec))), td: td}, nil
+	return Unit{Seq: seq, Arrived: time.Unix(0, int64(binary.BigEndian.Uint64(rec))), Traces: td}, nil
 }
 
-// save writes each resource's spans (one of own, each a ptrace.Traces of one resource) as one
+// Save writes each resource's spans (one of own, each a ptrace.Traces of one resource) as one
 // record, all in one transaction, and returns their numbers in order. It runs before the spans
 // are queued or acknowledged and outside the connector's lock: the marshal (about 1 µs per span)
 // and the write (a bbolt commit and fsync, milliseconds on a busy disk) stall no other request
 // and no profile ingest. A record whose unit finishes before this returns cannot be deleted
 // before it exists: the unit does not exist yet.
-func (h *heldSpans) save(ctx context.Context, arrived time.Time, own []ptrace.Traces) ([]uint64, error) {
+func (h *Spans) Save(ctx context.Context, arrived time.Time, own []ptrace.Traces) ([]uint64, error) {
 	if len(own) == 0 {
 		return nil, nil
 	}
@@ -164,10 +173,10 @@ func (h *heldSpans) save(ctx context.Context, arrived time.Time, own []ptrace.Tr
 // past it the oldest are given up, logged, and a restart replays them (sent twice, not lost).
 const maxUndeleted = 1 << 20
 
-// forget deletes the records of spans the next consumer took, with those whose delete failed
+// Forget deletes the records of spans the next consumer took, with those whose delete failed
 // before: a record left behind would be replayed (and its spans sent twice) at every start.
 // Returns how many records still wait to be deleted.
-func (h *heldSpans) forget(ctx context.Context, seqs []uint64) (int, error) {
+func (h *Spans) Forget(ctx context.Context, seqs []uint64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.undeleted = append(h.undeleted, seqs...)
@@ -200,18 +209,19 @@ func (h *heldSpans) forget(ctx context.Context, seqs []uint64) (int, error) {
 	return 0, nil
 }
 
-// undeletedCount is how many records wait for their delete to be retried.
-func (h *heldSpans) undeletedCount() int {
+// Undeleted is how many records wait for their delete to be retried.
+func (h *Spans) Undeleted() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.undeleted)
 }
 
-func (h *heldSpans) indexOp(first, next uint64) *storage.Operation {
+func (h *Spans) indexOp(first, next uint64) *storage.Operation {
 	raw, _ := json.Marshal(heldIndex{First: first, Next: next})
-	return storage.SetOperation(heldIndexKey, raw)
+	return storage.SetOperation(IndexKey, raw)
 }
 
-func (h *heldSpans) close(ctx context.Context) error {
+// Close closes the storage client.
+func (h *Spans) Close(ctx context.Context) error {
 	return h.client.Close(ctx)
 }
