@@ -283,7 +283,7 @@ fn traces_explain_the_slowest_requests_per_route() {
     let cases: [(&[&str], i32, &str); 4] = [
         (&["--traces", "/nonexistent/traces.pb"], 2, "--traces: /nonexistent/traces.pb does not exist"),
         (&["--traces", garbage.to_str().unwrap()], 3, "is not an OTLP TracesData"),
-        (&["--otlp", f, "--traces", f], 2, "cannot be used with"),
+        (&["--otlp", f, "--traces", f], 2, "one report at a time"),
         (&["--slowest", "3"], 2, "--traces"),
     ];
     for (args, code, message) in cases {
