@@ -97,13 +97,19 @@ impl Picks {
         if !s.entry {
             return;
         }
+        // A request's row is made once, and only when some list keeps it.
+        let mut row: Option<Request> = None;
+        let made = |row: &mut Option<Request>| row.get_or_insert_with(|| Request::of(s)).clone();
         let slow = |v: &Vec<Request>, n: usize| v.len() < n || v.last().is_some_and(|r| r.duration_ns < s.duration_ns);
-        let route = self.per_route.entry(s.route_or_name().to_string()).or_default();
+        let route = match self.per_route.get_mut(s.route_or_name()) {
+            Some(r) => r,
+            None => self.per_route.entry(s.route_or_name().to_string()).or_default(),
+        };
         if slow(route, SLOW_PER_ROUTE) {
-            keep_top(route, Request::of(s), SLOW_PER_ROUTE, |r| r.duration_ns as f64);
+            keep_top(route, made(&mut row), SLOW_PER_ROUTE, |r| r.duration_ns as f64);
         }
         if slow(&self.slowest, SLOWEST) {
-            keep_top(&mut self.slowest, Request::of(s), SLOWEST, |r| r.duration_ns as f64);
+            keep_top(&mut self.slowest, made(&mut row), SLOWEST, |r| r.duration_ns as f64);
         }
         let Some(j) = &s.joined else { return };
         for h in j.held_by_routes.iter().filter_map(|r| parse_route_hold(r)) {
@@ -114,7 +120,7 @@ impl Picks {
             }
             let rows = self.delayed.entry(key).or_default();
             if rows.len() < DELAYED_PER_HOLDER || rows.last().is_some_and(|(ms, _)| *ms < h.ms) {
-                keep_top(rows, (h.ms, Request::of(s)), DELAYED_PER_HOLDER, |r| r.0);
+                keep_top(rows, (h.ms, made(&mut row)), DELAYED_PER_HOLDER, |r| r.0);
             }
         }
     }
