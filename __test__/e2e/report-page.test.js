@@ -52,7 +52,7 @@ async function checkPage(browser, url, expected, { offline, screenshot }) {
   page.on('pageerror', (e) => errors.push(String(e)));
   page.setDefaultTimeout(20_000);
   await page.goto(url);
-  await page.waitForSelector('body[data-ready="1"]');
+  await page.waitForSelector('body[data-ready="1"]').catch((e) => { throw new Error(`${e.message}; console errors: ${errors.join('; ')}`); });
 
   // The slowest request: its spans, the entry span's cause bar and who held it.
   await page.click(`#slowest tbody tr[data-trace="${expected.trace}"]`);
@@ -78,6 +78,8 @@ async function checkPage(browser, url, expected, { offline, screenshot }) {
     return [...width].sort((a, b) => b[1] - a[1])[0];
   });
   assert.match(widest[0], /^rankSearchResults \(service\.js:\d+\)$/, `the widest JS frame of /api/search: ${widest}`);
+  const listed = await page.locator('#widest li .mono').first().textContent();
+  assert.equal(listed, widest[0], 'the page lists the widest JS frame first');
 
   // Who made whom wait: the heaviest holder with a line, its delayed requests, one's spans.
   await page.click('#holders tbody tr:not(:has(td:first-child:text-is("(others)")))');

@@ -203,8 +203,23 @@
     const width = Math.max(chart.clientWidth, 600);
     const g = flamegraph.default().width(width).cellHeight(18).transitionDuration(0).minFrameSize(2).sort(true).title('')
       .label((d) => `${d.data.name}: ${d.data.value} ${f.unit} (${((100 * d.data.value) / f.total).toFixed(1)} %)`);
-    d3.select(chart).datum(tree(f.stacks)).call(g);
+    const root = tree(f.stacks);
+    d3.select(chart).datum(root).call(g);
     d3.select(chart).selectAll('g.frame').attr('data-js', (d) => (d.data.js ? '1' : null));
+    // The widest JS frames: each one's width summed over where it is drawn (a recursive frame
+    // counted at its outermost), the functions to read first.
+    const drawn = new Map();
+    const walk = (n, open) => {
+      const counted = n.js && !open.has(n.name);
+      if (counted) drawn.set(n.name, (drawn.get(n.name) || 0) + n.value);
+      if (counted) open.add(n.name);
+      for (const c of n.children) walk(c, open);
+      if (counted) open.delete(n.name);
+    };
+    walk(root, new Set());
+    const widest = [...drawn].sort((a, b) => b[1] - a[1]).slice(0, 5);
+    detail.append(el('h3', null, 'widest JS frames'), el('ol', { id: 'widest' }, ...widest.map(([name, v]) =>
+      el('li', null, el('span', { class: 'mono' }, name), ` ${v} ${f.unit} (${((100 * v) / f.total).toFixed(1)} %)`))));
   }
 
   function route() {
