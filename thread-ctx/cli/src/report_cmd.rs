@@ -82,6 +82,20 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let (otlp, traces) = (args.otlp.clone(), args.traces.clone());
     if args.page.wanted() {
+        // The page shows every process, route and request, to choose from in it.
+        let select = &args.files.select;
+        let refused = [
+            (args.slowest > 0, "--slowest"),
+            (args.json, "--json"),
+            (!args.pid.is_empty(), "--pid"),
+            (args.service.is_some(), "--service"),
+            (args.by.is_some(), "--by"),
+            (args.files.writes_files(), "--pprof/--flamegraph/--folded"),
+            (select.trace.is_some() || select.span.is_some() || !select.attr.is_empty() || select.kind.is_some(), "--trace/--span/--attr/--kind"),
+        ];
+        if let Some((_, flag)) = refused.into_iter().find(|(given, _)| *given) {
+            return Err(usage(format!("{flag}: not with --serve/--html: the page shows every route and request, to choose from in it")));
+        }
         return page::run(&args.page, traces.as_deref(), otlp.as_deref());
     }
     if args.page.jaeger.is_some() {

@@ -750,8 +750,9 @@ fn the_page_is_written_whole_and_served() {
     server.kill().unwrap();
     server.wait().unwrap();
 
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--traces", t, "--serve", "0.0.0.0:0"], "--serve: 0.0.0.0:0 is not a loopback address"),
+        (&["--traces", t, "--html", "/tmp/x.html", "--slowest", "3"], "--slowest: not with --serve/--html"),
         (&["--traces", t, "--serve", "somewhere"], "--serve: \"somewhere\" is not an address"),
         (&["--otlp", p, "--html", "/tmp/x.html"], "--serve/--html: give --traces FILE"),
         (&["--traces", t, "--html", "/tmp/x.html", "--jaeger", "ftp://x"], "--jaeger: \"ftp://x\" is not an http:// or https:// URL"),
