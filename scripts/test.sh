@@ -3,6 +3,8 @@
 # version matrix. eBPF tests skip when not root unless REQUIRE_EBPF=1 (CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's heading says when it began, so that a slow run shows where its time went.
+phase() { echo "== $* (at $((SECONDS / 60)) min $((SECONDS % 60)) s) =="; }
 
 # The Go programs (the Collector, Jaeger, Prometheus: ~18 min of CPU on a cold machine) build in
 # the background from the start, beside setup's downloads and Rust build, clippy and the Rust test
@@ -20,11 +22,11 @@ go_test=
 trap 'kill $go_builds $go_test 2>/dev/null || true' EXIT
 SETUP_PACKAGES_DONE=1 SETUP_GO=none bash scripts/setup.sh
 
-echo "== house style: rustfmt, clippy =="
+phase "house style: rustfmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 
-echo "== house style: gofmt, go vet (collector/) =="
+phase "house style: gofmt, go vet (collector/)"
 source scripts/go-build.sh
 unformatted=$(gofmt -l collector)
 [[ -z "$unformatted" ]] || { echo "gofmt: not formatted: $unformatted" >&2; exit 1; }
@@ -33,12 +35,12 @@ unformatted=$(gofmt -l collector)
 go vet -C collector -trimpath ./...
 go vet -C collector/spanprofilesconnector -trimpath ./...
 
-echo "== types: index.d.ts against typed use of every export (tsc --noEmit, strict, nodenext) =="
+phase "types: index.d.ts against typed use of every export (tsc --noEmit, strict, nodenext)"
 node_modules/.bin/tsc -p __test__/types/tsconfig.json --noEmit
 
-echo "== cargo test (addon unit tests, reader and sampler) =="
-cargo test --release --workspace --no-run
-echo "== the Collector's, Jaeger's and Prometheus's builds (run in the background) =="
+phase "cargo test (addon unit tests, reader and sampler)"
+cargo test --release --workspace --no-run --message-format=json-render-diagnostics >target/rust-test-binaries.json
+phase "the Collector's, Jaeger's and Prometheus's builds (run in the background)"
 go_status=0
 wait "$go_builds" || go_status=$?
 cat "$go_builds_log"
@@ -49,24 +51,27 @@ cat "$go_builds_log"
   go test -C collector/spanprofilesconnector -trimpath ./...
 ) >"$go_test_log" 2>&1 &
 go_test=$!
-cargo test --release --workspace
+# The test binaries two at a time (scripts/rust-test-lanes.js says why; RUST_TEST_LANES=1 runs
+# them one after the other, as cargo test does), then the doc tests.
+node scripts/rust-test-lanes.js target/rust-test-binaries.json
+cargo test --release --workspace --doc
 
-echo "== the release tarballs, packed once for every test file and Node version that installs them =="
+phase "the release tarballs, packed once for every test file and Node version that installs them"
 rm -rf target/test-dist
 mkdir -p target/test-dist
 bash scripts/release.sh --profile release --out target/test-dist >target/test-dist/release.log
 export OTEL_THREAD_CTX_TEST_DIST="$PWD/target/test-dist"
 
-echo "== node --test (Node $(node --version)) =="
+phase "node --test (Node $(node --version))"
 npm test
 
-echo "== go test (the spanprofiles connector; run in the background) =="
+phase "go test (the spanprofiles connector; run in the background)"
 go_status=0
 wait "$go_test" || go_status=$?
 cat "$go_test_log"
 [[ $go_status -eq 0 ]] || { echo "the connector's go test failed (exit $go_status): see above" >&2; exit 1; }
 
-echo "== thread-ctx without eBPF (cargo feature ebpf off), for the end-to-end test to report with =="
+phase "thread-ctx without eBPF (cargo feature ebpf off), for the end-to-end test to report with"
 # Beside the release build (~1 min of CPU: the crates whose features differ without the sampler),
 # copied out of target/release/; the build after it puts the eBPF one back (a relink).
 cargo build --release -p thread-ctx --no-default-features
@@ -90,10 +95,10 @@ if [[ "${MATRIX_AFTER_E2E:-1}" != 1 ]]; then
   trap 'kill $go_builds $go_test $matrix 2>/dev/null || true' EXIT
 fi
 
-echo "== end to end: spanprofiles with a real service, agent, Collector, Jaeger and Prometheus (once, not per Node) =="
+phase "end to end: spanprofiles with a real service, agent, Collector, Jaeger and Prometheus (once, not per Node)"
 node --test __test__/e2e/
 
-echo "== the same tests on the other supported Node versions =="
+phase "the same tests on the other supported Node versions"
 if [[ -n "$matrix" ]]; then
   matrix_status=0
   wait "$matrix" || matrix_status=$?
@@ -104,3 +109,4 @@ else
   # against 108 s one after the other).
   NODE_MATRIX="${NODE_MATRIX:-18 22 22acf 24 26}" NODE_MATRIX_JOBS="${NODE_MATRIX_JOBS:-2}" bash scripts/node-matrix.sh
 fi
+phase "all tests passed"
