@@ -111,7 +111,7 @@ test('report --serve and --html: the demo\'s page in chromium', { skip: need.ski
     const html = spawnSync(pipeline.BIN.threadCtx, ['report', '--traces', files.traces, '--otlp', files.profiles, '--html', files.html], { encoding: 'utf8' });
     assert.equal(html.status, 0, html.stderr);
   } else {
-    const demo = spawnSync(process.execPath, [path.join(pipeline.ROOT, 'demo', 'run.js'), '--seconds', '5',
+    const demo = spawnSync(process.execPath, [path.join(pipeline.ROOT, 'demo', 'run.js'), '--seconds', '4',
       '--traces-out', files.traces, '--otlp-out', files.profiles, '--page-out', files.html, '--flamegraph-all', path.join(dir, 'all.svg')],
     { encoding: 'utf8', timeout: 240_000 });
     assert.equal(demo.status, 0, `the demo failed:\n${demo.stdout}\n${demo.stderr}`);
