@@ -20,8 +20,10 @@
 //      slowest latency bucket with the enriched trace it opens in Jaeger.
 // eBPF needs root. Without it the demo samples with `thread-ctx dump` snapshots (ptrace) instead,
 // with no agent and no Collector, and says so.
+//   7. the page of it all (`thread-ctx report --traces --otlp --html`), one file to open in a
+//      browser, and the command that serves it.
 //   node demo/run.js [--seconds 6] [--hz 499] [--snapshots] [--flamegraph-all FILE.svg]
-//                    [--pprof FILE] [--otlp-out FILE] [--traces-out FILE]
+//                    [--pprof FILE] [--otlp-out FILE] [--traces-out FILE] [--page-out FILE.html]
 const { spawn, spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -89,6 +91,7 @@ async function viaAgentAndCollector() {
   const received = path.resolve(arg('otlp-out', path.join(dir, 'profiles.pb')));
   const traces = path.resolve(arg('traces-out', path.join(dir, 'traces.pb')));
   const allSvg = path.resolve(arg('flamegraph-all', path.join(os.tmpdir(), 'otel-thread-ctx-demo-all.svg')));
+  const pageHtml = path.resolve(arg('page-out', path.join(os.tmpdir(), 'otel-thread-ctx-demo-page.html')));
   const pprof = arg('pprof');
   const procs = [];
   let svc = null;
@@ -149,6 +152,12 @@ async function viaAgentAndCollector() {
   console.log(`\nthe same fields are on each span in Jaeger (it ran at 127.0.0.1:${jaeger.queryHttp} for the demo): thread_ctx.cpu.*, thread_ctx.off_cpu.*, and the thread_ctx.profile event`);
   if (waited) process.stdout.write(waited);
   else console.log('\nwho made others wait, from Prometheus: left out, target/prometheus/prometheus is not built (bash scripts/setup.sh builds it)');
+  // The same, to look at: routes, each slow request's spans and causes, flame graphs, who made
+  // whom wait, as one file that fetches nothing.
+  const page = report(['--traces', traces, '--otlp', received, '--html', pageHtml]);
+  if (page.code !== 0) throw new Error(`thread-ctx report --html failed (${page.code}): ${page.stderr}`);
+  console.log(`\nthe page of it all (thread-ctx report --traces ${traces} --otlp ${received} --html ${pageHtml}): file://${pageHtml}`);
+  console.log(`  or served: ${path.relative(process.cwd(), THREAD_CTX) || THREAD_CTX} report --traces ${traces} --otlp ${received} --serve 127.0.0.1:8080 [--jaeger URL]`);
 }
 
 // Who made others wait, read back from Prometheus with PromQL, and the slowest latency bucket's

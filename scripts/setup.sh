@@ -14,9 +14,10 @@ cd "$(dirname "$0")/.."
 # libelf/zlib/pkg-config: vendored libbpf; protobuf-compiler: independent protobuf decoding in tests;
 # util-linux: prlimit/setpriv for the mlock-refused and capability tests; openssl: the certificates
 # of the Collector's TLS test (__test__/e2e/collector-auth.test.js); systemd: systemd-analyze
-# verifies the agent's unit.
+# verifies the agent's unit; chromium: the browser __test__/e2e/report-page.test.js drives (playwright-core)
+# to check `thread-ctx report --serve/--html`'s page.
 APT_PACKAGES=(gdb binutils gcc g++ libc6-dev make clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config
-  bpftool protobuf-compiler util-linux procps systemd openssl)
+  bpftool protobuf-compiler util-linux procps systemd openssl chromium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

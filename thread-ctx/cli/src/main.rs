@@ -14,9 +14,11 @@ mod console;
 mod duration;
 mod exit_codes;
 mod flamegraph_cmd;
+mod http_request;
 mod inspect_cmd;
 #[cfg(feature = "ebpf")]
 mod metrics_server;
+mod page;
 mod profile_args;
 #[cfg(feature = "ebpf")]
 mod record_cmd;

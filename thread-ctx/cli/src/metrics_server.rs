@@ -6,7 +6,8 @@
 
 use crate::agent_metrics::{resident_bytes, AgentMetrics};
 use crate::exit_codes::usage;
-use std::io::{Read, Write};
+use crate::http_request::read_request;
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,20 +85,8 @@ pub fn start(addr: SocketAddr, interval: Duration) -> Result<Arc<Mutex<Shared>>,
 fn answer(mut conn: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
     conn.set_read_timeout(Some(IO_TIMEOUT))?;
     conn.set_write_timeout(Some(IO_TIMEOUT))?;
-    let mut request = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
-        let n = conn.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        request.extend_from_slice(&buf[..n]);
-    }
-    let line = String::from_utf8_lossy(&request);
-    let mut parts = line.lines().next().unwrap_or("").split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
+    let (method, path, _) = read_request(&mut conn, MAX_REQUEST)?;
+    let (status, content_type, body) = match (method.as_str(), path.as_str()) {
         ("GET", "/metrics") => {
             let text = shared.lock().map(|s| s.metrics.render(resident_bytes())).unwrap_or_default();
             (200, "text/plain; version=0.0.4; charset=utf-8", text)

@@ -7,6 +7,7 @@
 
 use crate::console::{print_stdout, say};
 use crate::exit_codes::{existing_file, usage};
+use crate::page::{self, PageArgs};
 use crate::profile_args::ProfileFiles;
 use crate::traces_cmd::{self, TracesReport};
 use anyhow::Result;
@@ -43,7 +44,8 @@ const RESOURCE_SHOWN: [&str; 12] = [
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
     /// What the Collector's file exporter wrote (its `proto` format: size-prefixed OTLP ProfilesData).
-    #[arg(long, value_name = "FILE", required_unless_present = "traces", conflicts_with = "traces")]
+    /// With --serve/--html beside --traces: the flame graphs of the page.
+    #[arg(long, value_name = "FILE", required_unless_present = "traces")]
     pub otlp: Option<PathBuf>,
     /// Enriched spans the Collector's spanprofiles connector wrote through a file exporter (its
     /// `proto` format: size-prefixed OTLP TracesData): per route the latency, and where the
@@ -72,10 +74,36 @@ pub struct ReportArgs {
     /// The files of one process (select it with --pid when the file holds several).
     #[command(flatten)]
     pub files: ProfileFiles,
+    /// The page: --serve ADDR, --html FILE, --jaeger URL.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let (otlp, traces) = (args.otlp.clone(), args.traces.clone());
+    if args.page.wanted() {
+        // The page shows every process, route and request, to choose from in it.
+        let select = &args.files.select;
+        let refused = [
+            (args.slowest > 0, "--slowest"),
+            (args.json, "--json"),
+            (!args.pid.is_empty(), "--pid"),
+            (args.service.is_some(), "--service"),
+            (args.by.is_some(), "--by"),
+            (args.files.writes_files(), "--pprof/--flamegraph/--folded"),
+            (select.trace.is_some() || select.span.is_some() || !select.attr.is_empty() || select.kind.is_some(), "--trace/--span/--attr/--kind"),
+        ];
+        if let Some((_, flag)) = refused.into_iter().find(|(given, _)| *given) {
+            return Err(usage(format!("{flag}: not with --serve/--html: the page shows every route and request, to choose from in it")));
+        }
+        return page::run(&args.page, traces.as_deref(), otlp.as_deref());
+    }
+    if args.page.jaeger.is_some() {
+        return Err(usage("--jaeger: it links the page's requests to Jaeger: give --serve ADDR or --html FILE"));
+    }
+    if otlp.is_some() && traces.is_some() {
+        return Err(usage("--otlp and --traces: one report at a time (both together are for the page: --serve ADDR or --html FILE)"));
+    }
     match (otlp, traces) {
         (_, Some(file)) => traces_report(&args, &file),
         (Some(otlp), None) => profiles(args, otlp),

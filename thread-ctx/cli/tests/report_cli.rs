@@ -283,7 +283,7 @@ fn traces_explain_the_slowest_requests_per_route() {
     let cases: [(&[&str], i32, &str); 4] = [
         (&["--traces", "/nonexistent/traces.pb"], 2, "--traces: /nonexistent/traces.pb does not exist"),
         (&["--traces", garbage.to_str().unwrap()], 3, "is not an OTLP TracesData"),
-        (&["--otlp", f, "--traces", f], 2, "cannot be used with"),
+        (&["--otlp", f, "--traces", f], 2, "one report at a time"),
         (&["--slowest", "3"], 2, "--traces"),
     ];
     for (args, code, message) in cases {
@@ -682,4 +682,86 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
         rusage_kib >> 10,
         RSS_BOUND_KIB >> 10
     );
+}
+
+/// GET `path` of a server on `addr`: the status and the body.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_string())
+}
+
+/// `--html` writes the page whole, its data inside and nothing to fetch; `--serve` serves the
+/// same data and the flame graphs of the profiles file folded when asked for; the page's flags
+/// refuse what they cannot do, by name. (__test__/e2e/report-page.test.js opens both in chromium.)
+#[test]
+fn the_page_is_written_whole_and_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = traces_file(dir.path());
+    let (profiles, _) = received();
+    let (t, p) = (traces.to_str().unwrap(), profiles.to_str().unwrap());
+    let html = dir.path().join("page.html");
+    let out = report(&["--traces", t, "--otlp", p, "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for fetched in ["src=\"http", "href=\"http", "src=\"//", "@import", "fetch('http"] {
+        assert!(!page.contains(fetched), "the page fetches ({fetched})");
+    }
+    let start = page.find("<script id=\"page-data\" type=\"application/json\">").unwrap();
+    let json = &page[start..];
+    let json = &json[json.find('>').unwrap() + 1..json.find("</script>").unwrap()];
+    let data: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(data["routes"][0]["route"], "/wait");
+    assert_eq!(data["slowest"][0]["trace_id"], "c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8");
+    assert_eq!(data["slowest"][0]["causes"]["held_by"][0]["frame"], "hogCPU (service.js:24)");
+    // Who made whom wait counts `held_by_routes`, which this file's spans do not carry.
+    assert_eq!(data["holders"], serde_json::json!([]));
+    assert_eq!(data["traces"]["c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8"]["spans"][0]["holders"][0]["route"], "/hog");
+    assert!(data["traces"]["c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8"]["spans"].as_array().is_some_and(|s| !s.is_empty()));
+    // The profiles' routes are not this traces file's: the page draws none of them.
+    assert_eq!(data["flames"], serde_json::json!({}));
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_thread-ctx"))
+        .args(["report", "--traces", t, "--otlp", p, "--serve", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|a| a.split('/').next()).unwrap_or_else(|| panic!("no address in {line:?}")).to_string();
+    let (status, body) = get(&addr, "/");
+    assert!(status == 200 && body.contains("d3-flame-graph") && !body.contains("page-data\""), "{status}");
+    let (status, body) = get(&addr, "/api/data");
+    let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, &served["routes"], &served["holders"]), (200, &data["routes"], &data["holders"]));
+    let (status, body) = get(&addr, "/api/flame?of=route&kind=cpu&key=%2Fapi%2Fsearch");
+    let flame: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // Three CPU samples of /api/search from each process, each process a root.
+    assert_eq!((status, &flame["total"], &flame["unit"]), (200, &serde_json::json!(6), &serde_json::json!("samples")));
+    let roots: std::collections::BTreeSet<&str> =
+        flame["stacks"].as_array().unwrap().iter().map(|s| s[0].as_str().unwrap().split(';').next().unwrap()).collect();
+    assert_eq!(roots.into_iter().collect::<Vec<_>>(), ["billing (pid 4343)", "checkout (pid 4242)"]);
+    assert_eq!(get(&addr, "/api/flame?of=trace&kind=cpu&key=nope").0, 400);
+    assert_eq!(get(&addr, "/nope").0, 404);
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let cases: [(&[&str], &str); 6] = [
+        (&["--traces", t, "--serve", "0.0.0.0:0"], "--serve: 0.0.0.0:0 is not a loopback address"),
+        (&["--traces", t, "--html", "/tmp/x.html", "--slowest", "3"], "--slowest: not with --serve/--html"),
+        (&["--traces", t, "--serve", "somewhere"], "--serve: \"somewhere\" is not an address"),
+        (&["--otlp", p, "--html", "/tmp/x.html"], "--serve/--html: give --traces FILE"),
+        (&["--traces", t, "--html", "/tmp/x.html", "--jaeger", "ftp://x"], "--jaeger: \"ftp://x\" is not an http:// or https:// URL"),
+        (&["--traces", t, "--jaeger", "http://127.0.0.1:16686"], "--jaeger: it links the page's requests to Jaeger"),
+    ];
+    for (args, message) in cases {
+        let out = report(args);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
+    }
 }
