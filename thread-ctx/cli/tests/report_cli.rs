@@ -559,16 +559,20 @@ fn peak_rss(args: &[&str]) -> Measured {
     Measured { stdout, stderr, exit_status: wstatus, peak_kib: rusage_kib.max(proc_peak_kib), proc_peak_kib, rusage_kib, polls }
 }
 
-/// A Collector profiles file of 30 MB, windows as the agent sends them (its own encoder: four
-/// processes of a service, 20 routes, stacks of 24 frames, one trace per request) of a service
-/// whose requests come back (3,000 distinct stacks and 1,000 traces, round after round): the
-/// profiles the report adds up stay small however long the file. `report --otlp` reads it a
-/// message at a time and adds each sample to its process's profile as it is resolved, so its
-/// memory is that of the profiles (it held every message and every resolved sample before: 881
-/// MiB of RSS for a 3 MB file, 8.4 GB for 28 MB). A file whose every sample is a new (stack,
-/// span) pair costs ~1.7 KiB per pair (docs/benchmarks.md).
-#[test]
-fn otlp_report_memory_stays_bounded_on_a_large_file() {
+/// How a generated Collector profiles file's samples come back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repeats {
+    /// 3,000 distinct stacks and 1,000 traces per process, round after round.
+    Round,
+    /// Every sample a new (stack, trace) pair: no request and no stack ever seen twice.
+    Never,
+}
+
+/// Writes a Collector profiles file of 30 MB at `path`, windows as the agent sends them (its own
+/// encoder: four processes of a service, 1,000 CPU samples each per 10 s window, 20 routes,
+/// stacks of 24 frames over 400 JS functions and 40 native ones, one trace per request of three
+/// samples); returns (messages, bytes written).
+fn write_profiles_file(path: &Path, repeats: Repeats) -> (u64, u64) {
     use prost::Message;
     use std::io::Write;
     use thread_ctx_discovery::process_context_proto::{string_value, KeyValue as ContextKeyValue, Resource as ContextResource};
@@ -577,30 +581,28 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
     use thread_ctx_otlp::encode::{export_request, ProcessWindow};
     use thread_ctx_otlp::profiles::ProfilesData;
     const FILE_BYTES: u64 = 30 << 20;
-    const RSS_BOUND_KIB: u64 = 128 << 10;
-    const PROCESSES: u64 = 4;
-    const SAMPLES_PER_WINDOW: u64 = 1_000;
-    const PERIOD_NS: u64 = 10_101_010;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-otlp-large-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("profiles.pb");
     // A deterministic walk (an LCG), so that every run writes the same file.
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next = move |n: u64| {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (seed >> 33) % n
     };
-    // 3,000 stacks of 24 frames over 400 JS functions and 40 native ones, leaf first.
-    let stacks: Vec<Vec<(bool, u64)>> =
-        (0..3_000).map(|_| (0..24).map(|depth| (depth >= 20, if depth >= 20 { next(40) } else { next(400) })).collect()).collect();
-    let window = |n: u64, pid: u64| {
+    // Leaf first: 20 JS frames, then 4 native ones.
+    let mut new_stack = move || -> Vec<(bool, u64)> { (0..24).map(|depth| (depth >= 20, if depth >= 20 { next(40) } else { next(400) })).collect() };
+    let stacks: Vec<Vec<(bool, u64)>> = (0..3_000).map(|_| new_stack()).collect();
+    let mut window = |n: u64, pid: u64| {
         let mut p = Profile::default();
         (p.pid, p.cpu_period_ns, p.runs_v8, p.times_complete) = (pid as i32, PERIOD_NS, true, true);
         for i in 0..SAMPLES_PER_WINDOW {
-            // Sample k of a process: stack k mod 3,000, request (k / 3) mod 1,000: 3,000 distinct
-            // (stack, trace) pairs, each met again every 3,000 samples.
+            // Sample k of a process: Round, stack k mod 3,000, request (k / 3) mod 1,000: 3,000
+            // distinct (stack, trace) pairs, each met again every 3,000 samples; Never, a stack
+            // of its own, request k / 3 of this process.
             let k = n * SAMPLES_PER_WINDOW + i;
-            let stack = stacks[(k % stacks.len() as u64) as usize]
+            let (frames, request) = match repeats {
+                Repeats::Round => (stacks[(k % stacks.len() as u64) as usize].clone(), (k / 3) % 1_000),
+                Repeats::Never => (new_stack(), (pid << 32) | (k / 3)),
+            };
+            let stack = frames
                 .iter()
                 .map(|&(native, f)| {
                     let frame = if native {
@@ -611,8 +613,6 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
                     StackFrame { addr: 0x7f00_0000_0000 + f * 0x40 + u64::from(native), frame: p.intern(frame), kernel: false }
                 })
                 .collect();
-            // Three samples a request, each request its own trace and span.
-            let request = (k / 3) % 1_000;
             let time_ns = 1_000_000_000 + n * 10_000_000_000 + i * PERIOD_NS;
             p.push_entry(Entry {
                 kind: SampleKind::Cpu,
@@ -628,7 +628,7 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
         }
         p
     };
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let (mut written, mut windows) = (0u64, 0u64);
     while written < FILE_BYTES {
         let profiles: Vec<Profile> = (0..PROCESSES).map(|k| window(windows, 5000 + k)).collect();
@@ -660,11 +660,25 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
         windows += 1;
     }
     out.flush().unwrap();
-    drop(out);
+    (windows, written)
+}
 
+const PROCESSES: u64 = 4;
+const SAMPLES_PER_WINDOW: u64 = 1_000;
+const PERIOD_NS: u64 = 10_101_010;
+
+/// `report --otlp` of a 30 MB file generated with `repeats` peaks at <= 128 MiB of RSS, measured
+/// from outside; `keep_var` names the variable that keeps the file (bench/report-memory.sh).
+fn otlp_report_memory_stays_bounded(repeats: Repeats, keep_var: &str) {
+    const RSS_BOUND_KIB: u64 = 128 << 10;
+    let name = if repeats == Repeats::Round { "round" } else { "unique" };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-otlp-large-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profiles.pb");
+    let (windows, written) = write_profiles_file(&path, repeats);
     let run = peak_rss(&["report", "--otlp", path.to_str().unwrap()]);
-    // bench/report-otlp-memory.sh measures other builds on the same file.
-    if let Some(keep) = std::env::var_os("REPORT_OTLP_KEEP_FILE") {
+    // bench/report-memory.sh measures other builds on the same file.
+    if let Some(keep) = std::env::var_os(keep_var) {
         std::fs::rename(&path, &keep).unwrap_or_else(|e| panic!("keeping the file as {keep:?}: {e}"));
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -672,6 +686,11 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
     assert!(libc::WIFEXITED(exit_status) && libc::WEXITSTATUS(exit_status) == 0, "exit {exit_status}:\n{stdout}\n{stderr}");
     let samples = windows * PROCESSES * SAMPLES_PER_WINDOW;
     assert!(stdout.contains(&format!(": {windows} requests, {samples} CPU samples of {PROCESSES} processes\n")), "{stdout}");
+    // Every process's table: 20 routes, 10 shown, the other 10 in one row, all its samples in all.
+    assert_eq!(stdout.matches("(other: 10 more)").count(), PROCESSES as usize, "{stdout}");
+    assert_eq!(stdout.matches("\n    top: handler").count(), 10 * PROCESSES as usize, "{stdout}");
+    let per_process = windows * SAMPLES_PER_WINDOW;
+    assert_eq!(stdout.matches(&format!("\n{:<24}  {per_process:>8}  100.0%", "total")).count(), PROCESSES as usize, "{stdout}");
     assert!(polls > 0, "the report ran too briefly to be read from /proc");
     assert!(
         peak_kib <= RSS_BOUND_KIB,
@@ -682,4 +701,20 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
         rusage_kib >> 10,
         RSS_BOUND_KIB >> 10
     );
+}
+
+/// A file of a service whose requests come back (3,000 distinct stacks and 1,000 traces, round
+/// after round). `report --otlp` reads it a message at a time and adds each sample up as it is
+/// resolved (it held every message and every resolved sample before: 881 MiB of RSS for a 3 MB
+/// file, 8.4 GB for 28 MB).
+#[test]
+fn otlp_report_memory_stays_bounded_on_a_large_file() {
+    otlp_report_memory_stays_bounded(Repeats::Round, "REPORT_OTLP_KEEP_FILE");
+}
+
+/// A file whose every sample is a new (stack, trace) pair: a report that kept a profile entry per
+/// pair took 927 MiB (docs/benchmarks.md); one that adds up only what it prints stays bounded.
+#[test]
+fn otlp_report_memory_stays_bounded_when_no_sample_repeats() {
+    otlp_report_memory_stays_bounded(Repeats::Never, "REPORT_OTLP_UNIQUE_KEEP_FILE");
 }
