@@ -713,7 +713,7 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
 }
 
 /// A file whose every sample is a new (stack, trace) pair: a report that kept a profile entry per
-/// pair took 927 MiB (docs/benchmarks.md); one that adds up only what it prints stays bounded.
+/// pair took 611 MiB (docs/benchmarks.md); one that adds up only what it prints stays bounded.
 #[test]
 fn otlp_report_memory_stays_bounded_when_no_sample_repeats() {
     otlp_report_memory_stays_bounded(Repeats::Never, "REPORT_OTLP_UNIQUE_KEEP_FILE");
