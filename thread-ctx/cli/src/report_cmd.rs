@@ -139,7 +139,9 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
     // pass adds up rows by --by, else by http.route (what most files carry); when they carry no
     // route, a second pass over the same bytes adds up rows by trace. Both exact.
     let guess = args.by.clone().unwrap_or_else(|| GroupBy::Attr(ROUTE_KEY.into()));
-    let mut pass = report_tally::read(&otlp, &PassPlan { by: guess, tallied: &|_| true, keep: &keep, within: None })?;
+    // A process is keyed by its pid when it has one: --pid leaves the others untallied.
+    let maybe_shown = |k: &ProcessKey| args.pid.is_empty() || k.1.parse().is_ok_and(|pid| args.pid.contains(&pid));
+    let mut pass = report_tally::read(&otlp, &PassPlan { by: guess, tallied: &maybe_shown, keep: &keep, within: None })?;
     let file = pass.file;
     if file.incomplete_tail > 0 {
         say!(
