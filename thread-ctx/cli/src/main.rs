@@ -24,6 +24,7 @@ mod profile_args;
 mod record_cmd;
 mod render;
 mod report_cmd;
+mod report_tally;
 #[cfg(feature = "ebpf")]
 mod sampling_args;
 mod shim_parent;

@@ -9,21 +9,20 @@ use crate::console::{print_stdout, say};
 use crate::exit_codes::{existing_file, usage};
 use crate::page::{self, PageArgs};
 use crate::profile_args::ProfileFiles;
+use crate::report_tally::{self, PassPlan, Tally};
 use crate::traces_cmd::{self, TracesReport};
 use anyhow::Result;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use thread_ctx_discovery::printable::printable;
 use thread_ctx_model::Filter;
-use thread_ctx_otlp::into_profile::{Processes, ReceivedProcess};
-use thread_ctx_otlp::received::{resolve_each, scan_exporter_file};
+use thread_ctx_otlp::into_profile::{ProcessKey, ReceivedProcess};
+use thread_ctx_otlp::received::ResolvedSample;
 use thread_ctx_otlp::traces::SpanSelection;
-use thread_ctx_output::file_error::FileError;
 use thread_ctx_output::pprof;
 use thread_ctx_output::selection::selection_summary;
-use thread_ctx_output::summary::{GroupBy, Summary, NO_ROUTE_HINT, ROUTE_KEY};
-use thread_ctx_output::top;
+use thread_ctx_output::summary::{GroupBy, NO_ROUTE_HINT, ROUTE_KEY};
 
 /// Resource attributes shown first, in this order; the others are counted.
 const RESOURCE_SHOWN: [&str; 12] = [
@@ -151,15 +150,27 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
     let files = &args.files;
     let filter = files.filter()?;
     existing_file("--otlp", &otlp)?;
-    // One message at a time, each sample added to its process's profile as it is resolved: memory
-    // holds the profiles the report prints, not the file (881 MiB for a 3 MB file when every
-    // message and sample was held at once).
-    let mut received = Processes::default();
-    let mut messages = 0usize;
-    let file = scan_exporter_file(&otlp, |m| {
-        messages += 1;
-        resolve_each(&m, |s| received.add(&s)).map_err(|e| FileError::Invalid(format!("{}: message {messages}: {e}", otlp.display())))
-    })?;
+    // One message at a time, each sample added up as it is resolved into what the report prints
+    // (report_tally): memory holds the tables, not the file (881 MiB for a 3 MB file when every
+    // message and sample was held at once), nor an entry per (stack, span) pair (611 MiB for a
+    // 30 MB file whose every sample was a new pair). The files (and the selection drawn in them)
+    // need whole profiles: only then are entries kept, and only of the processes --pid lets through.
+    let whole = files.writes_files() || !filter.is_empty();
+    let keep = |s: &ResolvedSample| {
+        whole && (args.pid.is_empty() || s.resource.get("process.pid").and_then(|p| p.parse().ok()).is_some_and(|pid| args.pid.contains(&pid)))
+    };
+    let shown_process = |p: &ReceivedProcess| {
+        (args.pid.is_empty() || p.pid().is_some_and(|pid| args.pid.contains(&pid)))
+            && args.service.as_deref().is_none_or(|s| p.service_name() == Some(s))
+    };
+    // The rows are chosen by what the shown processes' samples carry, known once read: the first
+    // pass adds up rows by --by, else by http.route (what most files carry); when they carry no
+    // route, a second pass over the same bytes adds up rows by trace. Both exact.
+    let guess = args.by.clone().unwrap_or_else(|| GroupBy::Attr(ROUTE_KEY.into()));
+    // A process is keyed by its pid when it has one: --pid leaves the others untallied.
+    let maybe_shown = |k: &ProcessKey| args.pid.is_empty() || k.1.parse().is_ok_and(|pid| args.pid.contains(&pid));
+    let mut pass = report_tally::read(&otlp, &PassPlan { by: guess, tallied: &maybe_shown, keep: &keep, within: None })?;
+    let file = pass.file;
     if file.incomplete_tail > 0 {
         say!(
             "thread-ctx: note: the last {} bytes of {} are not a whole message yet (is the Collector still writing?): left out",
@@ -167,34 +178,38 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
             otlp.display()
         );
     }
-    let all = received.finish();
-    let total = all.len();
-    let shown: Vec<&ReceivedProcess> = all
-        .iter()
-        .filter(|p| args.pid.is_empty() || p.pid().is_some_and(|pid| args.pid.contains(&pid)))
-        .filter(|p| args.service.as_deref().is_none_or(|s| p.service_name() == Some(s)))
-        .collect();
-    if shown.is_empty() && total > 0 && (!args.pid.is_empty() || args.service.is_some()) {
+    let total = pass.processes.len();
+    let shown_keys: Vec<ProcessKey> = pass.processes.iter().filter(|(_, p)| shown_process(p)).map(|(k, _)| k.clone()).collect();
+    if shown_keys.is_empty() && total > 0 && (!args.pid.is_empty() || args.service.is_some()) {
         let flag = if args.pid.is_empty() { "--service" } else { "--pid" };
-        let held: Vec<String> = all.iter().map(who).collect();
+        let held: Vec<String> = pass.processes.iter().map(|(_, p)| who(p)).collect();
         return Err(usage(format!("{flag}: no such process in {} (it holds {})", otlp.display(), held.join(", "))));
     }
-    let by = group_by(&args, &shown)?;
+    let shown_tallies: Vec<&Tally> = shown_keys.iter().filter_map(|k| pass.tallies.get(k)).collect();
+    let by = group_by(&args, &shown_tallies)?;
+    if by != pass.by {
+        let shown: HashSet<ProcessKey> = shown_keys.iter().cloned().collect();
+        let plan = PassPlan { by: by.clone(), tallied: &|k| shown.contains(k), keep: &keep, within: Some(file.whole_bytes) };
+        pass = report_tally::read(&otlp, &plan)?;
+    }
+    let all: Vec<&ReceivedProcess> = pass.processes.iter().map(|(_, p)| p).collect();
+    let shown: Vec<(&ReceivedProcess, Option<&Tally>)> =
+        pass.processes.iter().filter(|(_, p)| shown_process(p)).map(|(k, p)| (p, pass.tallies.get(k))).collect();
     let mut out = format!(
         "{}: {} requests, {} CPU samples of {total} process{}{}\n",
         otlp.display(),
         file.messages,
-        all.iter().map(ReceivedProcess::cpu_samples).sum::<u64>(),
+        all.iter().map(|p| p.cpu_samples()).sum::<u64>(),
         if total == 1 { "" } else { "es" },
         if shown.len() < total { format!(" ({} shown)", shown.len()) } else { String::new() }
     );
-    for p in &shown {
-        out += &format!("\n{}", describe(p, &args, &by, &filter));
+    for (p, tally) in &shown {
+        out += &format!("\n{}", describe(p, *tally, &args, &by, &filter));
     }
     print_stdout(&out)?;
     if files.writes_files() {
-        let [p] = shown.as_slice() else {
-            let held: Vec<String> = shown.iter().map(|p| who(p)).collect();
+        let [(p, _)] = shown.as_slice() else {
+            let held: Vec<String> = shown.iter().map(|(p, _)| who(p)).collect();
             return Err(usage(format!(
                 "--pprof/--flamegraph/--folded: draw one process: select it with --pid (the file holds {})",
                 if held.is_empty() { "none".into() } else { held.join(", ") }
@@ -214,8 +229,8 @@ fn profiles(args: ReportArgs, otlp: PathBuf) -> Result<ExitCode> {
 
 /// The summary's rows: `--by`, when some sample carries it, else `http.route` when samples carry
 /// it, else traces (with a note of what sets a route).
-fn group_by(args: &ReportArgs, shown: &[&ReceivedProcess]) -> Result<GroupBy> {
-    let keys: BTreeSet<&str> = shown.iter().flat_map(|p| &p.profile.entries).flat_map(|e| e.attrs.iter().map(|(k, _)| k.as_str())).collect();
+fn group_by(args: &ReportArgs, shown: &[&Tally]) -> Result<GroupBy> {
+    let keys: BTreeSet<&str> = shown.iter().flat_map(|t| &t.keys).map(String::as_str).collect();
     match &args.by {
         Some(GroupBy::Attr(key)) if !keys.contains(key.as_str()) => {
             let carried = if keys.is_empty() { "no attribute".to_string() } else { keys.into_iter().collect::<Vec<_>>().join(", ") };
@@ -224,7 +239,7 @@ fn group_by(args: &ReportArgs, shown: &[&ReceivedProcess]) -> Result<GroupBy> {
         Some(by) => Ok(by.clone()),
         None if keys.contains(ROUTE_KEY) => Ok(GroupBy::Attr(ROUTE_KEY.into())),
         None => {
-            if shown.iter().flat_map(|p| &p.profile.entries).any(|e| e.trace_id.is_some()) {
+            if shown.iter().any(|t| t.traced) {
                 say!("thread-ctx: note: rows are traces: {NO_ROUTE_HINT}, and the package's `attributes` must include it");
             }
             Ok(GroupBy::Trace)
@@ -243,7 +258,7 @@ fn who(p: &ReceivedProcess) -> String {
 
 /// One process: what it is, then the summary table, and the selection's own when
 /// --trace/--span/--attr chose what the flame graph or folded stacks show.
-fn describe(p: &ReceivedProcess, args: &ReportArgs, by: &GroupBy, filter: &Filter) -> String {
+fn describe(p: &ReceivedProcess, tally: Option<&Tally>, args: &ReportArgs, by: &GroupBy, filter: &Filter) -> String {
     let period = p.profile.cpu_period_ns;
     let hz = if period == 0 { 0 } else { (1e9 / period as f64).round() as u32 };
     let seconds = p.end_unix_ns.saturating_sub(p.start_unix_ns) as f64 / 1e9;
@@ -263,12 +278,10 @@ fn describe(p: &ReceivedProcess, args: &ReportArgs, by: &GroupBy, filter: &Filte
     out += &format!("  resource: {}\n", shown.join(" "));
     let ids: Vec<String> = p.build_ids().iter().map(|(file, id)| format!("{} {id}", printable(file))).collect();
     out += &format!("  build ids: {}\n", if ids.is_empty() { "none".to_string() } else { ids.join(", ") });
-    let mut summary = Summary::new(by.clone());
-    for e in &p.profile.entries {
-        summary.add_entry(e);
-    }
-    let notes = top::top_frames(&p.profile, by, 3);
-    out += &summary.render_table(hz, args.top, Some(&notes));
+    // A process with no entry at all has no tally (its samples were all of no kind counted).
+    let empty = Tally::new(by);
+    let tally = tally.unwrap_or(&empty);
+    out += &tally.summary.render_table(hz, args.top, Some(&tally.top.notes(&p.profile, 3)));
     let kind = args.files.select.kind(&p.profile);
     if let Some(selection) = selection_summary(&p.profile, filter, kind, by, hz, args.top) {
         out += &selection;

@@ -559,48 +559,80 @@ fn peak_rss(args: &[&str]) -> Measured {
     Measured { stdout, stderr, exit_status: wstatus, peak_kib: rusage_kib.max(proc_peak_kib), proc_peak_kib, rusage_kib, polls }
 }
 
-/// A Collector profiles file of 30 MB, windows as the agent sends them (its own encoder: four
-/// processes of a service, 20 routes, stacks of 24 frames, one trace per request) of a service
-/// whose requests come back (3,000 distinct stacks and 1,000 traces, round after round): the
-/// profiles the report adds up stay small however long the file. `report --otlp` reads it a
-/// message at a time and adds each sample to its process's profile as it is resolved, so its
-/// memory is that of the profiles (it held every message and every resolved sample before: 881
-/// MiB of RSS for a 3 MB file, 8.4 GB for 28 MB). A file whose every sample is a new (stack,
-/// span) pair costs ~1.7 KiB per pair (docs/benchmarks.md).
-#[test]
-fn otlp_report_memory_stays_bounded_on_a_large_file() {
+/// How a generated Collector profiles file's samples come back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repeats {
+    /// 3,000 distinct stacks and 1,000 traces per process, round after round.
+    Round,
+    /// Every sample a new (stack, trace) pair: no request and no stack ever seen twice.
+    Never,
+}
+
+/// One message as the Collector's file exporter writes it (its size, then OTLP ProfilesData): the
+/// 10 s window number `window` of these (pid, profile) processes of service `service` on host
+/// node-1, as the agent's own encoder sends them.
+fn framed_message(service: &str, processes: &[(u64, thread_ctx_model::Profile)], window: u64) -> Vec<u8> {
     use prost::Message;
-    use std::io::Write;
     use thread_ctx_discovery::process_context_proto::{string_value, KeyValue as ContextKeyValue, Resource as ContextResource};
-    use thread_ctx_model::symbolized::{Observation, StackFrame};
-    use thread_ctx_model::{Entry, Frame, Profile, SampleKind};
     use thread_ctx_otlp::encode::{export_request, ProcessWindow};
     use thread_ctx_otlp::profiles::ProfilesData;
+    let kv = |key: &str, v: String| ContextKeyValue { key: key.into(), value: Some(string_value(v)) };
+    let resources: Vec<ContextResource> = processes
+        .iter()
+        .map(|(pid, _)| ContextResource {
+            attributes: vec![kv("service.name", service.into()), kv("process.pid", pid.to_string()), kv("host.name", "node-1".into())],
+            ..Default::default()
+        })
+        .collect();
+    let sent: Vec<ProcessWindow> = processes
+        .iter()
+        .zip(&resources)
+        .map(|((_, profile), resource)| ProcessWindow {
+            resource,
+            profile,
+            start_unix_ns: 1_700_000_000_000_000_000 + window * 10_000_000_000,
+            duration_ns: 10_000_000_000,
+            throttling: None,
+        })
+        .collect();
+    let request = export_request(&sent);
+    let message = ProfilesData { resource_profiles: request.resource_profiles, dictionary: request.dictionary }.encode_to_vec();
+    let mut framed = (message.len() as u32).to_be_bytes().to_vec();
+    framed.extend(message);
+    framed
+}
+
+/// Writes a Collector profiles file of 30 MB at `path`, windows as the agent sends them (its own
+/// encoder: four processes of a service, 1,000 CPU samples each per 10 s window, 20 routes,
+/// stacks of 24 frames over 400 JS functions and 40 native ones, one trace per request of three
+/// samples); returns (messages, bytes written).
+fn write_profiles_file(path: &Path, repeats: Repeats) -> (u64, u64) {
+    use std::io::Write;
+    use thread_ctx_model::symbolized::{Observation, StackFrame};
+    use thread_ctx_model::{Entry, Frame, Profile, SampleKind};
     const FILE_BYTES: u64 = 30 << 20;
-    const RSS_BOUND_KIB: u64 = 128 << 10;
-    const PROCESSES: u64 = 4;
-    const SAMPLES_PER_WINDOW: u64 = 1_000;
-    const PERIOD_NS: u64 = 10_101_010;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-otlp-large-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("profiles.pb");
     // A deterministic walk (an LCG), so that every run writes the same file.
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next = move |n: u64| {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (seed >> 33) % n
     };
-    // 3,000 stacks of 24 frames over 400 JS functions and 40 native ones, leaf first.
-    let stacks: Vec<Vec<(bool, u64)>> =
-        (0..3_000).map(|_| (0..24).map(|depth| (depth >= 20, if depth >= 20 { next(40) } else { next(400) })).collect()).collect();
-    let window = |n: u64, pid: u64| {
+    // Leaf first: 20 JS frames, then 4 native ones.
+    let mut new_stack = move || -> Vec<(bool, u64)> { (0..24).map(|depth| (depth >= 20, if depth >= 20 { next(40) } else { next(400) })).collect() };
+    let stacks: Vec<Vec<(bool, u64)>> = (0..3_000).map(|_| new_stack()).collect();
+    let mut window = |n: u64, pid: u64| {
         let mut p = Profile::default();
         (p.pid, p.cpu_period_ns, p.runs_v8, p.times_complete) = (pid as i32, PERIOD_NS, true, true);
         for i in 0..SAMPLES_PER_WINDOW {
-            // Sample k of a process: stack k mod 3,000, request (k / 3) mod 1,000: 3,000 distinct
-            // (stack, trace) pairs, each met again every 3,000 samples.
+            // Sample k of a process: Round, stack k mod 3,000, request (k / 3) mod 1,000: 3,000
+            // distinct (stack, trace) pairs, each met again every 3,000 samples; Never, a stack
+            // of its own, request k / 3 of this process.
             let k = n * SAMPLES_PER_WINDOW + i;
-            let stack = stacks[(k % stacks.len() as u64) as usize]
+            let (frames, request) = match repeats {
+                Repeats::Round => (stacks[(k % stacks.len() as u64) as usize].clone(), (k / 3) % 1_000),
+                Repeats::Never => (new_stack(), (pid << 32) | (k / 3)),
+            };
+            let stack = frames
                 .iter()
                 .map(|&(native, f)| {
                     let frame = if native {
@@ -611,8 +643,6 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
                     StackFrame { addr: 0x7f00_0000_0000 + f * 0x40 + u64::from(native), frame: p.intern(frame), kernel: false }
                 })
                 .collect();
-            // Three samples a request, each request its own trace and span.
-            let request = (k / 3) % 1_000;
             let time_ns = 1_000_000_000 + n * 10_000_000_000 + i * PERIOD_NS;
             p.push_entry(Entry {
                 kind: SampleKind::Cpu,
@@ -628,43 +658,35 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
         }
         p
     };
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let (mut written, mut windows) = (0u64, 0u64);
     while written < FILE_BYTES {
-        let profiles: Vec<Profile> = (0..PROCESSES).map(|k| window(windows, 5000 + k)).collect();
-        let resources: Vec<ContextResource> = (0..PROCESSES)
-            .map(|k| {
-                let kv = |key: &str, v: String| ContextKeyValue { key: key.into(), value: Some(string_value(v)) };
-                ContextResource {
-                    attributes: vec![kv("service.name", "big".into()), kv("process.pid", (5000 + k).to_string()), kv("host.name", "node-1".into())],
-                    ..Default::default()
-                }
-            })
-            .collect();
-        let sent: Vec<ProcessWindow> = profiles
-            .iter()
-            .zip(&resources)
-            .map(|(profile, resource)| ProcessWindow {
-                resource,
-                profile,
-                start_unix_ns: 1_700_000_000_000_000_000 + windows * 10_000_000_000,
-                duration_ns: 10_000_000_000,
-                throttling: None,
-            })
-            .collect();
-        let request = export_request(&sent);
-        let message = ProfilesData { resource_profiles: request.resource_profiles, dictionary: request.dictionary }.encode_to_vec();
-        out.write_all(&(message.len() as u32).to_be_bytes()).unwrap();
+        let profiles: Vec<(u64, Profile)> = (0..PROCESSES).map(|k| (5000 + k, window(windows, 5000 + k))).collect();
+        let message = framed_message("big", &profiles, windows);
         out.write_all(&message).unwrap();
-        written += 4 + message.len() as u64;
+        written += message.len() as u64;
         windows += 1;
     }
     out.flush().unwrap();
-    drop(out);
+    (windows, written)
+}
 
+const PROCESSES: u64 = 4;
+const SAMPLES_PER_WINDOW: u64 = 1_000;
+const PERIOD_NS: u64 = 10_101_010;
+
+/// `report --otlp` of a 30 MB file generated with `repeats` peaks at <= 128 MiB of RSS, measured
+/// from outside; `keep_var` names the variable that keeps the file (bench/report-memory.sh).
+fn otlp_report_memory_stays_bounded(repeats: Repeats, keep_var: &str) {
+    const RSS_BOUND_KIB: u64 = 128 << 10;
+    let name = if repeats == Repeats::Round { "round" } else { "unique" };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-otlp-large-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profiles.pb");
+    let (windows, written) = write_profiles_file(&path, repeats);
     let run = peak_rss(&["report", "--otlp", path.to_str().unwrap()]);
-    // bench/report-otlp-memory.sh measures other builds on the same file.
-    if let Some(keep) = std::env::var_os("REPORT_OTLP_KEEP_FILE") {
+    // bench/report-memory.sh measures other builds on the same file.
+    if let Some(keep) = std::env::var_os(keep_var) {
         std::fs::rename(&path, &keep).unwrap_or_else(|e| panic!("keeping the file as {keep:?}: {e}"));
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -672,6 +694,11 @@ fn otlp_report_memory_stays_bounded_on_a_large_file() {
     assert!(libc::WIFEXITED(exit_status) && libc::WEXITSTATUS(exit_status) == 0, "exit {exit_status}:\n{stdout}\n{stderr}");
     let samples = windows * PROCESSES * SAMPLES_PER_WINDOW;
     assert!(stdout.contains(&format!(": {windows} requests, {samples} CPU samples of {PROCESSES} processes\n")), "{stdout}");
+    // Every process's table: 20 routes, 10 shown, the other 10 in one row, all its samples in all.
+    assert_eq!(stdout.matches("(other: 10 more)").count(), PROCESSES as usize, "{stdout}");
+    assert_eq!(stdout.matches("\n    top: handler").count(), 10 * PROCESSES as usize, "{stdout}");
+    let per_process = windows * SAMPLES_PER_WINDOW;
+    assert_eq!(stdout.matches(&format!("\n{:<24}  {per_process:>8}  100.0%", "total")).count(), PROCESSES as usize, "{stdout}");
     assert!(polls > 0, "the report ran too briefly to be read from /proc");
     assert!(
         peak_kib <= RSS_BOUND_KIB,
@@ -764,4 +791,81 @@ fn the_page_is_written_whole_and_served() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
     }
+}
+
+/// A file of a service whose requests come back (3,000 distinct stacks and 1,000 traces, round
+/// after round). `report --otlp` reads it a message at a time and adds each sample up as it is
+/// resolved (it held every message and every resolved sample before: 881 MiB of RSS for a 3 MB
+/// file, 8.4 GB for 28 MB).
+#[test]
+fn otlp_report_memory_stays_bounded_on_a_large_file() {
+    otlp_report_memory_stays_bounded(Repeats::Round, "REPORT_OTLP_KEEP_FILE");
+}
+
+/// A file whose every sample is a new (stack, trace) pair: a report that kept a profile entry per
+/// pair took 611 MiB (docs/benchmarks.md); one that adds up only what it prints stays bounded.
+#[test]
+fn otlp_report_memory_stays_bounded_when_no_sample_repeats() {
+    otlp_report_memory_stays_bounded(Repeats::Never, "REPORT_OTLP_UNIQUE_KEEP_FILE");
+}
+
+/// Rows by http.route when a shown process's samples carry it, else by trace: the first pass adds
+/// rows up by route, and a second pass over the same bytes by trace when `--pid` shows only a
+/// process whose samples carry none. Process 6000 tags its samples with a route, 6001 does not;
+/// each has three traces of 1, 2 and 3 samples, and one sample without a span.
+#[test]
+fn otlp_rows_are_traces_when_no_shown_sample_carries_a_route() {
+    use thread_ctx_model::symbolized::StackFrame;
+    use thread_ctx_model::{Entry, Frame, Profile, SampleKind};
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-otlp-routes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profiles.pb");
+    let profile = |pid: u64, routed: bool| {
+        let mut p = Profile::default();
+        (p.pid, p.cpu_period_ns, p.runs_v8, p.times_complete) = (pid as i32, PERIOD_NS, true, true);
+        let frame = p.intern(Frame::js("work", Some("/srv/app/work.js"), Some(7), Some(3)));
+        for (trace, count) in [(1u8, 1u64), (2, 2), (3, 3), (0, 1)] {
+            let attrs = if routed { vec![("http.route".to_string(), format!("/r{trace}"))] } else { vec![] };
+            let ids = (trace > 0).then_some((trace, trace));
+            let stack = vec![StackFrame { addr: 0x7f00_0000_0040, frame, kernel: false }];
+            p.push_entry(Entry {
+                kind: SampleKind::Cpu,
+                stack,
+                tid: pid as u32,
+                trace_id: ids.map(|(t, _)| [t; 16]),
+                span_id: ids.map(|(_, s)| [s; 8]),
+                attrs,
+                count,
+                weight: count * PERIOD_NS,
+                times: vec![],
+            });
+        }
+        p
+    };
+    std::fs::write(&path, framed_message("rows", &[(6000, profile(6000, true)), (6001, profile(6001, false))], 0)).unwrap();
+    let f = path.to_str().unwrap();
+
+    let both = report(&["--otlp", f]);
+    let (stdout, stderr) = text(&both);
+    assert_eq!(both.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("\nHTTP.ROUTE ").count(), 2, "one process carries a route: both tables by route\n{stdout}");
+    assert!(!stderr.contains("rows are traces"), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let of = |pid: u32| lines.iter().position(|l| l.starts_with(&format!("pid {pid} "))).unwrap_or_else(|| panic!("no pid {pid}:\n{stdout}"));
+    assert_eq!(columns(lines[of(6000) + 4])[..2], ["/r3", "3"], "{stdout}");
+    assert_eq!(columns(lines[of(6001) + 4])[..4], ["(no", "http.route)", "6", "85.7%"], "{stdout}");
+
+    let alone = report(&["--otlp", f, "--pid", "6001"]);
+    let (stdout, stderr) = text(&alone);
+    assert_eq!(alone.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with(&format!("{f}: 1 requests, 14 CPU samples of 2 processes (1 shown)\n")), "{stdout}");
+    assert!(stderr.contains("thread-ctx: note: rows are traces: no span carried http.route"), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(columns(lines[5]), ["TRACE", "SAMPLES", "%", "CPU", "s", "SPANS"], "{stdout}");
+    for (at, trace, count) in [(6, 3u8, "3"), (8, 2, "2"), (10, 1, "1")] {
+        assert_eq!(columns(lines[at])[..2], [hex(&[trace; 16]).as_str(), count], "{stdout}");
+        assert_eq!(lines[at + 1], "    top: work (work.js:7) 100%", "{stdout}");
+    }
+    assert_eq!(columns(lines[12])[..4], ["(no", "span)", "1", "14.3%"], "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -84,10 +84,13 @@ pub struct Profile {
     /// How the JS frames of its CPU samples were named, or why not.
     pub js_naming: crate::JsNaming,
     frame_ids: HashMap<Frame, usize>,
-    entry_ids: HashMap<EntryKey, usize>,
+    /// Entries by the hash of what merges them (kind, stack addresses, thread, span, attributes),
+    /// compared with the entry itself on a hit: a key of its own copied each entry's stack and
+    /// attributes (half of an entry's memory with a stack of 24 frames).
+    entry_ids: HashMap<u64, usize>,
+    /// Entries whose hash an earlier entry has already (rare: 64-bit hashes).
+    entry_collisions: HashMap<u64, Vec<usize>>,
 }
-
-type EntryKey = (SampleKind, Vec<(u64, bool)>, u32, Option<[u8; 16]>, Option<[u8; 8]>, Vec<(String, String)>);
 
 /// The entry the output tests build on: `count` CPU samples of `stack` on thread 1, in the span
 /// whose trace id bytes are all `ids.0` and span id bytes all `ids.1`, with these attributes;
@@ -118,6 +121,12 @@ impl Profile {
     pub fn test_node_mapping() -> Mapping {
         Mapping { start: 0x1000, end: 0x2000, perms: "r-xp".into(), offset: 0, dev: "08:01".into(), inode: 7, name: "/usr/bin/node".into() }
     }
+}
+
+/// Two entries merge: same kind, stack addresses, thread, span and attributes.
+fn merges_with(a: &Entry, b: &Entry) -> bool {
+    let same_stack = a.stack.len() == b.stack.len() && a.stack.iter().zip(&b.stack).all(|(x, y)| x.addr == y.addr && x.kernel == y.kernel);
+    a.kind == b.kind && a.tid == b.tid && a.trace_id == b.trace_id && a.span_id == b.span_id && same_stack && a.attrs == b.attrs
 }
 
 impl Profile {
@@ -154,20 +163,38 @@ impl Profile {
 
     /// Adds an entry, merging it with an equal one (same kind, stack, thread, span, attributes).
     pub fn push_entry(&mut self, e: Entry) {
-        let addrs = e.stack.iter().map(|f| (f.addr, f.kernel)).collect();
-        let key: EntryKey = (e.kind, addrs, e.tid, e.trace_id, e.span_id, e.attrs.clone());
-        match self.entry_ids.get(&key) {
-            Some(&i) => {
+        let hash = self.entry_hash(&e);
+        let first = self.entry_ids.get(&hash).copied();
+        let others = self.entry_collisions.get(&hash).into_iter().flatten().copied();
+        match first.into_iter().chain(others).find(|&i| merges_with(&self.entries[i], &e)) {
+            Some(i) => {
                 let mine = &mut self.entries[i];
                 mine.count += e.count;
                 mine.weight += e.weight;
                 mine.times.extend(e.times);
             }
             None => {
-                self.entry_ids.insert(key, self.entries.len());
+                let i = self.entries.len();
+                match first {
+                    None => {
+                        self.entry_ids.insert(hash, i);
+                    }
+                    Some(_) => self.entry_collisions.entry(hash).or_default().push(i),
+                }
                 self.entries.push(e);
             }
         }
+    }
+
+    /// The hash of what [`Profile::push_entry`] merges entries by.
+    fn entry_hash(&self, e: &Entry) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = self.entry_ids.hasher().build_hasher();
+        (e.kind, e.stack.len(), e.tid, e.trace_id, e.span_id, &e.attrs).hash(&mut h);
+        for f in &e.stack {
+            (f.addr, f.kernel).hash(&mut h);
+        }
+        h.finish()
     }
 
     /// Adds an entry known to be distinct from every other (the builder's entries are).
@@ -208,4 +235,35 @@ pub fn monotonic_to_unix_ns() -> i64 {
     };
     let mono = now(libc::CLOCK_MONOTONIC);
     now(libc::CLOCK_REALTIME) - mono
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(addrs: &[u64], span: u8, count: u64) -> Entry {
+        let stack = addrs.iter().map(|&addr| StackFrame { addr, frame: 0, kernel: false }).collect();
+        Entry { weight: count * 10, ..Entry::test(stack, Some((1, span)), &[("http.route", "/a")], count) }
+    }
+
+    #[test]
+    fn equal_entries_merge_and_others_stay_apart_even_when_their_hashes_collide() {
+        let mut p = Profile::new(1);
+        p.push_entry(entry(&[1, 2], 1, 1));
+        p.push_entry(entry(&[1, 2], 1, 2));
+        p.push_entry(entry(&[1, 2], 2, 1));
+        p.push_entry(entry(&[1, 3], 1, 1));
+        let mut in_kernel = entry(&[1, 2], 1, 1);
+        in_kernel.stack[0].kernel = true;
+        p.push_entry(in_kernel);
+        assert_eq!(p.entries.iter().map(|e| e.count).collect::<Vec<_>>(), vec![3, 1, 1, 1]);
+        assert_eq!(p.entries[0].weight, 30);
+        // An entry whose hash the first entry has: kept apart, then merged with itself.
+        let other = entry(&[9], 1, 1);
+        p.entry_ids.insert(p.entry_hash(&other), 0);
+        p.push_entry(other.clone());
+        p.push_entry(other);
+        assert_eq!(p.entries.iter().map(|e| e.count).collect::<Vec<_>>(), vec![3, 1, 1, 1, 2]);
+        assert_eq!(p.entry_collisions.len(), 1);
+    }
 }

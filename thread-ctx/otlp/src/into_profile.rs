@@ -33,6 +33,9 @@ pub struct ReceivedProcess {
     pub windows: usize,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
+    /// CPU samples received (counted as they were added: a profile built without its entries
+    /// still knows them).
+    cpu_samples: u64,
 }
 
 impl ReceivedProcess {
@@ -46,7 +49,7 @@ impl ReceivedProcess {
 
     /// CPU samples.
     pub fn cpu_samples(&self) -> u64 {
-        self.profile.entries.iter().filter(|e| e.kind.is_cpu()).map(|e| e.count).sum()
+        self.cpu_samples
     }
 
     /// Mapped files with a GNU build id: (file name, build id), sorted by name.
@@ -67,27 +70,57 @@ pub fn processes(samples: &[ResolvedSample]) -> Vec<ReceivedProcess> {
     all.finish()
 }
 
+/// What tells a process apart: its resource's (`host.name`, `process.pid`, else `service.name`).
+pub type ProcessKey = (String, String);
+
 /// Processes built up one sample at a time, so that a file read one message at a time never
 /// holds more than the profiles it adds up to (`report --otlp`).
 #[derive(Default)]
 pub struct Processes {
-    by_key: BTreeMap<(String, String), Builder>,
+    by_key: BTreeMap<ProcessKey, Builder>,
 }
 
 impl Processes {
+    /// Adds a sample to its process's profile.
     pub fn add(&mut self, s: &ResolvedSample) {
-        let r = &s.resource;
-        let who = r.get("process.pid").or_else(|| r.get("service.name")).map(String::as_str).unwrap_or_default();
-        let host = r.get("host.name").map(String::as_str).unwrap_or_default();
-        self.by_key.entry((host.to_string(), who.to_string())).or_default().add(s);
+        self.add_with(s, true, |_, _, _| {});
+    }
+
+    /// Adds a sample, giving the entry it makes to `visit` with its process's key and profile
+    /// (whose frames the entry's stack indexes); the profile keeps the entry only when `keep`
+    /// says so. A reader that adds up what it prints as entries come keeps none: memory then holds
+    /// each process's frames, mappings and threads, not an entry per (stack, span) pair.
+    pub fn add_with(&mut self, s: &ResolvedSample, keep: bool, visit: impl FnOnce(&ProcessKey, &Profile, &Entry)) {
+        let key = process_key(&s.resource);
+        let builder = match self.by_key.get_mut(&key) {
+            Some(b) => b,
+            None => self.by_key.entry(key.clone()).or_default(),
+        };
+        let entry = builder.add(s);
+        visit(&key, &builder.profile, &entry);
+        if keep {
+            builder.profile.push_entry(entry);
+        }
     }
 
     /// The processes, most CPU samples first.
     pub fn finish(self) -> Vec<ReceivedProcess> {
-        let mut out: Vec<ReceivedProcess> = self.by_key.into_values().map(Builder::finish).collect();
-        out.sort_by_key(|p| std::cmp::Reverse(p.cpu_samples()));
+        self.finish_keyed().into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// The processes with their keys, most CPU samples first.
+    pub fn finish_keyed(self) -> Vec<(ProcessKey, ReceivedProcess)> {
+        let mut out: Vec<(ProcessKey, ReceivedProcess)> = self.by_key.into_iter().map(|(k, b)| (k, b.finish())).collect();
+        out.sort_by_key(|(_, p)| std::cmp::Reverse(p.cpu_samples()));
         out
     }
+}
+
+/// The key of the process whose resource this is.
+pub fn process_key(r: &BTreeMap<String, String>) -> ProcessKey {
+    let who = r.get("process.pid").or_else(|| r.get("service.name")).map(String::as_str).unwrap_or_default();
+    let host = r.get("host.name").map(String::as_str).unwrap_or_default();
+    (host.to_string(), who.to_string())
 }
 
 #[derive(Default)]
@@ -100,10 +133,12 @@ struct Builder {
     /// Distinct mappings, by what OTLP says of them, and the inode they were given.
     mappings: HashMap<ResolvedMapping, u64>,
     times_complete: bool,
+    cpu_samples: u64,
 }
 
 impl Builder {
-    fn add(&mut self, s: &ResolvedSample) {
+    /// Takes in what the sample says of its process, and makes its entry.
+    fn add(&mut self, s: &ResolvedSample) -> Entry {
         if self.windows.is_empty() {
             self.times_complete = true;
         }
@@ -164,7 +199,10 @@ impl Builder {
             self.times_complete = false;
             Vec::new()
         };
-        self.profile.push_entry(Entry { kind, stack, tid, trace_id, span_id, attrs, count, weight, times });
+        if kind.is_cpu() {
+            self.cpu_samples += count;
+        }
+        Entry { kind, stack, tid, trace_id, span_id, attrs, count, weight, times }
     }
 
     fn stack_frame(&mut self, f: &ResolvedFrame) -> StackFrame {
@@ -233,6 +271,7 @@ impl Builder {
             windows: self.windows.len(),
             start_unix_ns: self.windows.first().copied().unwrap_or(0),
             end_unix_ns: self.end_unix_ns,
+            cpu_samples: self.cpu_samples,
         }
     }
 }

@@ -57,6 +57,13 @@ pub fn scan_exporter_file(path: &Path, mut visit: impl FnMut(ProfilesData) -> Re
     read_framed(path, None, &FORMAT, |_, data| visit(data))
 }
 
+/// [`scan_exporter_file`] over the first `whole_bytes` bytes only: a second pass reads exactly the
+/// messages a first one did (its [`Framed::whole_bytes`]), however much the Collector has written
+/// since.
+pub fn rescan_exporter_file(path: &Path, whole_bytes: u64, mut visit: impl FnMut(ProfilesData) -> Result<()>) -> Result<Framed> {
+    read_framed(path, Some(whole_bytes), &FORMAT, |_, data| visit(data))
+}
+
 /// Every message of a file exporter's output at once (see [`scan_exporter_file`], which holds
 /// one at a time).
 pub fn read_exporter_file(path: &Path) -> Result<ExporterFile> {
