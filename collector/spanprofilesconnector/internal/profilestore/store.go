@@ -1,7 +1,13 @@
 // Copyright The otel-thread-ctx Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package profilestore
+// Package profilestore holds the profile windows the span_profiles connector joins spans with:
+// it reads each profiles request into one window per process (each sample's time, thread, span
+// link and top frame), keeps the windows within max_samples, max_processes and retention, finds
+// the process a span's resource names, and joins a span with that process's windows into what
+// the span's thread did (Joined). The connector counts what it refuses through Telemetry and
+// never reads a window itself.
+package profilestore // import "github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 
 import (
 	"slices"
