@@ -13,7 +13,7 @@ import (
 )
 
 // enrich writes the contract's attributes and event onto a span: each figure the samples
-// support (joined.cpuKnown and its siblings), and none that they do not.
+// support (profilestore.Joined.CPUKnown and its siblings), and none that they do not.
 func enrich(span ptrace.Span, j *profilestore.Joined, topN int, nameOf func(pcommon.TraceID) string) {
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	a := span.Attributes()

@@ -99,7 +99,7 @@ func (ids *identities) firstTime(id profilestore.Identity) bool {
 }
 
 // logForged says, once per resource, that spans name a profiled process's service.instance.id
-// under another pid (store.instanceElsewhere), so they were not joined to it.
+// under another pid (profilestore.Store.InstanceElsewhere), so they were not joined to it.
 func (ids *identities) logForged(id profilestore.Identity, owner *profilestore.Process) {
 	if !ids.firstTime(id) {
 		return
