@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // The Rust <-> Go contract, tied by golden files in testdata/agent/ (thread-ctx/otlp/tests/
@@ -36,7 +38,7 @@ func TestAgentGoldenJoin(t *testing.T) {
 	out := replay(t, recordedProfiles(t, agentGolden+"profiles.pb"), recordedTraces(t, agentGolden+"spans.pb"))
 	byRoute := map[string]ptrace.Span{}
 	for _, s := range spansOf(out) {
-		route, _ := s.Attributes().Get(attrHTTPRoute)
+		route, _ := s.Attributes().Get(profilestore.AttrHTTPRoute)
 		byRoute[route.AsString()] = s
 	}
 	require.Len(t, byRoute, 3, "/hog, /wait and /alloc")
@@ -48,7 +50,7 @@ func TestAgentGoldenJoin(t *testing.T) {
 	hogEvent := profileEvent(t, hog)
 	assert.True(t, strings.HasPrefix(eventStrings(hogEvent, EventTopFrames)[0], "hogCPU (service.js:25)"), "%v", eventStrings(hogEvent, EventTopFrames))
 	source, _ := hogEvent.Get(EventThreadSource)
-	assert.Equal(t, threadFromSpan, source.AsString())
+	assert.Equal(t, profilestore.ThreadFromSpan, source.AsString())
 
 	wait := byRoute["/wait"]
 	assert.Equal(t, 20.0, attrDouble(t, wait, AttrCPUSpanMs), "/wait: its handler's 2 samples")

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // Past max_pending_spans a batch is sent on at once, what cannot be enriched yet unenriched.
@@ -40,13 +42,13 @@ func TestMaxSamples(t *testing.T) {
 	send(1, 10)
 	send(2, 10)
 	send(3, 10)
-	assert.Equal(t, 20, h.c.store.held)
-	assert.Equal(t, int64(1), h.windows(windowEvicted))
-	assert.Equal(t, int64(10), h.samples(sampleEvictedOnDrop))
+	assert.Equal(t, 20, h.c.store.Held())
+	assert.Equal(t, int64(1), h.windows(profilestore.WindowEvicted))
+	assert.Equal(t, int64(10), h.samples(profilestore.SampleEvictedOnDrop))
 	send(4, 40)
-	assert.Equal(t, 25, h.c.store.held)
-	assert.Equal(t, int64(15), h.samples(sampleOverBound))
-	assert.Len(t, h.c.store.procs, 1)
+	assert.Equal(t, 25, h.c.store.Held())
+	assert.Equal(t, int64(15), h.samples(profilestore.SampleOverBound))
+	assert.Equal(t, 1, h.c.store.Processes())
 }
 
 // Past max_processes the process whose newest window is oldest is forgotten.
@@ -58,11 +60,10 @@ func TestMaxProcesses(t *testing.T) {
 		h.sendProfiles(r)
 		h.advance(time.Second)
 	}
-	assert.Len(t, h.c.store.procs, 2)
-	_, kept := h.c.store.procs[processKey{hostName: "node-1", hostPID: 1}]
-	assert.False(t, kept, "the first process is forgotten")
-	assert.Equal(t, int64(1), h.windows(windowEvicted))
-	assert.Len(t, h.c.store.byPID, 2)
+	assert.Equal(t, 2, h.c.store.Processes())
+	assert.False(t, h.c.store.HoldsProcess("node-1", 1), "the first process is forgotten")
+	assert.Equal(t, int64(1), h.windows(profilestore.WindowEvicted))
+	assert.Equal(t, 2, h.c.store.PIDsIndexed())
 }
 
 // Windows go after `retention`.
@@ -72,11 +73,11 @@ func TestRetention(t *testing.T) {
 	r.window(agentProcess(mainTID), 0, 1000).cpuAt(on{tid: mainTID, stack: r.stack(native("a"))}, 5)
 	h.sendProfiles(r)
 	h.advance(h.c.cfg.Retention)
-	assert.Len(t, h.c.store.procs, 1, "kept for exactly retention")
+	assert.Equal(t, 1, h.c.store.Processes(), "kept for exactly retention")
 	h.advance(time.Second)
-	assert.Empty(t, h.c.store.procs)
-	assert.Zero(t, h.c.store.held)
-	assert.Equal(t, int64(1), h.windows(windowExpired))
+	assert.Zero(t, h.c.store.Processes())
+	assert.Zero(t, h.c.store.Held())
+	assert.Equal(t, int64(1), h.windows(profilestore.WindowExpired))
 }
 
 // top_frames bounds each list of the event.
@@ -122,16 +123,6 @@ func TestTraceNamesBound(t *testing.T) {
 	n.note(td.ResourceSpans().At(0))
 	assert.Len(t, n.traces[traceID(9)].servers, maxTraceHops)
 	assert.Len(t, n.traces[traceID(9)].calls, maxTraceHops)
-}
-
-// A trace's (span, thread) pairs and threads per window are bounded.
-func TestTraceThreadsBound(t *testing.T) {
-	var tt traceThreads
-	for i := 0; i < 100; i++ {
-		tt.add(pcommon.SpanID{byte(i)}, int64(i))
-	}
-	assert.Len(t, tt.spans, maxSpansPerTrace)
-	assert.Len(t, tt.threads, maxThreadsPerTrace)
 }
 
 // Resources remembered as unprofiled are bounded.

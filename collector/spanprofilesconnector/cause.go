@@ -4,6 +4,7 @@
 package spanprofilesconnector
 
 import (
+	"cmp"
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
 
 	"fmt"
@@ -51,7 +52,7 @@ func (c causeParts) String() string {
 	if len(c) == 0 {
 		return "no samples"
 	}
-	slices.SortStableFunc(c, func(a, b causePart) int { return cmpInt(b.ns, a.ns) })
+	slices.SortStableFunc(c, func(a, b causePart) int { return cmp.Compare(b.ns, a.ns) })
 	texts := make([]string, len(c))
 	for i, p := range c {
 		texts[i] = p.text

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // spanProfiles is the state one `span_profiles` component id shares between its two halves:
@@ -35,7 +36,7 @@ type spanProfiles struct {
 	// Where spans go: the traces->traces half's next consumer (the profiles->traces half's
 	// until that one is created).
 	next  consumer.Traces
-	store *store
+	store *profilestore.Store
 	names *traceNames
 	// Batches of spans of one resource that wait, oldest first.
 	queue []*unit
@@ -43,7 +44,7 @@ type spanProfiles struct {
 	pending int
 	// Resources whose spans waited max_wait for profiles that never came (a service the
 	// agent does not profile): their next spans pass at once, until profiles of theirs arrive.
-	unprofiled map[identity]time.Time
+	unprofiled map[profilestore.Identity]time.Time
 	// Which process each span resource matched, and what could not be told apart.
 	identities *identities
 	// The routes of requests without http.route.
@@ -95,9 +96,9 @@ func newSpanProfiles(cfg *Config, id component.ID, set component.TelemetrySettin
 		logger:     set.Logger,
 		tel:        tel,
 		now:        time.Now,
-		store:      newStore(cfg, tel, set.Logger),
+		store:      profilestore.New(storeBounds(cfg), tel, set.Logger),
 		names:      newTraceNames(tracesNamed),
-		unprofiled: map[identity]time.Time{},
+		unprofiled: map[profilestore.Identity]time.Time{},
 		identities: newIdentities(set.Logger),
 		routes:     newRouteBook(),
 		metrics:    metrics,
@@ -105,11 +106,16 @@ func newSpanProfiles(cfg *Config, id component.ID, set component.TelemetrySettin
 	}, nil
 }
 
+// storeBounds are the limits of the store of profile windows.
+func storeBounds(cfg *Config) profilestore.Bounds {
+	return profilestore.Bounds{MaxSamples: cfg.MaxSamples, MaxProcesses: cfg.MaxProcesses, Retention: cfg.Retention}
+}
+
 // unit is the spans of one resource that arrived together: they leave together, once every
 // one of them is enriched or passed.
 type unit struct {
 	td        ptrace.Traces
-	id        identity
+	id        profilestore.Identity
 	service   string
 	spans     []ptrace.Span
 	settled   []bool
@@ -267,7 +273,7 @@ func (c *spanProfiles) expireLoop(stop, done chan struct{}) {
 func (c *spanProfiles) expire() {
 	c.mu.Lock()
 	now := c.now()
-	c.store.expire(now)
+	c.store.Expire(now)
 	out := ptrace.NewTraces()
 	for _, u := range c.queue {
 		if now.Sub(u.arrived) < c.cfg.MaxWait {
@@ -360,7 +366,7 @@ func (c *spanProfiles) consumeProfiles(_ context.Context, pd pprofile.Profiles) 
 	out := ptrace.NewTraces()
 	c.mu.Lock()
 	now := c.now()
-	if got := c.store.ingest(pd, now); len(got) > 0 {
+	if got := c.store.Ingest(pd, now); len(got) > 0 {
 		// Twice: a trace's first request waits for the requests it called in other services
 		// (path.go), which may be queued after it.
 		for range 2 {
@@ -390,8 +396,8 @@ func newUnit(rs ptrace.ResourceSpans, now time.Time) *unit {
 	u := &unit{td: ptrace.NewTraces(), arrived: now}
 	held := u.td.ResourceSpans().AppendEmpty()
 	rs.MoveTo(held)
-	u.id = identityOf(held.Resource().Attributes())
-	u.service = strAttr(held.Resource().Attributes(), MetricAttrService)
+	u.id = profilestore.IdentityOf(held.Resource().Attributes())
+	u.service = profilestore.StrAttr(held.Resource().Attributes(), MetricAttrService)
 	sss := held.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
@@ -430,10 +436,10 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 	if u.unsettled == 0 {
 		return
 	}
-	p, why, cands := c.store.match(u.id)
+	p, why, cands := c.store.Match(u.id)
 	if why == spanAmbiguousProcess {
 		p = c.identities.resolve(u, cands)
-		if owner := c.store.instanceElsewhere(u.id); owner != nil && final {
+		if owner := c.store.InstanceElsewhere(u.id); owner != nil && final {
 			c.identities.logForged(u.id, owner)
 		} else if p == nil && final {
 			c.identities.logAmbiguous(u.id, cands)
@@ -458,17 +464,22 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 	}
 	// The earliest window began after the span and has been held for max_wait: no window of
 	// that time is still on its way.
-	settledBefore := p != nil && len(p.windows) > 0 && now.Sub(p.windows[0].received) >= c.cfg.MaxWait
+	settledBefore := false
+	if p != nil {
+		if first, ok := p.FirstReceived(); ok {
+			settledBefore = now.Sub(first) >= c.cfg.MaxWait
+		}
+	}
 	reach := int64(0)
 	if p != nil {
-		reach = p.reach()
+		reach = p.Reach()
 	}
 	for i, s := range u.spans {
 		if u.settled[i] {
 			continue
 		}
 		// Most waiting spans wait for a window that has not come: one comparison tells.
-		if !final && !settledBefore && spanTimesOf(s).end > reach {
+		if !final && !settledBefore && profilestore.SpanTimesOf(s).End > reach {
 			continue
 		}
 		if c.settleSpan(s, u, p, why, final, settledBefore) {
@@ -480,29 +491,29 @@ func (c *spanProfiles) settle(u *unit, now time.Time, final bool) {
 
 // settleSpan enriches one span or, when nothing more can come for it, counts why not.
 // Returns whether the span is settled.
-func (c *spanProfiles) settleSpan(s ptrace.Span, u *unit, p *process, why string, final, settledBefore bool) bool {
+func (c *spanProfiles) settleSpan(s ptrace.Span, u *unit, p *profilestore.Process, why string, final, settledBefore bool) bool {
 	if p == nil {
 		if final {
 			c.tel.span(why, 1)
 		}
 		return final
 	}
-	st := spanTimesOf(s)
-	st.ownPID = u.id.pid
-	switch p.coverage(st.start, st.end) {
-	case coverFull:
-	case coverGap:
+	st := profilestore.SpanTimesOf(s)
+	st.OwnPID = u.id.PID
+	switch p.Coverage(st.Start, st.End) {
+	case profilestore.CoverFull:
+	case profilestore.CoverGap:
 		if !final {
 			return false
 		}
 		// A gap over most of the span is the agent not sending (stopped, restarted), not a
 		// thread without samples: zeros would mislead.
-		if 2*p.covered(st.start, st.end) < st.end-st.start {
+		if 2*p.Covered(st.Start, st.End) < st.End-st.Start {
 			c.tel.span(spanNotCovered, 1)
 			return true
 		}
 		c.tel.gaps.Add(context.Background(), 1)
-	case coverBefore:
+	case profilestore.CoverBefore:
 		if final || settledBefore {
 			c.tel.span(spanNotCovered, 1)
 			return true
@@ -518,17 +529,17 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, u *unit, p *process, why string
 		// Its path carries the called requests' causes: they are enriched first.
 		return false
 	}
-	j := p.join(st)
-	c.routes.name(s, c.names.operation(s.TraceID(), u.proc), bestRoute(j.routes))
+	j := p.Join(st)
+	c.routes.name(s, c.names.operation(s.TraceID(), u.proc), bestRoute(j.Routes))
 	switch {
-	case j.refusedAny():
+	case j.RefusedAny():
 		// Enriched with the figures the refused samples do not touch (if any).
 		c.tel.span(spanSamplesRefused, 1)
-	case !j.seen:
+	case !j.Seen:
 		// The sampler never saw the thread on or off CPU around the span (its main thread
 		// guessed, idle or not profiled): no CPU figure, and zeros would be an answer.
 		c.tel.span(spanNoThreadSamples, 1)
-		if !j.allocKnown() {
+		if !j.AllocKnown() {
 			return true
 		}
 	default:
@@ -544,8 +555,8 @@ func (c *spanProfiles) settleSpan(s ptrace.Span, u *unit, p *process, why string
 	if c.metricsNext != nil {
 		c.metrics.observe(u.service, s, j, nameOf)
 	}
-	if j.ownOutside > 0 {
-		c.tel.ownOutside.Add(context.Background(), int64(j.ownOutside))
+	if j.OwnOutside > 0 {
+		c.tel.ownOutside.Add(context.Background(), int64(j.OwnOutside))
 	}
 	return true
 }

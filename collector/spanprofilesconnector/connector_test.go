@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 func enriched(h *harness, id byte) bool {
@@ -174,7 +175,7 @@ func TestDuplicateWindow(t *testing.T) {
 	}
 	send()
 	send()
-	assert.Equal(t, int64(1), h.windows(windowDuplicate))
+	assert.Equal(t, int64(1), h.windows(profilestore.WindowDuplicate))
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 160}))
 	assert.InDelta(t, 40.0, attrDouble(t, h.received()[spanID(1)], AttrCPUSpanMs), 1e-9)
 }
@@ -222,8 +223,8 @@ func TestGauges(t *testing.T) {
 	assert.Equal(t, int64(1), gauge("otelcol_connector_spanprofiles_pending_spans"))
 	assert.Equal(t, int64(10), gauge("otelcol_connector_spanprofiles_held_samples"))
 	assert.Equal(t, int64(1), gauge("otelcol_connector_spanprofiles_processes"))
-	assert.Equal(t, int64(10), h.samples(sampleKept))
-	assert.Equal(t, int64(1), h.windows(windowKept))
+	assert.Equal(t, int64(10), h.samples(profilestore.SampleKept))
+	assert.Equal(t, int64(1), h.windows(profilestore.WindowKept))
 }
 
 // A span that ends just past its process's latest window waits for the next: the off-CPU

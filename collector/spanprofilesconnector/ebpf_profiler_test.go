@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // The OpenTelemetry eBPF profiler as a recorded partner: what it sent, built from its
@@ -66,8 +67,8 @@ func TestEBPFProfilerRecordingIsThePartnersShape(t *testing.T) {
 		for i := 0; i < rps.Len(); i++ {
 			res := rps.At(i).Resource().Attributes().AsRaw()
 			assert.Equal(t, "ebpf-profiler-capture", res["service.name"], "the resource is the process context the service published")
-			assert.NotEmpty(t, res[attrServiceInstanceID])
-			assert.NotEmpty(t, res[attrProcessPID])
+			assert.NotEmpty(t, res[profilestore.AttrServiceInstanceID])
+			assert.NotEmpty(t, res[profilestore.AttrProcessPID])
 			sps := rps.At(i).ScopeProfiles()
 			for j := 0; j < sps.Len(); j++ {
 				profiles := sps.At(j).Profiles()

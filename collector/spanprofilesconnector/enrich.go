@@ -8,56 +8,58 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // enrich writes the contract's attributes and event onto a span: each figure the samples
-// support (joined.cpuKnown and its siblings), and none that they do not.
-func enrich(span ptrace.Span, j *joined, topN int, nameOf func(pcommon.TraceID) string) {
+// support (profilestore.Joined.CPUKnown and its siblings), and none that they do not.
+func enrich(span ptrace.Span, j *profilestore.Joined, topN int, nameOf func(pcommon.TraceID) string) {
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	a := span.Attributes()
-	if j.cpuKnown() {
-		a.PutDouble(AttrCPUSpanMs, ms(j.cpuSpan))
-		a.PutDouble(AttrCPUTraceMs, ms(j.cpuTrace))
-		a.PutDouble(AttrCPUOtherTracesMs, ms(j.cpuOther))
-		a.PutDouble(AttrCPUNoSpanMs, ms(j.cpuNone))
-		a.PutInt(AttrSamples, j.samples)
+	if j.CPUKnown() {
+		a.PutDouble(AttrCPUSpanMs, ms(j.CPUSpan))
+		a.PutDouble(AttrCPUTraceMs, ms(j.CPUTrace))
+		a.PutDouble(AttrCPUOtherTracesMs, ms(j.CPUOther))
+		a.PutDouble(AttrCPUNoSpanMs, ms(j.CPUNone))
+		a.PutInt(AttrSamples, j.Samples)
 	}
-	if j.offKnown() {
-		a.PutDouble(AttrOffCPUTraceMs, ms(j.offTrace))
-		a.PutDouble(AttrOffCPUOtherTracesMs, ms(j.offOther))
-		a.PutDouble(AttrOffCPUNoSpanMs, ms(j.offNone))
-		a.PutDouble(AttrOffCPURunnableMs, ms(j.runnable))
+	if j.OffKnown() {
+		a.PutDouble(AttrOffCPUTraceMs, ms(j.OffTrace))
+		a.PutDouble(AttrOffCPUOtherTracesMs, ms(j.OffOther))
+		a.PutDouble(AttrOffCPUNoSpanMs, ms(j.OffNone))
+		a.PutDouble(AttrOffCPURunnableMs, ms(j.Runnable))
 	}
-	if j.allocKnown() {
-		a.PutInt(AttrAllocBytes, j.allocBytes)
+	if j.AllocKnown() {
+		a.PutInt(AttrAllocBytes, j.AllocBytes)
 	}
 
 	ev := span.Events().AppendEmpty()
 	ev.SetName(EventProfile)
 	ev.SetTimestamp(span.EndTimestamp())
 	ea := ev.Attributes()
-	if j.cpuKnown() {
-		putStrings(ea, EventTopFrames, percentages(j.frames, topN))
+	if j.CPUKnown() {
+		putStrings(ea, EventTopFrames, percentages(j.Frames, topN))
 	}
-	if j.cpuKnown() || j.offKnown() {
+	if j.CPUKnown() || j.OffKnown() {
 		// A trace that held the thread for under 1 % of the span explains none of it: it is
 		// not listed, only counted in the remainder.
-		held := j.heldBy(topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, minHeldNs), nameOf)
+		held := listHeldBy(j, topN, max(int64(span.EndTimestamp()-span.StartTimestamp())/100, minHeldNs), nameOf)
 		putStrings(ea, EventHeldBy, held.listed)
-		if len(j.others) > 0 {
+		if len(j.Others) > 0 {
 			ea.PutInt(EventHeldByOthers, int64(held.others))
 			ea.PutDouble(EventHeldByOthersMs, ms(held.othersNs))
 		}
 		putStrings(ea, EventHeldByRoutes, held.routes)
 	}
-	if j.allocKnown() {
-		putStrings(ea, EventTopAllocFrames, percentages(j.allocFrames, topN))
+	if j.AllocKnown() {
+		putStrings(ea, EventTopAllocFrames, percentages(j.AllocFrames, topN))
 	}
 	putThrottling(ea, j)
-	ea.PutInt(EventThreadID, j.tid)
-	ea.PutStr(EventThreadSource, j.threadSource)
-	if j.cpuKnown() && j.periodNs > 0 {
-		ea.PutDouble(EventCPUPeriodMs, ms(j.periodNs))
+	ea.PutInt(EventThreadID, j.TID)
+	ea.PutStr(EventThreadSource, j.ThreadSource)
+	if j.CPUKnown() && j.PeriodNs > 0 {
+		ea.PutDouble(EventCPUPeriodMs, ms(j.PeriodNs))
 	}
 }
 

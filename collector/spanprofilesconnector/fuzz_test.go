@@ -58,8 +58,8 @@ func FuzzConsumeProfiles(f *testing.F) {
 		if err := c.consumeProfiles(context.Background(), pd); err != nil {
 			t.Fatal(err)
 		}
-		if c.store.held > cfg.MaxSamples || len(c.store.procs) > cfg.MaxProcesses {
-			t.Fatalf("held %d samples of %d processes, past the bounds", c.store.held, len(c.store.procs))
+		if c.store.Held() > cfg.MaxSamples || c.store.Processes() > cfg.MaxProcesses {
+			t.Fatalf("held %d samples of %d processes, past the bounds", c.store.Held(), c.store.Processes())
 		}
 		for _, s := range specs {
 			if err := c.consumeTraces(context.Background(), traces(s.res, spanSpec{trace: 1, span: 1, start: 100, end: 200})); err != nil {

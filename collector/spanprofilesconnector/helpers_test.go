@@ -39,7 +39,7 @@ const periodNs = int64(10 * time.Millisecond) // 100 Hz
 // harness is a connector built by its factory, both halves started, spans going to a sink, its
 // own telemetry readable and its clock set by the test.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	c        *spanProfiles
 	sink     *consumertest.TracesSink
 	traces   connector.Traces
@@ -55,7 +55,7 @@ type harness struct {
 // harnesses numbers the harnesses made.
 var harnesses atomic.Int64
 
-func newHarness(t *testing.T, mutate func(*Config)) *harness {
+func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	t.Helper()
 	cfg := createDefaultConfig()
 	if mutate != nil {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // Samples that lie about their time, or weigh what no sample can, are refused and counted; a
@@ -35,8 +36,8 @@ func TestLyingTimestampsAndHugeValues(t *testing.T) {
 	w.sample(w.alloc, at, []int64{1 << 50}, []int64{ms(130)})                    // a petabyte
 	w.sample(w.cpu, on{tid: mainTID, stack: 9999}, []int64{1}, []int64{ms(130)}) // no such stack
 	h.sendProfiles(r)
-	assert.Equal(t, int64(2), h.samples(sampleKept))
-	assert.Equal(t, int64(8), h.samples(sampleInvalid))
+	assert.Equal(t, int64(2), h.samples(profilestore.SampleKept))
+	assert.Equal(t, int64(8), h.samples(profilestore.SampleInvalid))
 	h.sendTraces(traces(service(mainTID),
 		spanSpec{trace: 1, span: 1, start: 100, end: 160},
 		spanSpec{trace: 2, span: 2, start: 100, end: 160},
@@ -97,8 +98,8 @@ func TestIndicesOutOfTheirTables(t *testing.T) {
 	p.SampleType().SetTypeStrindex(1 << 30)
 	p.Samples().AppendEmpty()
 	require.NotPanics(t, func() { h.sendProfiles(r) })
-	assert.Equal(t, int64(8), h.samples(sampleInvalid))
-	assert.Zero(t, h.samples(sampleKept))
+	assert.Equal(t, int64(8), h.samples(profilestore.SampleInvalid))
+	assert.Zero(t, h.samples(profilestore.SampleKept))
 }
 
 // Samples without a time per value (a window that kept no times), without a thread, or of a
@@ -111,15 +112,15 @@ func TestSamplesTheJoinCannotPlace(t *testing.T) {
 	w.sample(w.cpu, on{tid: mainTID, stack: st}, []int64{3}, nil)
 	w.sample(w.cpu, on{tid: 0, stack: st}, []int64{1}, []int64{ms(5)})
 	h.sendProfiles(r)
-	assert.Equal(t, int64(1), h.samples(sampleUntimed))
-	assert.Equal(t, int64(1), h.samples(sampleNoThread))
+	assert.Equal(t, int64(1), h.samples(profilestore.SampleUntimed))
+	assert.Equal(t, int64(1), h.samples(profilestore.SampleNoThread))
 
 	r2 := newRequest()
 	w2 := r2.window(agentProcess(mainTID), 1000, 2000)
 	w2.cpuAt(on{tid: mainTID, stack: r2.stack(native("a"))}, 1500)
 	w2.cpu.SetPeriod(0)
 	h.sendProfiles(r2)
-	assert.Equal(t, int64(1), h.samples(sampleInvalid))
+	assert.Equal(t, int64(1), h.samples(profilestore.SampleInvalid))
 }
 
 // Windows without a time, with a duration of years, or of a process without a pid are refused.
@@ -135,9 +136,9 @@ func TestInvalidWindows(t *testing.T) {
 	anonymous := map[string]any{"service.name": "x"}
 	r.window(anonymous, 0, 1000).cpuAt(on{tid: 1, stack: r.stack(native("a"))}, 5)
 	h.sendProfiles(r)
-	assert.Equal(t, int64(3), h.windows(windowInvalid))
-	assert.Equal(t, int64(3), h.samples(sampleInvalid))
-	assert.Empty(t, h.c.store.procs)
+	assert.Equal(t, int64(3), h.windows(profilestore.WindowInvalid))
+	assert.Equal(t, int64(3), h.samples(profilestore.SampleInvalid))
+	assert.Zero(t, h.c.store.Processes())
 }
 
 // Spans whose times make no sense, or whose resource names no process, pass at once, counted.
@@ -188,11 +189,11 @@ func TestMemoryBoundedUnderFlood(t *testing.T) {
 		w.cpuAt(on{tid: pid, trace: 1, span: 1, stack: st}, times...)
 		sent += len(times)
 		h.sendProfiles(r)
-		require.LessOrEqual(t, h.c.store.held, 5_000)
-		require.LessOrEqual(t, len(h.c.store.procs), 8)
+		require.LessOrEqual(t, h.c.store.Held(), 5_000)
+		require.LessOrEqual(t, h.c.store.Processes(), 8)
 	}
-	assert.Equal(t, int64(sent), h.samples(sampleKept)+h.samples(sampleOverBound))
-	assert.Equal(t, int64(h.c.store.held), h.samples(sampleKept)-h.samples(sampleEvictedOnDrop))
+	assert.Equal(t, int64(sent), h.samples(profilestore.SampleKept)+h.samples(profilestore.SampleOverBound))
+	assert.Equal(t, int64(h.c.store.Held()), h.samples(profilestore.SampleKept)-h.samples(profilestore.SampleEvictedOnDrop))
 }
 
 // A span reused by a liar: the same ids on a span of another process get that process's

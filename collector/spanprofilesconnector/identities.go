@@ -4,9 +4,9 @@
 package spanprofilesconnector
 
 import (
-	"strconv"
-
 	"go.uber.org/zap"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // identitiesBound bounds the span resources remembered (their process, or that their ambiguity
@@ -21,16 +21,16 @@ const identitiesBound = 4_096
 // logs once per resource what collided.
 type identities struct {
 	logger *zap.Logger
-	bound  map[identity]*process
-	logged map[identity]bool
+	bound  map[profilestore.Identity]*profilestore.Process
+	logged map[profilestore.Identity]bool
 }
 
 func newIdentities(logger *zap.Logger) *identities {
-	return &identities{logger: logger, bound: map[identity]*process{}, logged: map[identity]bool{}}
+	return &identities{logger: logger, bound: map[profilestore.Identity]*profilestore.Process{}, logged: map[profilestore.Identity]bool{}}
 }
 
 // bind remembers that resource id matched p.
-func (ids *identities) bind(id identity, p *process) {
+func (ids *identities) bind(id profilestore.Identity, p *profilestore.Process) {
 	if ids.bound[id] == p {
 		return
 	}
@@ -41,11 +41,11 @@ func (ids *identities) bind(id identity, p *process) {
 }
 
 // resolve picks the process of u's spans among cands, or nil.
-func (ids *identities) resolve(u *unit, cands []*process) *process {
-	var evident *process
+func (ids *identities) resolve(u *unit, cands []*profilestore.Process) *profilestore.Process {
+	var evident *profilestore.Process
 	for _, p := range cands {
 		for i, s := range u.spans {
-			if !u.settled[i] && p.holdsTrace(s.TraceID()) {
+			if !u.settled[i] && p.HoldsTrace(s.TraceID()) {
 				if evident != nil && evident != p {
 					return nil // evidence for two: not guessed
 				}
@@ -68,26 +68,26 @@ func (ids *identities) resolve(u *unit, cands []*process) *process {
 }
 
 // logAmbiguous says, once per resource, which processes its spans could not be told apart from.
-func (ids *identities) logAmbiguous(id identity, cands []*process) {
+func (ids *identities) logAmbiguous(id profilestore.Identity, cands []*profilestore.Process) {
 	if !ids.firstTime(id) {
 		return
 	}
 	described := make([]string, 0, len(cands))
 	for _, p := range cands {
-		described = append(described, describeProcess(p))
+		described = append(described, p.Describe())
 	}
 	ids.logger.Warn("span_profiles cannot tell which process these spans come from: several processes fit their resource, and none holds samples of their traces; they pass unenriched (ambiguous_process). Give each process a service.instance.id (the package's one-line wiring does), or container.id on both spans and profiles; logged once per resource",
-		zap.String("service.name", id.serviceName),
-		zap.String("service.instance.id", id.instanceID),
-		zap.Int64("process.pid", id.pid),
-		zap.String("host.name", id.hostName),
-		zap.String("container.id", id.containerID),
+		zap.String("service.name", id.ServiceName),
+		zap.String("service.instance.id", id.InstanceID),
+		zap.Int64("process.pid", id.PID),
+		zap.String("host.name", id.HostName),
+		zap.String("container.id", id.ContainerID),
 		zap.Strings("candidates", described),
 	)
 }
 
 // firstTime says whether nothing was logged yet of resource id, and remembers that now it is.
-func (ids *identities) firstTime(id identity) bool {
+func (ids *identities) firstTime(id profilestore.Identity) bool {
 	if ids.logged[id] {
 		return false
 	}
@@ -99,34 +99,16 @@ func (ids *identities) firstTime(id identity) bool {
 }
 
 // logForged says, once per resource, that spans name a profiled process's service.instance.id
-// under another pid (store.instanceElsewhere), so they were not joined to it.
-func (ids *identities) logForged(id identity, owner *process) {
+// under another pid (profilestore.Store.InstanceElsewhere), so they were not joined to it.
+func (ids *identities) logForged(id profilestore.Identity, owner *profilestore.Process) {
 	if !ids.firstTime(id) {
 		return
 	}
 	ids.logger.Warn("span_profiles did not join these spans to the process whose service.instance.id they carry: their process.pid is another; they pass unenriched (ambiguous_process). Another process may be sending spans as that instance; logged once per resource",
-		zap.String("service.name", id.serviceName),
-		zap.String("service.instance.id", id.instanceID),
-		zap.Int64("process.pid", id.pid),
-		zap.String("host.name", id.hostName),
-		zap.String("instance's process", describeProcess(owner)),
+		zap.String("service.name", id.ServiceName),
+		zap.String("service.instance.id", id.InstanceID),
+		zap.Int64("process.pid", id.PID),
+		zap.String("host.name", id.HostName),
+		zap.String("instance's process", owner.Describe()),
 	)
-}
-
-// describeProcess names a profiled process as its profiles' resource does.
-func describeProcess(p *process) string {
-	d := "host pid " + strconv.FormatInt(p.key.hostPID, 10)
-	if p.id.pid != p.key.hostPID {
-		d += ", pid " + strconv.FormatInt(p.id.pid, 10) + " in its PID namespace"
-	}
-	if p.id.serviceName != "" {
-		d += ", service.name " + p.id.serviceName
-	}
-	if p.id.instanceID != "" {
-		d += ", service.instance.id " + p.id.instanceID
-	}
-	if p.id.containerID != "" {
-		d += ", container.id " + p.id.containerID
-	}
-	return d
 }

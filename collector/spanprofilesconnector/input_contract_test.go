@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.uber.org/zap"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // profilerPeriodNs is the OpenTelemetry eBPF profiler's period at its default 20 samples/s.
@@ -119,8 +121,8 @@ func TestEBPFProfilerCPUSamplesCountOnePerTimestamp(t *testing.T) {
 	assert.Equal(t, []string{"burnHog (service.js:21) 100%"}, eventStrings(profileEvent(t, hogSpan), EventTopFrames))
 	period, _ := profileEvent(t, wait).Get(EventCPUPeriodMs)
 	assert.InDelta(t, 50.0, period.Double(), 1e-9)
-	assert.Equal(t, int64(5), h.samples(sampleKept))
-	assert.Zero(t, h.samples(sampleUntimed))
+	assert.Equal(t, int64(5), h.samples(profilestore.SampleKept))
+	assert.Zero(t, h.samples(profilestore.SampleUntimed))
 }
 
 // Its off-CPU profile samples switches and times each when the thread ran again: the join
@@ -176,7 +178,7 @@ func TestProfileTypesByTypeAndUnit(t *testing.T) {
 	s := h.received()[spanID(1)]
 	assert.InDelta(t, 10.0, attrDouble(t, s, AttrCPUNoSpanMs), 1e-9, "the agent's CPU sample only")
 	assert.Equal(t, int64(3), h.samples("unsupported"))
-	assert.Equal(t, int64(1), h.samples(sampleKept))
+	assert.Equal(t, int64(1), h.samples(profilestore.SampleKept))
 }
 
 // A profile that keeps no time per sample (values and no timestamps: an aggregated profile,
@@ -203,8 +205,8 @@ func TestRefusedSamplesLeaveFiguresOutAndAreLoggedOncePerResource(t *testing.T) 
 		}
 	}
 	assert.Equal(t, int64(3), h.spans(spanSamplesRefused))
-	assert.Equal(t, int64(3), h.samples(sampleUntimed))
-	logged := h.logs.FilterField(zap.String("outcome", sampleUntimed)).All()
+	assert.Equal(t, int64(3), h.samples(profilestore.SampleUntimed))
+	logged := h.logs.FilterField(zap.String("outcome", profilestore.SampleUntimed)).All()
 	require.Len(t, logged, 2, "once per resource: two processes")
 	assert.Contains(t, logged[0].Message, "without a timestamp per value")
 	assert.Equal(t, int64(mainTID), logged[0].ContextMap()["process.pid"])

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 const mainTID = 4242 // the service's host pid: its main thread's tid
@@ -47,7 +49,7 @@ func TestWaitBehindAnotherRequest(t *testing.T) {
 	tid, _ := ev.Get(EventThreadID)
 	src, _ := ev.Get(EventThreadSource)
 	assert.Equal(t, int64(mainTID), tid.Int())
-	assert.Equal(t, threadFromSpan, src.Str())
+	assert.Equal(t, profilestore.ThreadFromSpan, src.Str())
 	period, _ := ev.Get(EventCPUPeriodMs)
 	assert.InDelta(t, 10.0, period.Double(), 1e-9)
 	assert.Equal(t, int64(1), h.spans(spanEnriched))
@@ -124,7 +126,7 @@ func TestSpanWithoutSamples(t *testing.T) {
 	assert.Zero(t, attrInt(t, s, AttrAllocBytes))
 	ev := profileEvent(t, s)
 	src, _ := ev.Get(EventThreadSource)
-	assert.Equal(t, threadGuessMain, src.Str())
+	assert.Equal(t, profilestore.ThreadGuessMain, src.Str())
 	assert.Nil(t, eventStrings(ev, EventTopFrames))
 	assert.Nil(t, eventStrings(ev, EventHeldBy))
 	assert.Equal(t, int64(1), h.spans(spanEnriched))
@@ -156,7 +158,7 @@ func TestWorkerThreads(t *testing.T) {
 	tid, _ = profileEvent(t, s3).Get(EventThreadID)
 	src, _ := profileEvent(t, s3).Get(EventThreadSource)
 	assert.Equal(t, int64(worker), tid.Int())
-	assert.Equal(t, threadFromTrace, src.Str())
+	assert.Equal(t, profilestore.ThreadFromTrace, src.Str())
 	assert.InDelta(t, 8.0, attrDouble(t, s3, AttrOffCPUNoSpanMs), 1e-9)
 }
 

@@ -54,8 +54,17 @@ type loadService struct {
 	samples []loadSample
 }
 
+// loadKind is which profile a generated sample goes to.
+type loadKind int
+
+const (
+	loadCPU loadKind = iota
+	loadOff
+	loadAlloc
+)
+
 type loadSample struct {
-	kind         sampleKind
+	kind         loadKind
 	t, v         int64
 	trace        pcommon.TraceID
 	span         pcommon.SpanID
@@ -84,17 +93,17 @@ func (s *loadService) second(rng *rand.Rand, at int64) {
 		cpuNs := int64(float64(time.Second)/loadRequestsPerS*loadBusy) + rng.Int64N(int64(time.Millisecond))
 		first := max(busyUntil, start)
 		for t := first - first%period + period; t < first+cpuNs; t += period {
-			s.samples = append(s.samples, loadSample{kindCPU, t, 1, tid, server.SpanID(), rng.IntN(loadStacks), route})
+			s.samples = append(s.samples, loadSample{loadCPU, t, 1, tid, server.SpanID(), rng.IntN(loadStacks), route})
 		}
 		busyUntil = first + cpuNs
 		for o := 0; o < loadOffPerReq; o++ {
 			t := start + dur/loadOffPerReq*int64(o)
-			s.samples = append(s.samples, loadSample{kindOff, t, dur / 3, pcommon.TraceID{}, pcommon.SpanID{}, rng.IntN(loadStacks), 0})
+			s.samples = append(s.samples, loadSample{loadOff, t, dur / 3, pcommon.TraceID{}, pcommon.SpanID{}, rng.IntN(loadStacks), 0})
 		}
 	}
 	for a := 0; a < loadAllocPerS; a++ {
 		t := at + rng.Int64N(int64(time.Second))
-		s.samples = append(s.samples, loadSample{kindAlloc, t, 512 << 10, pcommon.TraceID{1}, pcommon.SpanID{1}, rng.IntN(loadStacks), 0})
+		s.samples = append(s.samples, loadSample{loadAlloc, t, 512 << 10, pcommon.TraceID{1}, pcommon.SpanID{1}, rng.IntN(loadStacks), 0})
 	}
 }
 
@@ -160,9 +169,9 @@ func (s *loadService) window(from, to int64) pprofile.Profiles {
 		}
 		prof := w.cpu
 		switch p.kind {
-		case kindOff:
+		case loadOff:
 			prof = w.off
-		case kindAlloc:
+		case loadAlloc:
 			prof = w.alloc
 		}
 		smp := prof.Samples().AppendEmpty()
@@ -309,7 +318,7 @@ func TestLoadBenchmark(t *testing.T) {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	c.mu.Lock()
-	held, pending := c.store.held, c.pending
+	held, pending := c.store.Held(), c.pending
 	c.mu.Unlock()
 	// The generator's own work (spans, windows encoded) is in the CPU time: measured alone below.
 	gen := generatorCPU(seconds)

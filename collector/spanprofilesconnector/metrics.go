@@ -10,6 +10,7 @@ import (
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // The metrics the connector emits, turned around from the join: per route and line, the time
@@ -50,7 +51,7 @@ func isRequest(s ptrace.Span) bool {
 // routeOf is the route a request is counted under: its http.route, else the route the
 // connector named it by (route.go: its samples', else its templated path), else its name.
 func routeOf(s ptrace.Span) string {
-	for _, k := range []string{attrHTTPRoute, AttrRoute} {
+	for _, k := range []string{profilestore.AttrHTTPRoute, AttrRoute} {
 		if v, ok := s.Attributes().Get(k); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
 			return profiledict.Truncate(v.Str())
 		}
@@ -60,8 +61,8 @@ func routeOf(s ptrace.Span) string {
 
 // observe adds one enriched request: the waits its holders inflicted on it, its time by cause
 // and the share other requests held.
-func (m *waitMetrics) observe(service string, s ptrace.Span, j *joined, nameOf func(pcommon.TraceID) string) {
-	if !isRequest(s) || (!j.cpuKnown() && !j.offKnown()) {
+func (m *waitMetrics) observe(service string, s ptrace.Span, j *profilestore.Joined, nameOf func(pcommon.TraceID) string) {
+	if !isRequest(s) || (!j.CPUKnown() && !j.OffKnown()) {
 		return
 	}
 	svc := m.Service(service)
@@ -70,8 +71,8 @@ func (m *waitMetrics) observe(service string, s ptrace.Span, j *joined, nameOf f
 	m.observeWaits(svc, route, j, ex, nameOf)
 	m.observeCauses(svc, route, j)
 	dur := int64(s.EndTimestamp()) - int64(s.StartTimestamp())
-	if dur > 0 && j.cpuKnown() && j.offKnown() == j.hasOff {
-		ex.Value = min(float64(j.cpuOther+j.offOther)/float64(dur), 1)
+	if dur > 0 && j.CPUKnown() && j.OffKnown() == j.HasOff {
+		ex.Value = min(float64(j.CPUOther+j.OffOther)/float64(dur), 1)
 		m.AddShare(svc, route, ex)
 	}
 }
@@ -84,28 +85,28 @@ func (m *waitMetrics) observe(service string, s ptrace.Span, j *joined, nameOf f
 // rankSearchResults, `(anonymous) (service.js:38)`: split by every frame, the two views
 // differed.) A route that ran in one line and blocked in another on the same request has its
 // blocked time under the line it held the thread in longest, as its span says.
-func (m *waitMetrics) observeWaits(svc, delayedRoute string, j *joined, ex waitmetrics.Exemplar, nameOf func(pcommon.TraceID) string) {
+func (m *waitMetrics) observeWaits(svc, delayedRoute string, j *profilestore.Joined, ex waitmetrics.Exemplar, nameOf func(pcommon.TraceID) string) {
 	type routeHold struct {
 		byKind [2]int64 // on CPU, blocked
 		frames map[string]int64
 	}
 	var byRoute map[string]*routeHold
-	for id, h := range j.others {
+	for id, h := range j.Others {
 		name := holderName(h, id, nameOf)
 		r := byRoute[name]
 		if r == nil {
 			if byRoute == nil {
 				byRoute = map[string]*routeHold{}
 			}
-			r = &routeHold{frames: make(map[string]int64, len(h.frames))}
+			r = &routeHold{frames: make(map[string]int64, len(h.Frames))}
 			byRoute[name] = r
 		}
-		for f, ns := range h.frames {
+		for f, ns := range h.Frames {
 			if ns <= 0 {
 				continue
 			}
-			r.frames[f.frame] += ns
-			if f.blocked {
+			r.frames[f.Frame] += ns
+			if f.Blocked {
 				r.byKind[1] += ns
 			} else {
 				r.byKind[0] += ns
@@ -126,18 +127,18 @@ func (m *waitMetrics) observeWaits(svc, delayedRoute string, j *joined, ex waitm
 	}
 }
 
-func (m *waitMetrics) observeCauses(svc, route string, j *joined) {
+func (m *waitMetrics) observeCauses(svc, route string, j *profilestore.Joined) {
 	add := func(cause string, ns int64) { m.AddCause(svc, route, cause, ns) }
 	// Only what the samples support, as on the span: a figure they do not is left out.
-	if j.cpuKnown() {
-		add(waitmetrics.CauseOwnCPU, j.cpuTrace)
-		add(waitmetrics.CauseOtherRequestsCPU, j.cpuOther)
-		add(waitmetrics.CauseNoSpanCPU, j.cpuNone)
+	if j.CPUKnown() {
+		add(waitmetrics.CauseOwnCPU, j.CPUTrace)
+		add(waitmetrics.CauseOtherRequestsCPU, j.CPUOther)
+		add(waitmetrics.CauseNoSpanCPU, j.CPUNone)
 	}
-	if j.offKnown() {
-		add(waitmetrics.CauseBlocked, j.offTrace)
-		add(waitmetrics.CauseOtherRequestsBlocked, j.offOther)
-		add(waitmetrics.CauseIdle, j.offNone)
-		add(waitmetrics.CauseCPUStarved, j.runnable)
+	if j.OffKnown() {
+		add(waitmetrics.CauseBlocked, j.OffTrace)
+		add(waitmetrics.CauseOtherRequestsBlocked, j.OffOther)
+		add(waitmetrics.CauseIdle, j.OffNone)
+		add(waitmetrics.CauseCPUStarved, j.Runnable)
 	}
 }

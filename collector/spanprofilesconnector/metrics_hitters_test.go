@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
@@ -24,15 +25,15 @@ func holdBy(m *waitMetrics, trace byte, lines map[string]float64) {
 	span.SetTraceID(pcommon.TraceID{trace})
 	span.SetStartTimestamp(1)
 	span.SetEndTimestamp(1 + 10e9)
-	span.Attributes().PutStr(attrHTTPRoute, "/wait")
-	frames := map[holdFrame]int64{}
+	span.Attributes().PutStr(profilestore.AttrHTTPRoute, "/wait")
+	frames := map[profilestore.HoldFrame]int64{}
 	var total int64
 	for f, ms := range lines {
-		frames[holdFrame{frame: f}] = int64(ms * 1e6)
+		frames[profilestore.HoldFrame{Frame: f}] = int64(ms * 1e6)
 		total += int64(ms * 1e6)
 	}
-	j := &joined{others: map[pcommon.TraceID]*holder{{200, trace}: {ns: total, routes: map[string]int64{"/gateway": total}, frames: frames}},
-		cpuOther: total, hasCPU: true, seen: true}
+	j := &profilestore.Joined{Others: map[pcommon.TraceID]*profilestore.Holder{{200, trace}: {NS: total, Routes: map[string]int64{"/gateway": total}, Frames: frames}},
+		CPUOther: total, HasCPU: true, Seen: true}
 	m.observe("gateway", span, j, func(pcommon.TraceID) string { return "" })
 }
 

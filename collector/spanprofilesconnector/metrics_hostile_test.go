@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 )
 
@@ -36,13 +37,13 @@ func TestAMillionDistinctRoutesAndFrames(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	var total float64
 	for i := 0; i < n; i++ {
-		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/users/%d", i))
-		j := &joined{others: map[pcommon.TraceID]*holder{
-			{byte(i), byte(i >> 8), byte(i >> 16), 1}: {ns: 2e6, routes: map[string]int64{fmt.Sprintf("/search/%d", i): 2e6}, frames: map[holdFrame]int64{
-				{frame: fmt.Sprintf("f%d (a.js:%d)", i, i)}:                1e6,
-				{frame: fmt.Sprintf("g%d (a.js:%d)", i, i), blocked: true}: 1e6,
+		span.Attributes().PutStr(profilestore.AttrHTTPRoute, fmt.Sprintf("/users/%d", i))
+		j := &profilestore.Joined{Others: map[pcommon.TraceID]*profilestore.Holder{
+			{byte(i), byte(i >> 8), byte(i >> 16), 1}: {NS: 2e6, Routes: map[string]int64{fmt.Sprintf("/search/%d", i): 2e6}, Frames: map[profilestore.HoldFrame]int64{
+				{Frame: fmt.Sprintf("f%d (a.js:%d)", i, i)}:                1e6,
+				{Frame: fmt.Sprintf("g%d (a.js:%d)", i, i), Blocked: true}: 1e6,
 			}},
-		}, cpuOther: 1e6, offOther: 1e6, hasCPU: true, hasOff: true, seen: true}
+		}, CPUOther: 1e6, OffOther: 1e6, HasCPU: true, HasOff: true, Seen: true}
 		m.observe(fmt.Sprintf("svc-%d", i%1000), span, j, names)
 		total += 2
 	}
@@ -85,8 +86,8 @@ func TestSeriesPastTheirBound(t *testing.T) {
 		span.SetKind(ptrace.SpanKindServer)
 		span.SetStartTimestamp(1)
 		span.SetEndTimestamp(1 + 100e6)
-		span.Attributes().PutStr(attrHTTPRoute, fmt.Sprintf("/r%d", i))
-		j := &joined{others: map[pcommon.TraceID]*holder{{1}: {ns: 5e6, routes: map[string]int64{"/hog": 5e6}, frames: map[holdFrame]int64{{frame: "f"}: 5e6}}}, cpuOther: 5e6, hasCPU: true, seen: true}
+		span.Attributes().PutStr(profilestore.AttrHTTPRoute, fmt.Sprintf("/r%d", i))
+		j := &profilestore.Joined{Others: map[pcommon.TraceID]*profilestore.Holder{{1}: {NS: 5e6, Routes: map[string]int64{"/hog": 5e6}, Frames: map[profilestore.HoldFrame]int64{{Frame: "f"}: 5e6}}}, CPUOther: 5e6, HasCPU: true, Seen: true}
 		m.observe("shop", span, j, func(pcommon.TraceID) string { return "" })
 	}
 	md := m.Emit(2)

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // collectorInstance names the Collector whose cumulative series these are. Each Collector of a
@@ -16,7 +18,7 @@ import (
 // per process, unless service::telemetry::resource sets one) on its own resource, as
 // span_metrics reads it; where there is none (a test's settings), the node's hostname.
 func collectorInstance(res pcommon.Resource) string {
-	if v, ok := res.Attributes().Get(attrServiceInstanceID); ok && v.AsString() != "" {
+	if v, ok := res.Attributes().Get(profilestore.AttrServiceInstanceID); ok && v.AsString() != "" {
 		return v.AsString()
 	}
 	host, _ := os.Hostname()

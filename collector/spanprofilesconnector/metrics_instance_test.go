@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // Two Collectors (two nodes of a DaemonSet) count the same service: each one's series carry its
@@ -19,7 +21,7 @@ func TestEachCollectorsSeriesAreItsOwn(t *testing.T) {
 	var resources []pcommon.Map
 	for _, id := range []string{"collector-node-a", "collector-node-b"} {
 		res := pcommon.NewResource()
-		res.Attributes().PutStr(attrServiceInstanceID, id)
+		res.Attributes().PutStr(profilestore.AttrServiceInstanceID, id)
 		m := newWaitMetrics(defaultMetricsConfig(), 1, func(string) {})
 		m.SetInstance(collectorInstance(res))
 		holdBy(m, 1, map[string]float64{"hot (a.js:1)": 10})
@@ -28,7 +30,7 @@ func TestEachCollectorsSeriesAreItsOwn(t *testing.T) {
 		resources = append(resources, md.ResourceMetrics().At(0).Resource().Attributes())
 	}
 	for i, want := range []string{"collector-node-a", "collector-node-b"} {
-		got, _ := resources[i].Get(attrServiceInstanceID)
+		got, _ := resources[i].Get(profilestore.AttrServiceInstanceID)
 		assert.Equal(t, want, got.Str())
 		svc, _ := resources[i].Get(MetricAttrService)
 		assert.Equal(t, "gateway", svc.Str())
@@ -46,7 +48,7 @@ func TestNoMetricWithoutPoints(t *testing.T) {
 	span.SetKind(ptrace.SpanKindServer)
 	span.SetStartTimestamp(1)
 	span.SetEndTimestamp(1 + 10e6)
-	m.observe("quiet", span, &joined{cpuTrace: 10e6, hasCPU: true, seen: true}, func(pcommon.TraceID) string { return "" })
+	m.observe("quiet", span, &profilestore.Joined{CPUTrace: 10e6, HasCPU: true, Seen: true}, func(pcommon.TraceID) string { return "" })
 	md := m.Emit(2)
 	require.Positive(t, md.DataPointCount())
 	var names []string

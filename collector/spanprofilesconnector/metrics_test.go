@@ -21,6 +21,7 @@ import (
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/waitmetrics"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // Two requests interleaved on one thread while a /wait request waited: /hog ran, /search ran
@@ -134,7 +135,7 @@ func TestCausesOnlyWhereMeasured(t *testing.T) {
 	// A request of the agent with no off-CPU profile: drop the one the helper made.
 	w.r.pd.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().RemoveIf(func(p pprofile.Profile) bool {
 		typ, _ := profiledict.NewDictionary(r.dict).Str(p.SampleType().TypeStrindex())
-		return typ == sampleTypeOff
+		return typ == profilestore.SampleTypeOff
 	})
 	h.sendProfiles(r)
 	h.sendTraces(traces(service(mainTID), spanSpec{trace: 1, span: 1, start: 100, end: 200, name: "GET /x", route: "/x", server: true}))

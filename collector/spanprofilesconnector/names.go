@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // tracesNamed is how many traces are remembered for `held_by` and the path: at 4,000
@@ -31,7 +32,7 @@ type traceNames struct {
 	traces map[pcommon.TraceID]*traceEntry
 	ring   []pcommon.TraceID
 	next   int
-	procs  map[identity]procRef
+	procs  map[profilestore.Identity]procRef
 }
 
 // traceEntry is what the node's Collector saw of one trace.
@@ -62,11 +63,11 @@ const (
 )
 
 func newTraceNames(capacity int) *traceNames {
-	return &traceNames{traces: make(map[pcommon.TraceID]*traceEntry, capacity), ring: make([]pcommon.TraceID, capacity), procs: map[identity]procRef{}}
+	return &traceNames{traces: make(map[pcommon.TraceID]*traceEntry, capacity), ring: make([]pcommon.TraceID, capacity), procs: map[profilestore.Identity]procRef{}}
 }
 
 // ref interns a process's identity.
-func (t *traceNames) ref(id identity) procRef {
+func (t *traceNames) ref(id profilestore.Identity) procRef {
 	if r, ok := t.procs[id]; ok {
 		return r
 	}
@@ -85,8 +86,8 @@ func (t *traceNames) ref(id identity) procRef {
 // Server and client spans are kept for the trace's path (path.go).
 func (t *traceNames) note(rs ptrace.ResourceSpans) {
 	attrs := rs.Resource().Attributes()
-	proc := t.ref(identityOf(attrs))
-	svc := strAttr(attrs, attrServiceName)
+	proc := t.ref(profilestore.IdentityOf(attrs))
+	svc := profilestore.StrAttr(attrs, profilestore.AttrServiceName)
 	sss := rs.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()

@@ -4,6 +4,7 @@
 package spanprofilesconnector
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // A request's path across services: where a span waited on a call to another service (a client
@@ -59,32 +61,32 @@ var peerAttrs = []string{"server.address", "net.peer.name", "db.system.name", "d
 
 // noteHop keeps a server or client span of the trace for its path.
 func (t *traceNames) noteHop(proc procRef, service string, s ptrace.Span) {
-	st := spanTimesOf(s)
+	st := profilestore.SpanTimesOf(s)
 	switch s.Kind() {
 	case ptrace.SpanKindServer:
 		e := t.entry(s.TraceID())
-		if len(e.servers) >= maxTraceHops || slices.ContainsFunc(e.servers, func(h *serverHop) bool { return h.span == st.span }) {
+		if len(e.servers) >= maxTraceHops || slices.ContainsFunc(e.servers, func(h *serverHop) bool { return h.span == st.Span }) {
 			return
 		}
-		e.servers = append(e.servers, &serverHop{proc: proc, span: st.span, parent: s.ParentSpanID(), start: st.start, end: st.end, service: service, route: profiledict.Truncate(requestName(s))})
+		e.servers = append(e.servers, &serverHop{proc: proc, span: st.Span, parent: s.ParentSpanID(), start: st.Start, end: st.End, service: service, route: profiledict.Truncate(requestName(s))})
 	case ptrace.SpanKindClient:
 		e := t.entry(s.TraceID())
-		if len(e.calls) >= maxTraceHops || slices.ContainsFunc(e.calls, func(c clientCall) bool { return c.span == st.span }) {
+		if len(e.calls) >= maxTraceHops || slices.ContainsFunc(e.calls, func(c clientCall) bool { return c.span == st.Span }) {
 			return
 		}
-		e.calls = append(e.calls, clientCall{proc: proc, span: st.span, start: st.start, end: st.end, peer: peerOf(s)})
+		e.calls = append(e.calls, clientCall{proc: proc, span: st.Span, start: st.Start, end: st.End, peer: peerOf(s)})
 	}
 }
 
 func peerOf(s ptrace.Span) string {
 	attrs := s.Attributes()
 	for _, k := range peerAttrs {
-		if v := strAttr(attrs, k); v != "" {
+		if v := profilestore.StrAttr(attrs, k); v != "" {
 			return profiledict.Truncate(v)
 		}
 	}
 	for _, k := range urlAttrs {
-		if u, err := url.Parse(strAttr(attrs, k)); err == nil && u.Host != "" {
+		if u, err := url.Parse(profilestore.StrAttr(attrs, k)); err == nil && u.Host != "" {
 			return profiledict.Truncate(u.Host)
 		}
 	}
@@ -171,7 +173,7 @@ func (t *traceNames) pathOf(s ptrace.Span, proc procRef) []pathHop {
 		hops = append(hops, *h)
 	}
 	slices.SortFunc(hops, func(a, b pathHop) int {
-		if c := cmpInt(b.ns, a.ns); c != 0 {
+		if c := cmp.Compare(b.ns, a.ns); c != 0 {
 			return c
 		}
 		return strings.Compare(a.key, b.key)
@@ -189,7 +191,7 @@ func (e *traceEntry) walk(h *serverHop, from, to int64, prefix string, depth int
 			calls = append(calls, c)
 		}
 	}
-	slices.SortFunc(calls, func(a, b clientCall) int { return cmpInt(b.end, a.end) })
+	slices.SortFunc(calls, func(a, b clientCall) int { return cmp.Compare(b.end, a.end) })
 	cursor, own := to, int64(0)
 	for _, c := range calls {
 		if c.start >= cursor {
@@ -248,28 +250,28 @@ func add(byKey map[string]*pathHop, key string, ns int64, cause string) {
 // 20.0ms in recomputeStockLevels (inventory.js:13) 100%; waiting for a CPU 60.0ms; held by
 // /report 5.0ms: render (report.js:9); blocked 3.0ms". Parts under 0.1 ms are left out; "no samples"
 // when nothing is known.
-func causeOf(j *joined, nameOf func(pcommon.TraceID) string) string {
+func causeOf(j *profilestore.Joined, nameOf func(pcommon.TraceID) string) string {
 	var c causeParts
-	if j.cpuKnown() {
+	if j.CPUKnown() {
 		// Its two hottest frames: at 99 Hz a 20 ms burst is two samples, and one of them in
 		// another function ties the two (one frame would then name either, by its name).
-		c.cpu(j.cpuTrace, strings.Join(percentages(j.frames, 2), ", "))
+		c.cpu(j.CPUTrace, strings.Join(percentages(j.Frames, 2), ", "))
 	}
-	if j.offKnown() {
-		c.runnable(j.runnable)
-		c.blocked(j.offTrace)
+	if j.OffKnown() {
+		c.runnable(j.Runnable)
+		c.blocked(j.OffTrace)
 	}
 	var longest pcommon.TraceID
 	var held, longestNs int64
-	for id, h := range j.others {
-		held += h.ns
-		if h.ns > longestNs || (h.ns == longestNs && string(id[:]) < string(longest[:])) {
-			longest, longestNs = id, h.ns
+	for id, h := range j.Others {
+		held += h.NS
+		if h.NS > longestNs || (h.NS == longestNs && string(id[:]) < string(longest[:])) {
+			longest, longestNs = id, h.NS
 		}
 	}
 	if held >= minHeldNs {
-		h := j.others[longest]
-		c.held(held, holderName(h, longest, nameOf), h.topFrame())
+		h := j.Others[longest]
+		c.held(held, holderName(h, longest, nameOf), topFrame(h))
 	}
 	return c.String()
 }

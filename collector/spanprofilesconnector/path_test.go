@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // Two services on one node, as issue 42 found them: a GraphQL gateway (every operation `POST
@@ -249,7 +250,7 @@ func BenchmarkPath(b *testing.B) {
 		for _, h := range n.traces[traceID(1)].servers {
 			h.cause, h.settled = "cpu 20.0ms in recomputeStockLevels (inventory.js:13)", true
 		}
-		if len(n.pathOf(root, n.ref(identityOf(gw.ResourceSpans().At(0).Resource().Attributes())))) == 0 {
+		if len(n.pathOf(root, n.ref(profilestore.IdentityOf(gw.ResourceSpans().At(0).Resource().Attributes())))) == 0 {
 			b.Fatal("no path")
 		}
 	}

@@ -5,6 +5,7 @@ package spanprofilesconnector
 
 import (
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 
 	"math"
 	"strings"
@@ -65,7 +66,7 @@ func WritePaths(td ptrace.Traces, topN int) int {
 func forEachServer(td ptrace.Traces, f func(procRef, ptrace.Span), t *traceNames) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
-		proc := t.ref(identityOf(rss.At(i).Resource().Attributes()))
+		proc := t.ref(profilestore.IdentityOf(rss.At(i).Resource().Attributes()))
 		sss := rss.At(i).ScopeSpans()
 		for k := 0; k < sss.Len(); k++ {
 			spans := sss.At(k).Spans()

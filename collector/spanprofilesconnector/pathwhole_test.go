@@ -141,8 +141,7 @@ func TestFirstHolder(t *testing.T) {
 // makes it (two services, enriched), written again on each iteration. `go test -bench TierPath
 // -run '^$'` in collector/spanprofilesconnector (docs/benchmarks.md).
 func BenchmarkTierPath(b *testing.B) {
-	t := &testing.T{}
-	gwNode, invNode := newHarness(t, nil), newHarness(t, nil)
+	gwNode, invNode := newHarness(b, nil), newHarness(b, nil)
 	sendAcrossServicesTo(gwNode, invNode)
 	td := merged(gwNode, invNode)
 	if WritePaths(td, 5) != 2 {

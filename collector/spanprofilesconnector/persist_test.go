@@ -24,6 +24,7 @@ import (
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans"
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/heldspans/heldspanstest"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // fileStorageHost is a host with contrib's file_storage as `file_storage`.
@@ -197,7 +198,7 @@ func BenchmarkHeldSpans(b *testing.B) {
 				b.StopTimer()
 				cpu += processCPU(b) - before
 				require.Zero(b, c.pending)
-				c.store = newStore(cfg, c.tel, c.logger)
+				c.store = profilestore.New(storeBounds(cfg), c.tel, c.logger)
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profiledict"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // Where a request's route comes from when its server span has no http.route (NestJS 12's
@@ -43,7 +44,7 @@ const (
 func graphqlOperation(s ptrace.Span) string {
 	attrs := s.Attributes()
 	typ, hasType := attrs.Get(attrGraphQLOperationType)
-	name := strAttr(attrs, attrGraphQLOperationName)
+	name := profilestore.StrAttr(attrs, attrGraphQLOperationName)
 	if !hasType && name == "" {
 		return ""
 	}
@@ -72,7 +73,7 @@ func isEntry(s ptrace.Span) bool {
 
 // ownRoute is the span's http.route, "" when it has none.
 func ownRoute(s ptrace.Span) string {
-	if r, ok := s.Attributes().Get(attrHTTPRoute); ok {
+	if r, ok := s.Attributes().Get(profilestore.AttrHTTPRoute); ok {
 		return r.AsString()
 	}
 	return ""
@@ -106,21 +107,21 @@ func pathRoute(s ptrace.Span) string {
 	attrs := s.Attributes()
 	method := ""
 	for _, k := range methodAttrs {
-		if v := strAttr(attrs, k); v != "" {
+		if v := profilestore.StrAttr(attrs, k); v != "" {
 			method = v
 			break
 		}
 	}
 	path := ""
 	for _, k := range pathAttrs {
-		if v := strAttr(attrs, k); v != "" {
+		if v := profilestore.StrAttr(attrs, k); v != "" {
 			path = v
 			break
 		}
 	}
 	if path == "" {
 		for _, k := range urlAttrs {
-			if u, err := url.Parse(strAttr(attrs, k)); err == nil && u.Path != "" {
+			if u, err := url.Parse(profilestore.StrAttr(attrs, k)); err == nil && u.Path != "" {
 				path = u.Path
 				break
 			}

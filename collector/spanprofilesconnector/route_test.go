@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 func TestTemplatePathFoldsIDsNeverWords(t *testing.T) {
@@ -37,7 +39,7 @@ func setAttrs(td ptrace.Traces, b byte, kv ...string) ptrace.Traces {
 }
 
 func routeOfSpan(s ptrace.Span) (string, string) {
-	return strAttr(s.Attributes(), AttrRoute), strAttr(s.Attributes(), AttrRouteSource)
+	return profilestore.StrAttr(s.Attributes(), AttrRoute), profilestore.StrAttr(s.Attributes(), AttrRouteSource)
 }
 
 // A NestJS server span has no http.route and is named `GET`: it is named by the route its

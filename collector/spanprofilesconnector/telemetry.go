@@ -13,42 +13,22 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/metadata"
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // What happened to a span (the `outcome` attribute of otelcol_connector_spanprofiles_spans).
 const (
 	spanEnriched          = "enriched"
-	spanNoProcess         = "no_process"          // no profiles of its process arrived within max_wait
-	spanAmbiguousProcess  = "ambiguous_process"   // several processes fit its resource
-	spanNoProcessIdentity = "no_process_identity" // its resource has neither service.instance.id nor process.pid
-	spanNotCovered        = "not_covered"         // its process's windows do not cover it
-	spanNoThreadSamples   = "no_thread_samples"   // its thread had no sample in the windows around it: nothing to say
-	spanSamplesRefused    = "samples_refused"     // samples of its thread there were refused: the figures they touch are left out
-	spanInvalidTimes      = "invalid_times"       // it ends before it starts, or lasts longer than a day
-	spanAlreadyEnriched   = "already_enriched"    // it carries thread_ctx.samples already
-	spanOverPendingBound  = "over_pending_bound"  // max_pending_spans were waiting
-	spanAtShutdown        = "shutdown"            // still waiting when the Collector stopped
-)
-
-// What happened to a profile sample (otelcol_connector_spanprofiles_samples).
-const (
-	sampleKept          = "kept"
-	sampleInvalid       = "invalid"           // an index out of its table, a value or time out of range
-	sampleUntimed       = "untimed"           // no timestamp per value (the agent's window kept no times)
-	sampleNoThread      = "no_thread"         // no thread.id
-	sampleOverBound     = "over_sample_bound" // max_samples were held
-	sampleUnsupported   = "unsupported"       // a profile the join cannot read (off-CPU of another profiler, an unknown unit)
-	sampleEvictedOnDrop = "evicted"           // held, then dropped with its window to make room
-)
-
-// What happened to a profile window (otelcol_connector_spanprofiles_windows).
-const (
-	windowKept             = "kept"
-	windowDuplicate        = "duplicate"          // the same process and time range arrived before
-	windowInvalid          = "invalid"            // no time, or a duration of more than a day
-	windowExpired          = "expired"            // kept for `retention`, then dropped
-	windowEvicted          = "evicted"            // dropped early to stay within max_samples
-	windowOverProcessBound = "over_process_bound" // max_processes were held, none could be forgotten
+	spanNoProcess         = profilestore.NoProcess         // no profiles of its process arrived within max_wait
+	spanAmbiguousProcess  = profilestore.AmbiguousProcess  // several processes fit its resource
+	spanNoProcessIdentity = profilestore.NoProcessIdentity // its resource has neither service.instance.id nor process.pid
+	spanNotCovered        = "not_covered"                  // its process's windows do not cover it
+	spanNoThreadSamples   = "no_thread_samples"            // its thread had no sample in the windows around it: nothing to say
+	spanSamplesRefused    = "samples_refused"              // samples of its thread there were refused: the figures they touch are left out
+	spanInvalidTimes      = "invalid_times"                // it ends before it starts, or lasts longer than a day
+	spanAlreadyEnriched   = "already_enriched"             // it carries thread_ctx.samples already
+	spanOverPendingBound  = "over_pending_bound"           // max_pending_spans were waiting
+	spanAtShutdown        = "shutdown"                     // still waiting when the Collector stopped
 )
 
 // telemetry is the connector's own metrics, through the Collector's telemetry settings: the
@@ -95,8 +75,8 @@ var outcomes = func() map[string]metric.AddOption {
 	for _, o := range []string{
 		spanEnriched, spanNoProcess, spanAmbiguousProcess, spanNoProcessIdentity, spanNotCovered, spanNoThreadSamples, spanSamplesRefused,
 		spanInvalidTimes, spanAlreadyEnriched, spanOverPendingBound, spanAtShutdown,
-		sampleKept, sampleInvalid, sampleUntimed, sampleNoThread, sampleOverBound, sampleUnsupported, sampleEvictedOnDrop,
-		windowKept, windowDuplicate, windowInvalid, windowExpired, windowEvicted, windowOverProcessBound,
+		profilestore.SampleKept, profilestore.SampleInvalid, profilestore.SampleUntimed, profilestore.SampleNoThread, profilestore.SampleOverBound, profilestore.SampleUnsupported, profilestore.SampleEvictedOnDrop,
+		profilestore.WindowKept, profilestore.WindowDuplicate, profilestore.WindowInvalid, profilestore.WindowExpired, profilestore.WindowEvicted, profilestore.WindowOverProcessBound,
 	} {
 		m[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
 	}
@@ -113,14 +93,22 @@ func (t *telemetry) span(o string, n int) {
 	}
 }
 
-func (t *telemetry) sample(o string, n int) {
+// Samples counts n samples of outcome o (profilestore.Telemetry).
+func (t *telemetry) Samples(o string, n int) {
 	if n > 0 {
 		t.samples.Add(context.Background(), int64(n), outcome(o))
 	}
 }
 
-func (t *telemetry) window(o string) {
+// Window counts a window of outcome o (profilestore.Telemetry).
+func (t *telemetry) Window(o string) {
 	t.windows.Add(context.Background(), 1, outcome(o))
+}
+
+// Held sets the gauges of what the store holds (profilestore.Telemetry).
+func (t *telemetry) Held(samples, processes int) {
+	t.heldSamples.Store(int64(samples))
+	t.processes.Store(int64(processes))
 }
 
 func (t *telemetry) shutdown() error {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // withThread sets the thread.id the package writes on every span at its start.
@@ -51,12 +53,12 @@ func TestEachSpanOnTheThreadItSays(t *testing.T) {
 	server, render2 := got[spanID(1)], got[spanID(2)]
 	tid, src := threadOfSpan(t, server)
 	assert.Equal(t, int64(mainTID), tid)
-	assert.Equal(t, threadFromAttribute, src)
+	assert.Equal(t, profilestore.ThreadFromAttribute, src)
 	assert.InDelta(t, 50.0, attrDouble(t, server, AttrCPUOtherTracesMs), 1e-9)
 	assert.Zero(t, attrDouble(t, server, AttrCPUTraceMs), "the worker's rendering is not the main thread's")
 	tid, src = threadOfSpan(t, render2)
 	assert.Equal(t, int64(worker), tid)
-	assert.Equal(t, threadFromAttribute, src)
+	assert.Equal(t, profilestore.ThreadFromAttribute, src)
 	assert.InDelta(t, 90.0, attrDouble(t, render2, AttrCPUSpanMs), 1e-9)
 }
 
@@ -86,9 +88,9 @@ func TestThreadIDsInAPIDNamespace(t *testing.T) {
 	), map[byte]int64{1: 1, 2: 7, 3: 9}))
 	got := h.received()
 	tid, src := threadOfSpan(t, got[spanID(1)])
-	assert.Equal(t, [2]any{int64(hostPID), threadFromAttribute}, [2]any{tid, src}, "the main thread: its pid")
+	assert.Equal(t, [2]any{int64(hostPID), profilestore.ThreadFromAttribute}, [2]any{tid, src}, "the main thread: its pid")
 	tid, src = threadOfSpan(t, got[spanID(2)])
-	assert.Equal(t, [2]any{int64(worker), threadFromAttribute}, [2]any{tid, src}, "a worker, through thread.vid")
+	assert.Equal(t, [2]any{int64(worker), profilestore.ThreadFromAttribute}, [2]any{tid, src}, "a worker, through thread.vid")
 	tid, src = threadOfSpan(t, got[spanID(3)])
-	assert.Equal(t, [2]any{int64(worker), threadFromTrace}, [2]any{tid, src}, "an id nothing maps: the trace's samples decide")
+	assert.Equal(t, [2]any{int64(worker), profilestore.ThreadFromTrace}, [2]any{tid, src}, "an id nothing maps: the trace's samples decide")
 }

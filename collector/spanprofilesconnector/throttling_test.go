@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/otel-thread-ctx/otel-thread-ctx/collector/spanprofilesconnector/internal/profilestore"
 )
 
 // throttled puts the agent's reading of the process's cgroup on every profile of the window.
 func (w *processWindow) throttled(ns, periods int64, cgroup string) *processWindow {
 	for _, p := range []pprofile.Profile{w.cpu, w.off, w.objects, w.alloc} {
-		p.AttributeIndices().Append(w.r.attr(attrCgroupThrottledNs, ns), w.r.attr(attrCgroupNrThrottled, periods), w.r.attr(attrCgroupPath, cgroup))
+		p.AttributeIndices().Append(w.r.attr(profilestore.AttrCgroupThrottledNs, ns), w.r.attr(profilestore.AttrCgroupNrThrottled, periods), w.r.attr(profilestore.AttrCgroupPath, cgroup))
 	}
 	return w
 }

@@ -1,7 +1,7 @@
 // Copyright The otel-thread-ctx Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package spanprofilesconnector
+package profilestore
 
 import (
 	"time"
@@ -65,7 +65,7 @@ func kindOf(d *profiledict.Dictionary, scope string, p pprofile.Profile) sampleK
 		if periodType != periodTypeCPU && periodType != "" {
 			return kindOther
 		}
-	case sampleTypeOff:
+	case SampleTypeOff:
 		if unit == sampleUnitOff && scope == agentScope {
 			return kindOff
 		}
@@ -281,7 +281,7 @@ func (b *windowBuilder) threadAndRoute(s pprofile.Sample) (tid int64, route stri
 			if v.Type() == pcommon.ValueTypeInt {
 				tid = v.Int()
 			}
-		case attrHTTPRoute, labelPrefix + attrHTTPRoute:
+		case AttrHTTPRoute, labelPrefix + AttrHTTPRoute:
 			route = profiledict.Truncate(v.AsString())
 		case attrOffCPUState:
 			runnable = v.Type() == pcommon.ValueTypeStr && v.Str() == offCPUPreempted

@@ -1,7 +1,7 @@
 // Copyright The otel-thread-ctx Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package spanprofilesconnector
+package profilestore
 
 import (
 	"fmt"
@@ -13,11 +13,11 @@ import (
 // Why samples of a resource were refused, as the Collector's log says it (the counts are in
 // otelcol_connector_spanprofiles_samples under the same outcome).
 var refusalReasons = map[string]string{
-	sampleUntimed:     "values without a timestamp per value (an aggregated profile): the join needs each sample's time, one timestamp per event",
-	sampleInvalid:     "an index outside the request's tables, a sampling period outside 1µs to 10s, or a value or time outside the profile's window (±2s)",
-	sampleNoThread:    "no thread.id sample attribute",
-	sampleUnsupported: "a profile the join cannot total: off-CPU intervals from a profiler other than thread-ctx agent (sampled switches), or a known sample type in another unit or without a period type",
-	sampleOverBound:   "max_samples were held (raise max_samples, or lower retention)",
+	SampleUntimed:     "values without a timestamp per value (an aggregated profile): the join needs each sample's time, one timestamp per event",
+	SampleInvalid:     "an index outside the request's tables, a sampling period outside 1µs to 10s, or a value or time outside the profile's window (±2s)",
+	SampleNoThread:    "no thread.id sample attribute",
+	SampleUnsupported: "a profile the join cannot total: off-CPU intervals from a profiler other than thread-ctx agent (sampled switches), or a known sample type in another unit or without a period type",
+	SampleOverBound:   "max_samples were held (raise max_samples, or lower retention)",
 	refusedNoTime:     "the profiles' time range is missing, or longer than an hour",
 	refusedNoPID:      "the resource has no process.pid, so no span can name its process",
 }
@@ -35,7 +35,7 @@ const refusalsLogged = 4_096
 
 // refusalKey is a resource, as its log line names it, and one reason.
 type refusalKey struct {
-	id          identity
+	id          Identity
 	serviceName string
 	reason      string
 }
@@ -54,8 +54,8 @@ func newRefusalLog(logger *zap.Logger) *refusalLog {
 // note logs each reason of counts (outcome -> samples) not logged before for rp's resource.
 func (l *refusalLog) note(rp pprofile.ResourceProfiles, counts map[string]int) {
 	attrs := rp.Resource().Attributes()
-	id := identityOf(attrs)
-	name := strAttr(attrs, "service.name")
+	id := IdentityOf(attrs)
+	name := StrAttr(attrs, "service.name")
 	for reason, n := range counts {
 		if n <= 0 {
 			continue
@@ -76,10 +76,10 @@ func (l *refusalLog) note(rp pprofile.ResourceProfiles, counts map[string]int) {
 			zap.String("outcome", reason),
 			zap.Int("samples", n),
 			zap.String("service.name", name),
-			zap.String("service.instance.id", id.instanceID),
-			zap.Int64("process.pid", id.pid),
-			zap.String("host.name", id.hostName),
-			zap.String("container.id", id.containerID),
+			zap.String("service.instance.id", id.InstanceID),
+			zap.Int64("process.pid", id.PID),
+			zap.String("host.name", id.HostName),
+			zap.String("container.id", id.ContainerID),
 			zap.String("profiler", scope),
 		)
 	}

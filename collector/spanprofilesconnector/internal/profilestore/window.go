@@ -1,7 +1,7 @@
 // Copyright The otel-thread-ctx Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package spanprofilesconnector
+package profilestore
 
 import (
 	"slices"
@@ -104,7 +104,7 @@ type window struct {
 	hasCPU, hasOff, hasAlloc bool
 	periodNs                 int64
 	// The process's cgroup CPU throttling over the window, where the agent read it.
-	throttling cgroupThrottling
+	throttling Throttling
 	// The kinds of samples refused, by thread (refusedAll: of a thread not known): the figures
 	// they would have changed are left out of the spans the window covers.
 	refused    map[int64]kindSet
