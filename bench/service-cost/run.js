@@ -315,11 +315,13 @@ function report(samples, started, commit, minutes) {
   console.log('|---|---|---|---|');
   const key = (s) => `${s.context}/${s.phase}`;
   const pairs = [
-    ['package (no agent)', 'thread/none', 'stock/none'],
+    // Two processes: their own spread (layout, JIT, GC timing) is in this ratio, unlike the
+    // agent's rows, which compare one process with itself.
+    ['package (no agent; two processes)', 'thread/none', 'stock/none'],
     ['shipped agent, package on', 'thread/shipped', 'thread/none'],
     ['  of which CPU sampling (cpu-only vs none)', 'thread/cpu-only', 'thread/none'],
     ['  of which --off-cpu (shipped vs cpu-only)', 'thread/shipped', 'thread/cpu-only'],
-    ['package + shipped agent vs neither', 'thread/shipped', 'stock/none'],
+    ['package + shipped agent vs neither (two processes)', 'thread/shipped', 'stock/none'],
     ['shipped agent on a process that publishes nothing', 'stock/shipped', 'stock/none'],
   ];
   const majors = [...new Set(windows.map((s) => s.major))];
