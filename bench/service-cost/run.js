@@ -24,6 +24,7 @@
 //   node bench/service-cost/run.js [--nodes 22,24,26] [--services gateway,express] [--rounds 3]
 //                                  [--seconds 3] [--gateway-rps 30] [--express-rps 60]
 //                                  [--bin target/release/thread-ctx] [--json FILE]
+//                                  [--phases none,shipped,cpu-only,probe] [--probe-bins BIN,BIN]
 // Installs its services' dependencies on first use (npm ci in bench/service-cost).
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -46,6 +47,8 @@ const { values } = parseArgs({
     'gateway-rps': { type: 'string', default: '30' },
     'express-rps': { type: 'string', default: '60' },
     bin: { type: 'string', default: path.join(root, 'target/release/thread-ctx') },
+    'probe-bins': { type: 'string' },
+    phases: { type: 'string', default: 'none,shipped,cpu-only,probe' },
     json: { type: 'string' },
   },
 });
@@ -58,6 +61,10 @@ for (const s of services) if (!SERVICES[s]) throw new RangeError(`--services: ex
 const ROUNDS = positiveInteger('rounds', values.rounds);
 const SECONDS = positiveInteger('seconds', values.seconds);
 const BIN = path.resolve(values.bin);
+// The probe phase's binaries, each timing its programs on every package copy in turn: builds
+// compared side by side (a BPF change's cost per interval on these services).
+const PROBE_BINS = (values['probe-bins'] ?? values.bin).split(',').map((b) => path.resolve(b));
+for (const b of PROBE_BINS) if (!fs.existsSync(b)) throw new Error(`--probe-bins: no ${b}`);
 for (const s of services) if (SERVICES[s].rps > 1000) throw new RangeError(`--${s}-rps: expected at most 1000 requests a second, got ${SERVICES[s].rps}`);
 if (process.getuid() !== 0) throw new Error('the agent needs root (eBPF): run with sudo');
 if (!fs.existsSync(BIN)) throw new Error(`--bin: no ${BIN}: run cargo build --release first`);
@@ -71,7 +78,12 @@ if (!fs.existsSync(path.join(HERE, 'node_modules', '@apollo', 'server'))) {
 }
 
 const SHIPPED = shippedAgentArgs().systemd;
-const PHASES = { none: null, shipped: SHIPPED, 'cpu-only': SHIPPED.filter((a) => a !== '--off-cpu'), probe: null };
+const ALL_PHASES = { none: null, shipped: SHIPPED, 'cpu-only': SHIPPED.filter((a) => a !== '--off-cpu'), probe: null };
+const PHASES = {};
+for (const p of values.phases.split(',')) {
+  if (!(p in ALL_PHASES)) throw new RangeError(`--phases: expected some of ${Object.keys(ALL_PHASES).join(', ')}, got ${JSON.stringify(p)}`);
+  PHASES[p] = ALL_PHASES[p];
+}
 const GATEWAY_QUERY = JSON.stringify({ query: '{ product(sku: "a1") { sku name stock price reviews { author rating } } }' });
 
 /** A process's CPU time (ns) and times its threads were switched in, summed over its live threads. */
@@ -143,14 +155,14 @@ async function window(copy) {
  * off-CPU program's ns per interval (switched out and back in) and intervals per request, the
  * share of intervals with a span, and the CPU program's ns per sample and samples per request.
  */
-async function probe(copy, noStacks) {
+async function probe(copy, noStacks, bin) {
   const rps = SERVICES[copy.service].rps;
   const load = startLoad(copy.service, copy.port, rps);
   await sleep(1000);
   const a0 = load.counts().answered;
   const args = ['record', String(copy.pid), '--off-cpu', '--hz', '99', '--bpf-stats', '--duration', `${SECONDS}s`, '--format', 'jsonl', ...(noStacks ? ['--no-user-stacks'] : [])];
   const r = await new Promise((resolve) => {
-    const c = track(spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    const c = track(spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     let err = '';
     c.stdout.on('data', (d) => (out += d));
@@ -256,10 +268,11 @@ function stopAgent(agent) {
         for (const copy of order) {
           if (phase === 'probe') {
             if (copy.context !== 'thread') continue;
-            for (const noStacks of copy.major === PROBE_NO_STACKS ? [false, true] : [false]) {
-              const s = { ...(await probe(copy, noStacks)), round, phase: noStacks ? 'probe-no-stacks' : 'probe', label: copy.label, major: copy.major, service: copy.service };
+            const bins = [...PROBE_BINS.slice(round % PROBE_BINS.length), ...PROBE_BINS.slice(0, round % PROBE_BINS.length)];
+            for (const [bin, noStacks] of bins.flatMap((b) => (copy.major === PROBE_NO_STACKS ? [[b, false], [b, true]] : [[b, false]]))) {
+              const s = { ...(await probe(copy, noStacks, bin)), round, phase: noStacks ? 'probe-no-stacks' : 'probe', bin, label: copy.label, major: copy.major, service: copy.service, load: os.loadavg()[0] };
               samples.push(s);
-              process.stderr.write(`round ${round} ${s.phase}: ${copy.label}: off-CPU ${s.nsPerInterval} ns/interval × ${s.intervalsPerRequest.toFixed(1)}/request (${(100 * s.intervalsWithSpan).toFixed(0)} % with a span), CPU ${s.nsPerSample} ns/sample × ${s.samplesPerRequest.toFixed(2)}/request\n`);
+              process.stderr.write(`round ${round} ${s.phase}: ${copy.label}${PROBE_BINS.length > 1 ? ` (${path.relative(root, bin)})` : ''}: off-CPU ${s.nsPerInterval} ns/interval × ${s.intervalsPerRequest.toFixed(1)}/request (${(100 * s.intervalsWithSpan).toFixed(0)} % with a span), CPU ${s.nsPerSample} ns/sample × ${s.samplesPerRequest.toFixed(2)}/request\n`);
             }
             continue;
           }
@@ -297,7 +310,7 @@ function stopAgent(agent) {
 
 function report(samples, started, commit, minutes) {
   const windows = samples.filter((s) => s.label && !s.phase.startsWith('probe'));
-  const loads = windows.map((s) => s.load);
+  const loads = samples.filter((s) => s.load !== undefined).map((s) => s.load);
   const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '-');
   console.log(`Service CPU per request, bench/service-cost/run.js at ${commit}, ${started.toISOString()} (${minutes.toFixed(1)} min): ${ROUNDS} rounds, ${SECONDS} s windows, gateway ${SERVICES.gateway.rps} requests/s, express ${SERVICES.express.rps} requests/s, ` +
     `agent \`${SHIPPED.join(' ')}\` host-wide at nice 19; ${os.cpus().length} CPUs, load ${f(Math.min(...loads), 1)}-${f(Math.max(...loads), 1)}`);
@@ -324,7 +337,7 @@ function report(samples, started, commit, minutes) {
     ['package + shipped agent vs neither (two processes)', 'thread/shipped', 'stock/none'],
     ['shipped agent on a process that publishes nothing', 'stock/shipped', 'stock/none'],
   ];
-  const majors = [...new Set(windows.map((s) => s.major))];
+  const majors = [...new Set(samples.filter((s) => s.major).map((s) => s.major))];
   for (const major of majors) {
     for (const service of [...new Set(windows.map((s) => s.service))]) {
       const mine = windows.filter((s) => s.major === major && s.service === service).map((s) => ({ ...s, mode: key(s) }));
@@ -338,18 +351,19 @@ function report(samples, started, commit, minutes) {
   // per request without an agent (package on), same Node and service.
   const probes = samples.filter((s) => s.phase?.startsWith('probe'));
   if (probes.length) {
-    console.log('\n| Node | service | user stacks | off-CPU intervals per request (with a span) | ns per interval (out and in) | off-CPU program, µs per request (% of CPU per request) | CPU samples per request | ns per sample | CPU program, µs per request (%) |');
-    console.log('|---|---|---|---|---|---|---|---|---|');
+    console.log('\n| Node | service | binary | user stacks | off-CPU intervals per request (with a span) | ns per interval (out and in) | off-CPU program, µs per request (% of CPU per request) | CPU samples per request | ns per sample | CPU program, µs per request (%) |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const major of majors) {
       for (const service of [...new Set(probes.map((s) => s.service))]) {
-        for (const phase of ['probe', 'probe-no-stacks']) {
-          const mine = probes.filter((s) => s.major === major && s.service === service && s.phase === phase);
+        for (const [bin, phase] of PROBE_BINS.flatMap((b) => [[b, 'probe'], [b, 'probe-no-stacks']])) {
+          const mine = probes.filter((s) => s.major === major && s.service === service && s.phase === phase && s.bin === bin);
           if (!mine.length) continue;
           const m = (k) => spread(mine.map((s) => s[k])).median;
-          const base = spread(windows.filter((s) => s.major === major && s.service === service && s.context === 'thread' && s.phase === 'none').map((s) => s.cpuUsPerRequest)).median;
+          const noAgent = windows.filter((s) => s.major === major && s.service === service && s.context === 'thread' && s.phase === 'none');
+          const base = noAgent.length ? spread(noAgent.map((s) => s.cpuUsPerRequest)).median : NaN;
           const offUs = (m('nsPerInterval') * m('intervalsPerRequest')) / 1000;
           const cpuUs = (m('nsPerSample') * m('samplesPerRequest')) / 1000;
-          console.log(`| ${major} | ${service} | ${phase === 'probe' ? 'yes' : 'no'} | ${f(m('intervalsPerRequest'), 1)} (${f(100 * m('intervalsWithSpan'))} %) | ${f(m('nsPerInterval'))} | ${f(offUs, 1)} (${f((100 * offUs) / base, 2)} %) | ${f(m('samplesPerRequest'), 2)} | ${f(m('nsPerSample'))} | ${f(cpuUs, 1)} (${f((100 * cpuUs) / base, 2)} %) |`);
+          console.log(`| ${major} | ${service} | ${path.relative(root, bin)} | ${phase === 'probe' ? 'yes' : 'no'} | ${f(m('intervalsPerRequest'), 1)} (${f(100 * m('intervalsWithSpan'))} %) | ${f(m('nsPerInterval'))} | ${f(offUs, 1)} (${f((100 * offUs) / base, 2)} %) | ${f(m('samplesPerRequest'), 2)} | ${f(m('nsPerSample'))} | ${f(cpuUs, 1)} (${f((100 * cpuUs) / base, 2)} %) |`);
         }
       }
     }
