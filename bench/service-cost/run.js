@@ -24,7 +24,7 @@
 //   node bench/service-cost/run.js [--nodes 22,24,26] [--services gateway,express] [--rounds 3]
 //                                  [--seconds 3] [--gateway-rps 30] [--express-rps 60]
 //                                  [--bin target/release/thread-ctx] [--json FILE]
-//                                  [--phases none,shipped,cpu-only,probe] [--probe-bins BIN,BIN]
+//                                  [--phases none,shipped,cpu-only,probe] [--probe-bins BIN,BIN] [--copies 1]
 // Installs its services' dependencies on first use (npm ci in bench/service-cost).
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -49,6 +49,7 @@ const { values } = parseArgs({
     bin: { type: 'string', default: path.join(root, 'target/release/thread-ctx') },
     'probe-bins': { type: 'string' },
     phases: { type: 'string', default: 'none,shipped,cpu-only,probe' },
+    copies: { type: 'string', default: '1' },
     json: { type: 'string' },
   },
 });
@@ -59,6 +60,9 @@ const SERVICES = {
 const services = values.services.split(',');
 for (const s of services) if (!SERVICES[s]) throw new RangeError(`--services: expected some of gateway, express, got ${JSON.stringify(s)}`);
 const ROUNDS = positiveInteger('rounds', values.rounds);
+// Processes per context: with 2, the spread between two processes of the same service and
+// context is measured beside the package's difference (which compares two processes too).
+const COPIES = positiveInteger('copies', values.copies);
 const SECONDS = positiveInteger('seconds', values.seconds);
 const BIN = path.resolve(values.bin);
 // The probe phase's binaries, each timing its programs on every package copy in turn: builds
@@ -239,9 +243,12 @@ function stopAgent(agent) {
   const copies = [];
   for (const { major, bin } of nodes) {
     for (const service of services) {
-      for (const context of ['thread', 'stock']) {
-        const p = await startProcess(bin, SERVICES[service].script, { SERVICE_CONTEXT: context, DOWNSTREAM_URL: `http://127.0.0.1:${downstream.port}`, OTEL_SERVICE_NAME: `${service}-${context}` });
-        copies.push({ ...p, major, version: nodeVersion(bin), service, context, label: `node ${major} ${service} ${context === 'thread' ? 'package' : 'stock'}` });
+      for (let copy = 1; copy <= COPIES; copy++) {
+        for (const context of ['thread', 'stock']) {
+          const p = await startProcess(bin, SERVICES[service].script, { SERVICE_CONTEXT: context, DOWNSTREAM_URL: `http://127.0.0.1:${downstream.port}`, OTEL_SERVICE_NAME: `${service}-${context}` });
+          const suffix = copy > 1 ? ` #${copy}` : '';
+          copies.push({ ...p, major, version: nodeVersion(bin), service, context: context + suffix.replace(' ', ''), label: `node ${major} ${service} ${context === 'thread' ? 'package' : 'stock'}${suffix}` });
+        }
       }
     }
   }
@@ -259,7 +266,7 @@ function stopAgent(agent) {
       const shift = (round - 1) % phases.length;
       for (const phase of [...phases.slice(shift), ...phases.slice(0, shift)]) {
         const programsBefore = new Set(bpfPrograms(PROGRAMS).map((p) => p.id));
-        const agent = PHASES[phase] && (await startAgent(PHASES[phase], endpoint, copies.filter((c) => c.context === 'thread').map((c) => c.pid)));
+        const agent = PHASES[phase] && (await startAgent(PHASES[phase], endpoint, copies.filter((c) => c.context.startsWith('thread')).map((c) => c.pid)));
         // This agent's programs: loaded since it started (another agent on the host has its own).
         const bpf0 = bpfPrograms(PROGRAMS).filter((p) => !programsBefore.has(p.id));
         const t0 = process.hrtime.bigint();
@@ -278,7 +285,7 @@ function stopAgent(agent) {
           }
           // In the phases with an agent, the stock copies only in `shipped` (a process that
           // publishes nothing: what the host-wide programs cost every other process).
-          if (phase === 'cpu-only' && copy.context === 'stock') continue;
+          if (phase === 'cpu-only' && copy.context.startsWith('stock')) continue;
           const s = { ...(await window(copy)), round, phase, label: copy.label, major: copy.major, service: copy.service, context: copy.context, load: os.loadavg()[0] };
           samples.push(s);
           process.stderr.write(`round ${round} ${phase}: ${copy.label}: ${s.cpuUsPerRequest.toFixed(0)} µs CPU/request, ${s.switchesPerRequest.toFixed(1)} switches/request (load ${s.load.toFixed(1)})\n`);
@@ -321,7 +328,7 @@ function report(samples, started, commit, minutes) {
   for (const c of cells) {
     const mine = windows.filter((s) => s.label === c.label && s.phase === c.phase);
     const cpu = spread(mine.map((s) => s.cpuUsPerRequest));
-    console.log(`| ${c.major} | ${c.service} | ${c.context === 'thread' ? 'on' : 'off'} | ${c.phase} | ${f(cpu.median)} [${f(cpu.min)}, ${f(cpu.max)}] | ${f(spread(mine.map((s) => s.switchesPerRequest)).median, 1)} |`);
+    console.log(`| ${c.major} | ${c.service} | ${c.context.replace('thread', 'on').replace('stock', 'off')} | ${c.phase} | ${f(cpu.median)} [${f(cpu.min)}, ${f(cpu.max)}] | ${f(spread(mine.map((s) => s.switchesPerRequest)).median, 1)} |`);
   }
   // Same-round ratios: each pair measured within minutes of each other.
   console.log('\n| Node | service | what | ratio of CPU per request, median (95 % interval) |');
@@ -336,6 +343,9 @@ function report(samples, started, commit, minutes) {
     ['  of which --off-cpu (shipped vs cpu-only)', 'thread/shipped', 'thread/cpu-only'],
     ['package + shipped agent vs neither (two processes)', 'thread/shipped', 'stock/none'],
     ['shipped agent on a process that publishes nothing', 'stock/shipped', 'stock/none'],
+    // --copies 2: the same context, two processes (what the two-process rows' spread alone is).
+    ['stock, second process ÷ first (no agent)', 'stock#2/none', 'stock/none'],
+    ['package, second process ÷ first (no agent)', 'thread#2/none', 'thread/none'],
   ];
   const majors = [...new Set(samples.filter((s) => s.major).map((s) => s.major))];
   for (const major of majors) {
