@@ -869,3 +869,84 @@ fn otlp_rows_are_traces_when_no_shown_sample_carries_a_route() {
     assert_eq!(columns(lines[12])[..4], ["(no", "span)", "1", "14.3%"], "{stdout}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The page's waterfall of a request across two services nests each span under its parent span
+/// id, not by time: inventory's server span, whose clock runs 2 ms ahead of the gateway's, sits
+/// under the gateway's client span that called it; a span whose parent is not in the file sits
+/// at the top, in start order.
+#[test]
+fn the_page_nests_a_trace_across_two_services_by_parent() {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, ResourceSpans, ScopeSpans, Span, TracesData};
+    use prost::Message;
+    let kv = |k: &str, v: &str| KeyValue { key: k.into(), value: Some(AnyValue { value: Some(Value::StringValue(v.into())) }), ..Default::default() };
+    let span = |id: u8, parent: Option<u8>, kind: SpanKind, name: &str, start_ms: u64, ms: u64| Span {
+        trace_id: vec![0x42; 16],
+        span_id: vec![id; 8],
+        parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+        name: name.into(),
+        kind: kind as i32,
+        start_time_unix_nano: 1_000_000_000 + start_ms * 1_000_000,
+        end_time_unix_nano: 1_000_000_000 + (start_ms + ms) * 1_000_000,
+        ..Default::default()
+    };
+    let of = |service: &str, spans: Vec<Span>| TracesData {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource { attributes: vec![kv("service.name", service)], ..Default::default() }),
+            scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    };
+    // Inventory's spans come first, as its exporter may flush before the gateway's.
+    let inventory = of(
+        "inventory",
+        vec![span(0x12, Some(0x11), SpanKind::Server, "GET /stock/:sku", 3, 20), span(0x13, Some(0x12), SpanKind::Internal, "recompute", 4, 18)],
+    );
+    let gateway = of(
+        "gateway",
+        vec![
+            span(0x01, None, SpanKind::Server, "POST /graphql", 0, 30),
+            span(0x11, Some(0x01), SpanKind::Client, "GET", 5, 20),
+            span(0x14, Some(0x01), SpanKind::Internal, "resolve", 26, 2),
+            span(0x20, Some(0xff), SpanKind::Internal, "orphan", 1, 1),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces.pb");
+    let mut bytes = Vec::new();
+    for message in [inventory.encode_to_vec(), gateway.encode_to_vec()] {
+        bytes.extend((message.len() as u32).to_be_bytes());
+        bytes.extend(message);
+    }
+    std::fs::write(&traces, bytes).unwrap();
+    let html = dir.path().join("page.html");
+    let out = report(&["--traces", traces.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let json = &page[page.find("<script id=\"page-data\" type=\"application/json\">").unwrap()..];
+    let data: serde_json::Value = serde_json::from_str(&json[json.find('>').unwrap() + 1..json.find("</script>").unwrap()]).unwrap();
+    let rows: Vec<String> = data["traces"]["42".repeat(16)]["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {} <- {}", s["service"].as_str().unwrap(), s["name"].as_str().unwrap(), &s["parent"].as_str().unwrap()))
+        .collect();
+    let id = |b: u8| format!("{b:02x}").repeat(8);
+    assert_eq!(
+        rows,
+        [
+            "gateway POST /graphql <- ".to_string(),
+            format!("gateway GET <- {}", id(0x01)),
+            format!("inventory GET /stock/:sku <- {}", id(0x11)),
+            format!("inventory recompute <- {}", id(0x12)),
+            format!("gateway resolve <- {}", id(0x01)),
+            "gateway orphan <- ".to_string(),
+        ]
+    );
+    // report --traces reads the same spans as before: both services' requests, no new field.
+    let out = report(&["--traces", traces.to_str().unwrap(), "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stdout.contains("parent"), "{stdout}");
+}

@@ -188,6 +188,7 @@ fn span_of(s: &OtlpSpan, service: &str) -> Span {
     Span {
         trace_id: hex(&s.trace_id),
         span_id: hex(&s.span_id),
+        parent_span_id: hex(&s.parent_span_id),
         service: service.to_string(),
         name: s.name.clone(),
         route: own_route.or_else(|| str_attr(&s.attributes, ROUTE)).map(str::to_string),
@@ -343,6 +344,7 @@ pub(crate) mod tests {
         assert_eq!(j.path, ["waiting on inventory /stock/:sku 60.0ms: cpu 20.0ms in recomputeStockLevels (inventory.js:13) 100%"]);
         assert_eq!(j.path_others_ms, 1.5);
         assert!(!spans[1].entry && spans[1].joined.is_none());
+        assert_eq!((s.parent_span_id.as_str(), spans[1].parent_span_id.as_str()), ("", "cdcdcdcdcdcdcdcd"));
 
         std::fs::write(&path, b"{\"resourceSpans\":[]}").unwrap();
         assert!(read_traces_file(&path).unwrap_err().to_string().contains("json format"));

@@ -46,6 +46,8 @@ pub struct Span {
     /// Lower-case hex.
     pub trace_id: String,
     pub span_id: String,
+    /// Its parent's span id, lower-case hex; empty for a root.
+    pub parent_span_id: String,
     pub service: String,
     pub name: String,
     pub route: Option<String>,
@@ -707,6 +709,7 @@ mod tests {
         Span {
             trace_id: format!("{:032x}", (ms * 1000.0) as u64),
             span_id: "00f067aa0ba902b7".into(),
+            parent_span_id: String::new(),
             service: "shop".into(),
             name: format!("GET {route}"),
             route: Some(route.into()),

@@ -217,21 +217,73 @@ pub fn summarise(path: &Path) -> Result<Summary> {
     Ok(Summary { data, traces: spans.keys().cloned().collect(), routes: route_names.into_iter().collect(), scan })
 }
 
-/// A trace's spans in start order, each with the span that encloses it in time on the same
-/// service or, for a service's entry span, the latest span before it that encloses it (the
-/// report's `Span` has no parent id: the waterfall nests by time, as a reader of it would).
+/// A trace's spans as a tree by their parent span id, each after its parent and its siblings in
+/// start order (`spans` comes sorted by start). A span whose parent is not among them (not in
+/// the file, or past `SPANS_PER_TRACE`) sits at the top, in start order; so does a span of a
+/// cycle of parents a bad file may hold, once.
 fn waterfall(spans: &[Span]) -> Vec<Value> {
-    let mut open: Vec<&Span> = Vec::new();
-    spans
-        .iter()
-        .map(|s| {
-            let end = |x: &Span| x.start_unix_ns + x.duration_ns;
-            while open.last().is_some_and(|o| end(o) < end(s) || o.start_unix_ns > s.start_unix_ns) {
-                open.pop();
+    let at: HashMap<&str, usize> = spans.iter().enumerate().map(|(i, s)| (s.span_id.as_str(), i)).collect();
+    let parent_of = |s: &Span| at.get(s.parent_span_id.as_str()).copied().filter(|_| s.parent_span_id != s.span_id);
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
+    for (i, s) in spans.iter().enumerate() {
+        if let Some(p) = parent_of(s) {
+            children[p].push(i);
+        }
+    }
+    let mut out = Vec::with_capacity(spans.len());
+    let mut shown = vec![false; spans.len()];
+    let roots = (0..spans.len()).filter(|&i| parent_of(&spans[i]).is_none());
+    // The cycles' spans after the true roots: the first met of each heads it.
+    for top in roots.collect::<Vec<_>>().into_iter().chain(0..spans.len()) {
+        if shown[top] {
+            continue;
+        }
+        let mut stack = vec![(top, true)];
+        while let Some((i, is_top)) = stack.pop() {
+            if std::mem::replace(&mut shown[i], true) {
+                continue;
             }
-            let parent = open.last().map(|p| p.span_id.clone()).unwrap_or_default();
-            open.push(s);
-            span_json(s, &parent)
-        })
-        .collect()
+            let parent = if is_top { "" } else { spans[i].parent_span_id.as_str() };
+            out.push(span_json(&spans[i], parent));
+            stack.extend(children[i].iter().rev().map(|&c| (c, false)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(id: &str, parent: &str, service: &str, start: u64, ms: u64) -> Span {
+        Span {
+            trace_id: "ab".repeat(16),
+            span_id: id.into(),
+            parent_span_id: parent.into(),
+            service: service.into(),
+            name: id.into(),
+            start_unix_ns: start,
+            duration_ns: ms * 1_000_000,
+            ..Default::default()
+        }
+    }
+
+    /// Each span follows its parent whatever the clocks say; a lost parent's child and the spans
+    /// of a cycle are shown at the top, each once.
+    #[test]
+    fn the_waterfall_nests_by_parent_not_by_time() {
+        let spans = [
+            span("a1", "b0", "inventory", 0, 1),
+            span("b0", "", "gateway", 1, 10),
+            span("c1", "d9", "gateway", 2, 1),
+            span("x1", "x2", "gateway", 3, 1),
+            span("x2", "x1", "gateway", 4, 1),
+            span("b1", "b0", "gateway", 5, 5),
+            span("s1", "s1", "gateway", 6, 1),
+        ];
+        let rows: Vec<(String, String)> =
+            waterfall(&spans).iter().map(|v| (v["span_id"].as_str().unwrap().into(), v["parent"].as_str().unwrap().into())).collect();
+        let want = [("b0", ""), ("a1", "b0"), ("b1", "b0"), ("c1", ""), ("s1", ""), ("x1", ""), ("x2", "x1")];
+        assert_eq!(rows, want.map(|(a, b)| (a.to_string(), b.to_string())));
+    }
 }
