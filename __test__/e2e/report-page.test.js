@@ -7,6 +7,10 @@
 // graph of /api/search has rankSearchResults as its widest JS frame (summed over where it is drawn), and a
 // holder row of who made whom wait leads to the requests it delayed and on to their spans.
 // PAGE_SCREENSHOT=FILE.png saves the served page (docs/report-page.png).
+// A second test opens a request across two services, the GraphQL gateway calling inventory, from
+// real traces the pipeline wrote (__test__/fixtures/graphql-traces.pb, cut by the script beside
+// it): spans of both services, inventory's server span under the gateway's client span that
+// called it (by parent span id), the root's critical path shown.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -15,6 +19,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const pipeline = require('../../demo/pipeline');
 const { runDir } = require('./run-dir');
 const { needs, canRun } = require('../helpers/needs');
+const graphqlTraces = require('../fixtures/graphql-traces');
 
 const CHROMIUM = '/usr/bin/chromium';
 const need = needs((process.getuid() !== 0 && 'the demo\'s agent needs root to load its eBPF programs')
@@ -129,4 +134,51 @@ test('report --serve and --html: the demo\'s page in chromium', { skip: need.ski
   t.after(() => browser.close());
   await checkPage(browser, served.url, expected, { offline: false, screenshot: process.env.PAGE_SCREENSHOT });
   await checkPage(browser, `file://${files.html}`, expected, { offline: true });
+}));
+
+const needChromium = needs(!fs.existsSync(CHROMIUM) && `${CHROMIUM} is not installed (scripts/setup.sh installs Debian's chromium)`);
+
+test('report --html: a request across two services nests by parent and shows its critical path', { skip: needChromium.skip, timeout: 60_000 }, needChromium.guard(async (t) => {
+  if (!canRun(t, !fs.existsSync(pipeline.BIN.threadCtx) && `${pipeline.BIN.threadCtx} is not built (cargo build --release -p thread-ctx)`)) return;
+  const { chromium } = require('playwright-core');
+  const { dir } = runDir(t, 'report-page-services');
+  // What the file holds, read apart from the Rust reader: the slowest gateway request whose root
+  // carries the connector's path, a gateway client span in it and the inventory server span it called.
+  const spans = graphqlTraces.readSpans(fs.readFileSync(graphqlTraces.FILE));
+  const [trace] = graphqlTraces.pick(spans, 1);
+  assert.ok(trace, 'the fixture holds a trace of the gateway calling inventory');
+  const of = spans.filter((s) => s.traceId === trace);
+  const root = of.find((s) => s.service === 'gateway' && !s.parentId);
+  const server = of.find((s) => s.service === 'inventory' && s.kind === 2 && of.some((c) => c.spanId === s.parentId && c.service === 'gateway' && c.kind === 3));
+  const client = of.find((c) => c.spanId === server.parentId);
+  const html = path.join(dir, 'page.html');
+  const r = spawnSync(pipeline.BIN.threadCtx, ['report', '--traces', graphqlTraces.FILE, '--html', html], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+  t.after(() => browser.close());
+  const context = await browser.newContext({ offline: true });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.setDefaultTimeout(20_000);
+  await page.goto(`file://${html}`);
+  await page.waitForSelector('body[data-ready="1"]');
+  await page.click(`#slowest tbody tr[data-trace="${trace}"]`);
+  await page.locator(`#trace tr[data-span="${root.spanId}"]`).waitFor();
+
+  const rows = await page.locator('#trace tbody tr').evaluateAll((trs) => trs.map((tr) => ({ ...tr.dataset })));
+  assert.equal(rows.length, of.length, 'every span of the trace is shown');
+  assert.deepEqual([...new Set(rows.map((x) => x.service))].sort(), ['gateway', 'inventory']);
+  const at = (id) => rows.findIndex((x) => x.span === id);
+  assert.deepEqual(rows[0], { span: root.spanId, parent: '', service: 'gateway', depth: '0' }, 'the root first, at the top');
+  assert.equal(rows[at(server.spanId)].parent, client.spanId, "inventory's server span hangs under the gateway's client span");
+  assert.equal(Number(rows[at(server.spanId)].depth), Number(rows[at(client.spanId)].depth) + 1);
+  assert.ok(at(server.spanId) > at(client.spanId), 'the child is drawn after its parent');
+  for (const x of rows.slice(1)) assert.ok(at(x.parent) >= 0 && at(x.parent) < at(x.span), `span ${x.span} after its parent ${x.parent}`);
+  const hops = await page.locator(`#trace tr[data-span="${root.spanId}"] .path .hop.critical`).allTextContents();
+  assert.ok(hops.some((h) => h.includes('inventory')), `the root's critical path names inventory: ${JSON.stringify(hops)}`);
+  assert.deepEqual(errors, [], 'console errors');
+  await context.close();
 }));

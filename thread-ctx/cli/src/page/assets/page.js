@@ -134,7 +134,7 @@
         info.append(p);
       }
       const left = (100 * (s.start_unix_ns - t0)) / span, width = Math.max((100 * s.duration_ms * 1e6) / span, 0.3);
-      tb.append(el('tr', { 'data-span': s.span_id },
+      tb.append(el('tr', { 'data-span': s.span_id, 'data-parent': s.parent, 'data-service': s.service, 'data-depth': d },
         info, el('td', { class: 'num' }, ms(s.duration_ms)),
         el('td', { style: 'width:25%' }, el('div', { class: 'timeline' }, el('div', { style: `left:${left}%;width:${width}%` }))),
         el('td', { style: 'width:25%' }, causeBar(s.causes))));
