@@ -7,6 +7,11 @@
 //!   its objects' death would name a later phase's samples by an earlier function);
 //! - the agent kept names across windows (its status line counts JS frames reused after their
 //!   check), so the test is about the kept names, not a fresh naming each window.
+//!
+//! Whether a later phase's frame ever gets an earlier one's key depends on where V8 puts its
+//! objects: a build whose checks always passed also passed this test in a run here (no key
+//! collided). The check itself is tested where the heap is made to order: thread-ctx-v8's
+//! `dependencies` tests replace a function and a code object under a kept name.
 
 use thread_ctx_test_support::collector as collector_common;
 use thread_ctx_test_support::process as common;
