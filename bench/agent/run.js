@@ -24,7 +24,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const { root, track, cpuSeconds, peakRssMiB, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep } = require('../lib/agent-bench');
+const { root, track, cpuSeconds, threadCpuSeconds, peakRssMiB, waitFor, startCollector, bpfPrograms, enableBpfStats, sleep } = require('../lib/agent-bench');
 const { alternate } = require('../lib/rounds');
 const { spread } = require('../lib/stats');
 const { nodeWithoutV8dbg } = require('../lib/node-without-v8dbg');
@@ -84,11 +84,13 @@ async function measure(services, hz, endpoint, bin, naming) {
   // From the end of the first window (start-up and discovery excluded) to the end.
   const t0 = process.hrtime.bigint();
   const cpu0 = cpuSeconds(agent.pid);
+  const threads0 = threadCpuSeconds(agent.pid);
   const bpf0 = bpfStats(progId);
   const alloc0 = bpfStats(allocId, 'alloc_sample');
   const windows0 = stderr.split('\n').filter((l) => l.includes(': window ')).length;
   await sleep((SECONDS - 15) * 1000);
   const cpu1 = cpuSeconds(agent.pid);
+  const threads1 = threadCpuSeconds(agent.pid);
   const bpf1 = bpfStats(progId);
   const alloc1 = bpfStats(allocId, 'alloc_sample');
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
@@ -122,9 +124,26 @@ async function measure(services, hz, endpoint, bin, naming) {
   const runNs = bpf0 && bpf1 ? bpf1.runTimeNs - bpf0.runTimeNs : 0;
   // JS frames of the CPU samples (once per sample), as each window's status line counts them.
   const namingLine = / JS frames in the CPU samples symbolized since the last line: \d+ named \((\d+) from V8 heaps, \d+ from perf maps\), (\d+) unnamed/;
+  // Each stage's (thread's) share of the agent's CPU per sample, in µs.
+  const perSample = samples ? (samples * wall) / windowSecs : 0;
+  // The main thread carries the binary's name (its first 15 bytes): the sampling loop.
+  const stage = (n) => (n === path.basename(bin).slice(0, 15) ? 'sampling loop' : n);
+  const stages = Object.fromEntries(Object.keys(threads1).map((n) => [stage(n), perSample ? ((threads1[n] - (threads0[n] || 0)) * 1e6) / perSample : NaN]));
+  // What the names kept across windows saved over the measured windows (running totals of the
+  // status line, differenced; an older build prints none).
+  const kept = (l) => {
+    const m = (l || '').match(/names kept across windows: JS frames (\d+) named, (\d+) reused \((\d+) checked, (\d+) stale\) in (\d+) batches, native (\d+) named, (\d+) reused/);
+    return m ? m.slice(1).map(Number) : null;
+  };
+  // Absent before the first naming: zeros then.
+  const k1 = kept(allWindows[allWindows.length - 1]);
+  const k0 = kept(allWindows[windows0 - 1]) || (k1 && k1.map(() => 0));
+  const names = k0 && k1 ? Object.fromEntries(['jsNamed', 'jsReused', 'jsChecked', 'jsStale', 'batches', 'nativeNamed', 'nativeReused'].map((n, i) => [n, k1[i] - k0[i]])) : null;
   return {
     bin,
     naming,
+    stages,
+    names,
     heapNamed: windows.reduce((a, l) => a + num(l, namingLine), 0),
     heapMissed: windows.reduce((a, l) => a + Number((l.match(namingLine) || [])[2] || 0), 0),
     services,
@@ -159,7 +178,7 @@ async function measure(services, hz, endpoint, bin, naming) {
           rounds: ROUNDS,
           modes: BINS.flatMap((bin) => NAMINGS.map((naming) => `${naming} ${bin}`)),
           measure: (mode) => measure(services, hz, endpoint, mode.slice(mode.indexOf(' ') + 1), mode.slice(0, mode.indexOf(' '))),
-          onSample: (r) => process.stderr.write(`done: ${services} services at ${hz} Hz, ${r.bin}, ${r.naming} naming, round ${r.round}: ${r.cpuPct.toFixed(2)} % of a core, ${r.usPerSample.toFixed(0)} µs per sample, BPF ${r.nsPerRun.toFixed(0)} ns per run\n`),
+          onSample: (r) => process.stderr.write(`done: ${services} services at ${hz} Hz, ${r.bin}, ${r.naming} naming, round ${r.round}: ${r.cpuPct.toFixed(2)} % of a core, ${r.usPerSample.toFixed(0)} µs per sample, BPF ${r.nsPerRun.toFixed(0)} ns per run; µs per sample by thread: ${Object.entries(r.stages).map(([n, us]) => `${n} ${us.toFixed(1)}`).join(', ')}${r.names ? `; names kept: ${JSON.stringify(r.names)}` : ''}\n`),
         });
         rows.push(...samples);
       }
@@ -178,6 +197,12 @@ async function measure(services, hz, endpoint, bin, naming) {
     const allocCols = ALLOC ? ` ${f(r.allocsPerSec)} | ${f(r.allocNsPerRun, 0)} |` : '';
     console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${f(r.cpuPct, 2)} | ${f(r.usPerSample, 0)} | ${f(r.rss)} | ${f(r.samplesPerSec)} | ${f(r.spanPct, 0)} % | ${f(r.otlpPerSec)} | ${r.dropped} | ${f(r.nsPerRun, 0)} | ${f(r.nsPerSample, 0)} | ${r.heapNamed} (${r.heapMissed}) | ${f(r.readsPerSample)} | ${f(r.kibPerSample)} |${allocCols} ${f(r.load, 1)} |`);
   }
+  // Where each run's agent CPU went: µs per sample by thread (the sampling loop is the
+  // binary's own name; `symbolize` names frames and finishes windows).
+  const stageNames = [...new Set(rows.flatMap((r) => Object.keys(r.stages)))].sort();
+  console.log(`\n| binary | JS naming | services | Hz | ${stageNames.map((n) => `${n} µs/sample`).join(' | ')} |`);
+  console.log(`|---|---|---|---|${stageNames.map(() => '---|').join('')}`);
+  for (const r of rows) console.log(`| ${path.relative(root, r.bin)} | ${r.naming} | ${r.services} | ${r.hz} | ${stageNames.map((n) => f(r.stages[n], 1)).join(' | ')} |`);
   if (BINS.length > 1 || NAMINGS.length > 1 || ROUNDS > 1) {
     console.log('\n| binary | JS naming | services | Hz | rounds | agent CPU per sample (µs), median [min, max] | agent CPU (% of a core), median [min, max] | BPF ns/run, median [min, max] | peak RSS (MiB), median | V8 heap reads per sample, median | KiB read per sample, median |');
     console.log('|---|---|---|---|---|---|---|---|---|---|---|');

@@ -33,6 +33,30 @@ function cpuSeconds(pid) {
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(f[11]) + Number(f[12])) / clk;
 }
+/** CPU seconds of each of a process's threads so far, summed by thread name (its stages:
+ * the sampling loop, `symbolize`, `discovery`, the exporter's). Threads that exited are not
+ * counted, so take the difference of two readings of a long-lived process. */
+function threadCpuSeconds(pid) {
+  const byName = {};
+  let tids = [];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const tid of tids) {
+    let stat;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // exited between the listing and the read
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    byName[name] = (byName[name] || 0) + (Number(f[11]) + Number(f[12])) / clk;
+  }
+  return byName;
+}
 /** A process's peak RSS (VmHWM), in MiB. */
 function peakRssMiB(pid) {
   const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
@@ -123,4 +147,4 @@ function startLoad(port, rps, paths = DEMO_PATHS) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const loadAverage = () => os.loadavg()[0];
 
-module.exports = { root, track, cpuSeconds, peakRssMiB, freePort, waitFor, startCollector, bpfPrograms, enableBpfStats, startLoad, DEMO_PATHS, sleep, loadAverage };
+module.exports = { root, track, cpuSeconds, threadCpuSeconds, peakRssMiB, freePort, waitFor, startCollector, bpfPrograms, enableBpfStats, startLoad, DEMO_PATHS, sleep, loadAverage };

@@ -105,9 +105,16 @@ impl WindowStats {
             line += &format!(", source maps not applied over their parsed-size share: {over_share}, process windows with map loading cut off at its time share: {past_time}");
         }
         line += &format!(
-            ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names",
-            c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted
+            ", evicted: {} JS names, {} native names, {} attribute sets, {} thread names, {} kept names",
+            c.js_names_evicted, c.native_names_evicted, c.attrs_evicted, c.thread_names_evicted, c.names.evicted
         );
+        let n = &c.names;
+        if n.js_named + n.native_named > 0 {
+            line += &format!(
+                ", names kept across windows: JS frames {} named, {} reused ({} checked, {} stale) in {} batches, native {} named, {} reused",
+                n.js_named, n.js_reused, n.js_checked, n.js_stale, n.batches, n.native_named, n.native_reused
+            );
+        }
         if let Some(stats) = export {
             line += &format!(", {stats}");
             if stats.last_error != *last_error {
@@ -121,7 +128,7 @@ impl WindowStats {
         let source_maps = thread_ctx_profile::source_map_budget::global().lock().map_or(0, |s| s.held());
         line += &format!(
             "; cached now: {} native functions ({:.1} MiB of names), {} objects open, {} JS functions, {} V8 heap entries ({:.1} MiB), \
-             {} attribute sets, {} thread names, {:.1} MiB of parsed source maps; heap: {:.1} MiB in use, {:.1} MiB free",
+             {} attribute sets, {} thread names, {:.1} MiB of parsed source maps, {} kept frames ({} kept names); heap: {:.1} MiB in use, {:.1} MiB free",
             k.native_names,
             mib(k.native_name_bytes),
             k.objects_open,
@@ -131,6 +138,8 @@ impl WindowStats {
             k.attr_sets,
             k.thread_names,
             mib(source_maps),
+            k.kept_frames,
+            k.kept_names,
             mib(self.heap.in_use),
             mib(self.heap.free)
         );

@@ -90,7 +90,29 @@ impl AgentMetrics {
                 ("native_names", c.native_names_evicted as f64),
                 ("attribute_sets", c.attrs_evicted as f64),
                 ("thread_names", c.thread_names_evicted as f64),
+                ("kept_names", c.names.evicted as f64),
             ],
+        );
+        let n = &c.names;
+        m.family(
+            "kept_names_total",
+            "counter",
+            "Names kept across windows: JS frames and native addresses named (misses) or found named in an earlier window (hits), kept JS names checked against the target's heap and found stale.",
+            "outcome",
+            &[
+                ("js_named", n.js_named as f64),
+                ("js_reused", n.js_reused as f64),
+                ("js_checked", n.js_checked as f64),
+                ("js_stale", n.js_stale as f64),
+                ("native_named", n.native_named as f64),
+                ("native_reused", n.native_reused as f64),
+            ],
+        );
+        m.one(
+            "js_naming_batches_total",
+            "counter",
+            "Rounds of JS frame naming (one read of a target's heap for all their checks).",
+            n.batches as f64,
         );
         let k = &c.cached;
         m.family(
@@ -105,6 +127,8 @@ impl AgentMetrics {
                 ("v8_heap", k.v8_entries as f64),
                 ("attribute_sets", k.attr_sets as f64),
                 ("thread_names", k.thread_names as f64),
+                ("kept_frames", k.kept_frames as f64),
+                ("kept_names", k.kept_names as f64),
             ],
         );
         let source_maps = thread_ctx_profile::source_map_budget::global().lock().map_or(0, |s| s.held());

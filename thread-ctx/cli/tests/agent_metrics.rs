@@ -110,6 +110,18 @@ fn the_agents_metrics_count_up_parse_in_prometheus_and_healthz_answers() {
         later.lines().any(|l| l.starts_with("thread_ctx_agent_process_symbolization_seconds{service=\"")),
         "the sampled service's symbolization time:\n{later}"
     );
+    // Names kept across windows: counted as they are named and reused, held as a gauge.
+    let kept = |series: &str| value(&later, series).unwrap_or_else(|| panic!("no {series}:\n{later}"));
+    assert!(kept("thread_ctx_agent_kept_names_total{outcome=\"native_named\"}") > 0.0, "the service's native frames were named:\n{later}");
+    for series in [
+        "thread_ctx_agent_kept_names_total{outcome=\"js_reused\"}",
+        "thread_ctx_agent_kept_names_total{outcome=\"js_stale\"}",
+        "thread_ctx_agent_cache_evictions_total{cache=\"kept_names\"}",
+        "thread_ctx_agent_js_naming_batches_total",
+    ] {
+        assert!(kept(series) >= 0.0);
+    }
+    assert!(kept("thread_ctx_agent_cache_entries{cache=\"kept_frames\"}") > 0.0, "names held across windows:\n{later}");
     assert_eq!(get(port, "/nothing").map(|(s, _)| s), Some(404));
     // A second agent on the same (now busy) address says so and samples on, to its end.
     let files = tempfile::tempdir().unwrap();

@@ -167,11 +167,11 @@ impl ProfileBuilder {
                 times: raw.times.clone(),
             });
         }
-        let named = self.symbolizer.take_frames();
         let mut frames: Vec<Option<Frame>> = vec![None; frame_of.len()];
-        for (window_index, profile_index) in frame_of {
-            frames[profile_index] = Some(named[window_index].clone());
+        for (index, profile_index) in frame_of {
+            frames[profile_index] = Some(self.symbolizer.frame(index).clone());
         }
+        self.symbolizer.end_window();
         for f in frames.into_iter().flatten() {
             p.intern(f);
         }

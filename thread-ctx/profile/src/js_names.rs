@@ -17,6 +17,7 @@ use thread_ctx_sampler::event::{JS_FRAME_LEAF_STACK, JS_FRAME_OFFSET_REGISTER};
 use thread_ctx_sampler::V8Process;
 use thread_ctx_v8::cache::CacheSize;
 use thread_ctx_v8::code::Tier;
+use thread_ctx_v8::dependencies::Dependencies;
 use thread_ctx_v8::memory::{Fault, HeapMemory};
 use thread_ctx_v8::namer::{CacheSizes, Stats};
 use thread_ctx_v8::snapshot::Snapshot;
@@ -93,6 +94,9 @@ fn tier_of(t: Tier) -> JsTier {
     }
 }
 
+/// A key's frames (or why the heap did not name it) and what they were named from.
+pub type Named = (Result<JsNamed, &'static str>, Dependencies);
+
 /// One process's JS frame namer.
 pub struct JsNames {
     process: V8Process,
@@ -109,6 +113,18 @@ enum Ask {
         floor: u64,
     },
     Frame(FrameInput),
+}
+
+impl Ask {
+    /// The frame as the namer takes it.
+    fn input(&self) -> FrameInput {
+        match self {
+            Ask::Frame(input) => input.clone(),
+            &Ask::ByCode { pc, floor } => {
+                FrameInput { pc, region: PcRegion::Jit { floor }, leaf: true, shared: 0, bytecode_array: 0, bytecode_offset: 0, registers: None }
+            }
+        }
+    }
 }
 
 impl JsNames {
@@ -131,23 +147,36 @@ impl JsNames {
     /// The frames of each key, named as one batch: what checks the namer's cached objects is
     /// read from the target at once first (one system call, not one per object).
     pub fn name_batch(&mut self, keys: &[JsKey], maps: &[Mapping]) -> Vec<Result<JsNamed, &'static str>> {
+        self.name_and_check(keys, &[], maps).1.into_iter().map(|(named, _)| named).collect()
+    }
+
+    /// One batch: first whether each name kept from an earlier batch still holds (`kept`: what
+    /// each was named from), then the frames of each key with what they were named from (empty
+    /// for a miss), the checks and the names read from the target at once.
+    pub fn name_and_check(&mut self, keys: &[JsKey], kept: &[&Dependencies], maps: &[Mapping]) -> (Vec<bool>, Vec<Named>) {
         self.namer.next_batch();
         let asks: Vec<Option<Ask>> = keys.iter().map(|k| self.ask(k, maps)).collect();
-        let inputs: Vec<FrameInput> = asks
+        let inputs: Vec<FrameInput> = asks.iter().flatten().map(Ask::input).collect();
+        let mut reads = self.namer.batch_reads(&inputs);
+        for deps in kept {
+            self.namer.validity_reads(deps, &mut reads);
+        }
+        self.heap.take(&reads);
+        let checks = kept.iter().map(|d| self.namer.still_valid(&self.heap, d)).collect();
+        let named = keys
             .iter()
-            .flatten()
-            .map(|a| match a {
-                Ask::Frame(input) => input.clone(),
-                &Ask::ByCode { pc, floor } => {
-                    FrameInput { pc, region: PcRegion::Jit { floor }, leaf: true, shared: 0, bytecode_array: 0, bytecode_offset: 0, registers: None }
+            .zip(asks)
+            .map(|(key, ask)| {
+                let Some(ask) = ask else { return (Err(Miss::NotJsFrame.as_str()), Dependencies::default()) };
+                let input = ask.input();
+                match self.name_asked(key, ask) {
+                    Ok(named) => (Ok(named), self.namer.dependencies(&input)),
+                    Err(why) => (Err(why), Dependencies::default()),
                 }
             })
             .collect();
-        let reads = self.namer.batch_reads(&inputs);
-        self.heap.take(&reads);
-        let named = keys.iter().zip(asks).map(|(key, ask)| self.name_asked(key, ask.ok_or(Miss::NotJsFrame.as_str())?)).collect();
         self.heap.clear();
-        named
+        (checks, named)
     }
 
     /// What naming `key` asks of the namer; None for a frame the heap cannot name.

@@ -182,12 +182,20 @@ fn reference(tail: &[u8], script: &Path) -> Result<Option<Reference>, SourceMapE
     Ok(Some(Reference::File(normalized(&dir.join(percent_decoded(url))))))
 }
 
+/// Windows a script's look (its file opened, its map found or not) holds before it is looked at
+/// again: opening every script of every process each window cost the agent more than naming
+/// its frames (docs/benchmarks.md), and a rewritten script is seen within a minute of 10 s windows.
+pub const LOOK_AGAIN_WINDOWS: u64 = 6;
+
 /// The maps of one process's scripts, read on first use.
 pub struct SourceMaps {
     /// By script path: the script file looked at, and its map (None: no map, or an unusable one).
     by_script: HashMap<PathBuf, (FileId, Option<Arc<ScriptMap>>)>,
-    /// What each script looked at in this window gave (None: no usable map, or no script).
-    this_window: HashMap<PathBuf, Option<Arc<ScriptMap>>>,
+    /// What each script looked at gave (None: no usable map, or no script), and the window it
+    /// was looked at in: kept [`LOOK_AGAIN_WINDOWS`] windows, not opened again meanwhile.
+    this_window: HashMap<PathBuf, (Option<Arc<ScriptMap>>, u64)>,
+    /// Windows ended so far.
+    window: u64,
     /// Parses shared with every other process, and the program's budget.
     store: &'static Mutex<MapStore<DecodedMap>>,
     /// This process's part of it.
@@ -218,6 +226,7 @@ impl SourceMaps {
         SourceMaps {
             by_script: HashMap::new(),
             this_window: HashMap::new(),
+            window: 0,
             store,
             share: Share::new(share),
             window_spent: Duration::ZERO,
@@ -233,23 +242,32 @@ impl SourceMaps {
 
     /// The map of `script` in process `pid`'s file system, when it has one that parses.
     pub fn for_script(&mut self, pid: i32, script: &Path) -> Option<Arc<ScriptMap>> {
-        if let Some(known) = self.this_window.get(script) {
+        if let Some((known, _)) = self.this_window.get(script) {
             return known.clone();
         }
         if self.this_window.len() >= MAX_CACHED_SCRIPTS {
             self.this_window.clear();
         }
         let map = self.look_at(pid, script);
-        self.this_window.insert(script.to_path_buf(), map.clone());
+        self.this_window.insert(script.to_path_buf(), (map.clone(), self.window));
         map
     }
 
-    /// Scripts are looked at again (a change to one seen) from the next frame on, and the
-    /// process has its time share again.
+    /// Scripts looked at [`LOOK_AGAIN_WINDOWS`] windows ago (all of them after a window whose
+    /// map loading was cut off) are looked at again (a change to one seen) from the next frame
+    /// on, and the process has its time share again.
     pub fn new_window(&mut self) {
-        self.this_window.clear();
+        let (window, cut) = (self.window, self.window_cut);
+        self.this_window.retain(|_, (_, looked)| !cut && window - *looked + 1 < LOOK_AGAIN_WINDOWS);
+        self.window += 1;
         self.window_spent = Duration::ZERO;
         self.window_cut = false;
+    }
+
+    /// Map loading was cut off this window (its time share spent): frames named now may lack
+    /// their source map, so they are not kept for later windows.
+    pub fn cut_this_window(&self) -> bool {
+        self.window_cut
     }
 
     /// Lines for the agent's log, each given once per process: a map past its share, a window

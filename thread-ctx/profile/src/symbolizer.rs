@@ -5,9 +5,18 @@
 //! (`--perf-prof`: down to the line) or else its perf map
 //! (`--perf-basic-prof*`: the function), kernel frames from kallsyms.
 //!
-//! Names are given per window: an address is named once per window (JIT code
-//! moves, so a name is not kept past the window it was found in), and the
-//! window's frames are handed to its profile ([`Symbolizer::take_frames`]).
+//! Names are kept across windows ([`Symbolizer::end_window`]), bounded by
+//! [`MAX_FRAMES`], so that a window names only what earlier windows did not:
+//! - a native address in a file mapping, and a kernel address, for as long as
+//!   the mapping holding it is the same (maps read again and changed: the
+//!   names in changed mappings go);
+//! - a JS frame named from the heap, for as long as every cached object it was
+//!   named from (function, code, bytecode array) is still the same object, checked
+//!   once a window with the other checks of its batch ([`Dependencies`]), and at
+//!   most [`JS_KEPT_WINDOWS`] windows (a source map rewritten since is then seen);
+//! - an address in anonymous memory (JIT code moves) and a frame the heap did not
+//!   name only for the window it was named in.
+//!
 //! The process's maps are read again only when an address falls outside
 //! every known mapping, or once they are [`MAPS_MAX_AGE`] old.
 
@@ -27,6 +36,59 @@ use std::time::{Duration, Instant};
 use thread_ctx_discovery::error::{Error, Result};
 use thread_ctx_discovery::maps::{read_maps, Mapping};
 use thread_ctx_sampler::{JsFrameSlots, V8FramesError, V8Process};
+use thread_ctx_v8::dependencies::Dependencies;
+
+/// Frames a process's symbolizer keeps across windows at most; past this, after a window,
+/// every kept name goes (counted in [`NameCache::evicted`]) and the next window names anew.
+pub const MAX_FRAMES: usize = 16 << 10;
+/// Addresses and JS frames kept per kept frame at most (many addresses name one function).
+const KEYS_PER_FRAME: usize = 4;
+/// Windows a JS frame's name is kept at most before it is named again (a source map rewritten
+/// in the meantime is then applied).
+pub const JS_KEPT_WINDOWS: u64 = 6;
+
+/// What the cross-window name cache did, running totals (the status line shows them per window).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NameCache {
+    /// Naming rounds of JS frames (each one read of the target for all its checks).
+    pub batches: u64,
+    /// JS frames named (cache misses) and kept names used again (hits).
+    pub js_named: u64,
+    pub js_reused: u64,
+    /// Kept JS names checked against the heap (once a window each), and those found stale
+    /// (an object they were named from moved, died or was replaced).
+    pub js_checked: u64,
+    pub js_stale: u64,
+    /// Native and kernel addresses named, and found named in an earlier window.
+    pub native_named: u64,
+    pub native_reused: u64,
+    /// Kept names dropped: the bound reached, or their mapping changed.
+    pub evicted: u64,
+}
+
+impl std::ops::AddAssign for NameCache {
+    fn add_assign(&mut self, o: NameCache) {
+        self.batches += o.batches;
+        self.js_named += o.js_named;
+        self.js_reused += o.js_reused;
+        self.js_checked += o.js_checked;
+        self.js_stale += o.js_stale;
+        self.native_named += o.native_named;
+        self.native_reused += o.native_reused;
+        self.evicted += o.evicted;
+    }
+}
+
+/// A JS frame's name kept across windows.
+struct KeptJs {
+    /// Indexes in `frames`, innermost first.
+    indexes: Vec<usize>,
+    /// What it was named from; empty: not named by the heap, kept for its window only.
+    deps: Dependencies,
+    /// The window in which it was last named or checked.
+    checked: u64,
+    named: u64,
+}
 
 /// Processes found running V8 whose JS frames could not be named (no jitdump, no perf map),
 /// each counted once, over every symbolizer of this program: the agent's status line shows it.
@@ -58,10 +120,19 @@ pub struct Symbolizer {
     /// V8's jitdump, once the process maps one.
     jitdump: Option<JitDumpFile>,
     jitdump_error: Option<String>,
-    /// This window's names: (space, lookup address) -> index in `frames`.
+    /// Names: (space, lookup address) -> index in `frames`, kept across windows but for
+    /// those in `transient`.
     named: HashMap<(Space, u64), usize>,
+    /// Names of this window only (anonymous memory: JIT code moves).
+    transient: Vec<(Space, u64)>,
     frames: Vec<Frame>,
     frame_ids: HashMap<Frame, usize>,
+    /// Windows ended so far: a kept JS name is checked once per window.
+    window: u64,
+    /// What the kept names saved, running totals.
+    pub cache: NameCache,
+    /// [`MAX_FRAMES`], lower in tests.
+    max_frames: usize,
     /// Reads of the process's maps so far.
     pub maps_reads: u64,
     /// Source maps of the process's scripts: JS frames named by their original source.
@@ -76,8 +147,8 @@ pub struct Symbolizer {
     /// Why they are not (said once), for a process that runs V8.
     js_unavailable: Option<String>,
     js_unavailable_noted: Cell<bool>,
-    /// This window's JS frames: key -> indexes in `frames`, innermost first.
-    js_named: HashMap<JsKey, Vec<usize>>,
+    /// JS frames: key -> indexes in `frames`, innermost first, kept across windows.
+    js_named: HashMap<JsKey, KeptJs>,
     /// Why the heap did not name a key of this window (the reader's miss, or why it was not asked).
     js_why: HashMap<JsKey, &'static str>,
 }
@@ -108,8 +179,12 @@ impl Symbolizer {
             jitdump: None,
             jitdump_error: None,
             named: HashMap::new(),
+            transient: Vec::new(),
             frames: Vec::new(),
             frame_ids: HashMap::new(),
+            window: 0,
+            cache: NameCache::default(),
+            max_frames: MAX_FRAMES,
             maps_reads: 1,
             source_maps: SourceMaps::default(),
             baseline_addresses: 0,
@@ -287,6 +362,7 @@ impl Symbolizer {
         }
         if !kernel.is_empty() {
             let frames = self.natives.borrow_mut().kernel_frames(&kernel);
+            self.cache.native_named += kernel.len() as u64;
             for (addr, frame) in kernel.into_iter().zip(frames) {
                 let i = self.intern(frame);
                 self.named.insert((Space::Kernel, addr), i);
@@ -294,19 +370,67 @@ impl Symbolizer {
         }
     }
 
-    /// Names JS frames not named yet in this window.
+    /// Names JS frames not named yet, and checks once this window those named in an earlier one.
     pub fn name_js(&mut self, keys: &[JsKey]) {
         let mut seen = HashSet::new();
-        let new: Vec<JsKey> = keys.iter().filter(|k| !self.js_named.contains_key(k) && seen.insert(**k)).copied().collect();
-        let named = match self.js.as_mut() {
-            Some(js) if !new.is_empty() => js.name_batch(&new, &self.maps),
-            _ => Vec::new(),
-        };
-        let mut named = named.into_iter();
-        for key in new {
-            let indexes = self.js_indexes_of(&key, named.next().unwrap_or(Err(NOT_NAMED_BY_HEAP)));
-            self.js_named.insert(key, indexes);
+        let (mut new, mut recheck) = (Vec::new(), Vec::new());
+        for key in keys.iter().filter(|k| seen.insert(**k)) {
+            match self.js_named.get(key) {
+                Some(kept) if kept.checked == self.window => {}
+                Some(_) => recheck.push(*key),
+                None => new.push(*key),
+            }
         }
+        self.name_js_keys(new, recheck);
+    }
+
+    /// Names `new` and checks `recheck` (kept from an earlier window) in one batch; those
+    /// found stale are named again.
+    fn name_js_keys(&mut self, new: Vec<JsKey>, recheck: Vec<JsKey>) {
+        if new.is_empty() && recheck.is_empty() {
+            return;
+        }
+        let Some(js) = self.js.as_mut() else {
+            for key in new {
+                let indexes = self.js_indexes_of(&key, Err(NOT_NAMED_BY_HEAP), Dependencies::default());
+                self.keep_js(key, indexes, Dependencies::default());
+            }
+            return;
+        };
+        let kept: Vec<&Dependencies> = recheck.iter().map(|k| &self.js_named[k].deps).collect();
+        let (checks, named) = js.name_and_check(&new, &kept, &self.maps);
+        self.cache.batches += 1;
+        self.cache.js_checked += recheck.len() as u64;
+        let mut stale = Vec::new();
+        for (key, still) in recheck.into_iter().zip(checks) {
+            if still {
+                self.cache.js_reused += 1;
+                if let Some(k) = self.js_named.get_mut(&key) {
+                    k.checked = self.window;
+                }
+            } else {
+                self.cache.js_stale += 1;
+                self.js_named.remove(&key);
+                stale.push(key);
+            }
+        }
+        for (key, (named, deps)) in new.into_iter().zip(named) {
+            self.cache.js_named += 1;
+            let indexes = self.js_indexes_of(&key, named, Dependencies::default());
+            self.keep_js(key, indexes, deps);
+        }
+        if !stale.is_empty() {
+            self.name_js_keys(stale, Vec::new());
+        }
+    }
+
+    /// Keeps a JS frame's name; for this window only when it was not named from the heap or
+    /// may lack its source map (map loading cut off this window).
+    fn keep_js(&mut self, key: JsKey, indexes: Vec<usize>, mut deps: Dependencies) {
+        if self.source_maps.cut_this_window() {
+            deps = Dependencies::default();
+        }
+        self.js_named.insert(key, KeptJs { indexes, deps, checked: self.window, named: self.window });
     }
 
     /// Why the heap did not name the JS frame `key` this window (None: it did, or it was not named yet).
@@ -314,26 +438,20 @@ impl Symbolizer {
         self.js_why.get(key).copied()
     }
 
-    /// The indexes in this window's frames of a JS frame (innermost first), naming it now if it was not yet.
+    /// The indexes in the frames of a JS frame (innermost first), naming it now (or checking
+    /// its kept name) if it was not yet this window.
     pub fn js_frame_indexes(&mut self, key: &JsKey) -> &[usize] {
-        if !self.js_named.contains_key(key) {
-            let indexes = self.js_indexes(key);
-            self.js_named.insert(*key, indexes);
+        match self.js_named.get(key) {
+            Some(kept) if kept.checked == self.window => {}
+            Some(_) => self.name_js_keys(Vec::new(), vec![*key]),
+            None => self.name_js_keys(vec![*key], Vec::new()),
         }
-        &self.js_named[key]
-    }
-
-    fn js_indexes(&mut self, key: &JsKey) -> Vec<usize> {
-        let named = match self.js.as_mut() {
-            Some(js) => js.name(key, &self.maps),
-            None => Err(NOT_NAMED_BY_HEAP),
-        };
-        self.js_indexes_of(key, named)
+        &self.js_named[key].indexes
     }
 
     /// The indexes of `key`'s frames as the heap named them, or of its pc's name (`named` Err:
     /// why the heap did not, kept for [`Symbolizer::why_unnamed`]).
-    fn js_indexes_of(&mut self, key: &JsKey, named: std::result::Result<JsNamed, &'static str>) -> Vec<usize> {
+    fn js_indexes_of(&mut self, key: &JsKey, named: std::result::Result<JsNamed, &'static str>, _: Dependencies) -> Vec<usize> {
         let by_pc = |s: &mut Self, pc: u64| s.frame_index(Space::User, lookup_addr(pc, key.depth as usize));
         let named = match named {
             Ok(named) => named,
@@ -353,8 +471,10 @@ impl Symbolizer {
         indexes
     }
 
-    fn unnamed(&self, space: Space, addrs: &[u64]) -> Vec<u64> {
+    fn unnamed(&mut self, space: Space, addrs: &[u64]) -> Vec<u64> {
+        let before = addrs.len();
         let mut v: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(space, *a))).collect();
+        self.cache.native_reused += (before - v.len()) as u64;
         v.sort_unstable();
         v.dedup();
         v
@@ -376,18 +496,38 @@ impl Symbolizer {
         &self.frames[index]
     }
 
-    /// This window's frames (indexed as [`Symbolizer::frame_index`] said); the next window names anew.
-    pub fn take_frames(&mut self) -> Vec<Frame> {
+    /// Ends a window: the names of this window only go, and past [`MAX_FRAMES`] every kept
+    /// name goes; the rest are kept for the next window (JS ones checked again in it).
+    pub fn end_window(&mut self) {
         self.perf_map.next_window();
-        self.named.clear();
-        self.js_named.clear();
+        for k in self.transient.drain(..) {
+            self.named.remove(&k);
+        }
         self.js_why.clear();
+        let window = self.window;
+        self.js_named.retain(|_, k| !k.deps.is_empty() && window - k.named < JS_KEPT_WINDOWS);
         if let Some(js) = self.js.as_mut() {
             js.next_batch();
         }
-        self.frame_ids.clear();
+        if self.frames.len() > self.max_frames || self.named.len() + self.js_named.len() > KEYS_PER_FRAME * self.max_frames {
+            self.cache.evicted += (self.named.len() + self.js_named.len()) as u64;
+            self.named.clear();
+            self.js_named.clear();
+            self.frames.clear();
+            self.frame_ids.clear();
+        }
         self.source_maps.new_window();
-        std::mem::take(&mut self.frames)
+        self.window += 1;
+    }
+
+    /// A lower bound on the frames kept (tests).
+    pub fn set_max_frames(&mut self, max: usize) {
+        self.max_frames = max;
+    }
+
+    /// Names held now: frames, and the addresses and JS frames that lead to them.
+    pub fn names_cached(&self) -> (usize, usize) {
+        (self.frames.len(), self.named.len() + self.js_named.len())
     }
 
     /// Names a user stack (leaf first).
@@ -450,6 +590,9 @@ impl Symbolizer {
         let age = self.maps_read.elapsed();
         if (outside && age >= MAPS_MIN_INTERVAL) || age >= MAPS_MAX_AGE {
             if let Ok(m) = read_maps(self.pid) {
+                if m != self.maps {
+                    self.forget_changed(&m);
+                }
                 self.maps = m; // libraries dlopen'ed, code mapped since the last look
                 self.maps_read = Instant::now();
                 self.maps_reads += 1;
@@ -470,7 +613,26 @@ impl Symbolizer {
             };
             let i = self.intern(frame);
             self.named.insert((Space::User, addr), i);
+            self.cache.native_named += 1;
+            if !self.maps.iter().any(|m| m.contains(addr) && m.is_file_backed()) {
+                self.transient.push((Space::User, addr));
+            }
         }
+    }
+
+    /// Drops the kept names of user addresses whose mapping is not the same in `new` maps
+    /// (unmapped, or another object or offset mapped there).
+    fn forget_changed(&mut self, new: &[Mapping]) {
+        let old = &self.maps;
+        let same = |addr: u64| {
+            let at = |maps: &[Mapping]| maps.iter().find(|m| m.contains(addr)).cloned();
+            at(old).is_some_and(|m| Some(&m) == new.iter().find(|n| n.contains(addr)))
+        };
+        let before = self.named.len();
+        self.named.retain(|(space, addr), _| *space == Space::Kernel || same(*addr));
+        self.cache.evicted += (before - self.named.len()) as u64;
+        let transient = std::mem::take(&mut self.transient);
+        self.transient = transient.into_iter().filter(|k| self.named.contains_key(k)).collect();
     }
 
     fn in_anonymous_code(&self, addr: u64) -> bool {
@@ -526,5 +688,67 @@ impl Symbolizer {
 impl Drop for Symbolizer {
     fn drop(&mut self) {
         self.natives.borrow_mut().release(self.pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Addresses of this test process's own code: each a native frame of a file mapping.
+    fn own_code_addresses() -> Vec<u64> {
+        let maps = read_maps(std::process::id() as i32).unwrap();
+        let text = maps.iter().find(|m| m.is_file_backed() && m.perms.contains('x')).expect("an executable file mapping");
+        (0..64).map(|i| text.start + i * ((text.end - text.start) / 64)).collect()
+    }
+
+    fn names_of(s: &mut Symbolizer, addrs: &[u64]) -> Vec<Frame> {
+        addrs
+            .iter()
+            .map(|&a| {
+                let i = s.frame_index(Space::User, a);
+                s.frame(i).clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn native_names_are_kept_across_windows_and_bounded_with_evictions_counted() {
+        let mut s = Symbolizer::new(std::process::id() as i32).unwrap();
+        let addrs = own_code_addresses();
+        s.name(&addrs, &[]);
+        let first: Vec<Frame> = names_of(&mut s, &addrs);
+        assert_eq!((s.cache.native_named, s.cache.native_reused), (64, 0));
+        s.end_window();
+        s.name(&addrs, &[]);
+        assert_eq!((s.cache.native_named, s.cache.native_reused), (64, 64), "named once, found again in the next window");
+        let again: Vec<Frame> = names_of(&mut s, &addrs);
+        assert_eq!(first, again, "the same names");
+
+        let (frames, _) = s.names_cached();
+        assert!(frames >= 2, "{frames} distinct frames");
+        s.set_max_frames(1);
+        s.end_window();
+        assert_eq!(s.names_cached(), (0, 0), "past the bound every kept name goes");
+        assert_eq!(s.cache.evicted, 64, "and each is counted");
+        s.name(&addrs, &[]);
+        assert_eq!(s.cache.native_named, 128, "named anew after the eviction");
+        let renamed: Vec<Frame> = names_of(&mut s, &addrs);
+        assert_eq!(first, renamed);
+    }
+
+    #[test]
+    fn a_changed_mapping_drops_the_names_kept_in_it() {
+        let mut s = Symbolizer::new(std::process::id() as i32).unwrap();
+        let addrs = own_code_addresses();
+        s.name(&addrs, &[]);
+        s.end_window();
+        // The same maps, but the mapping holding the first address now maps another offset.
+        let mut moved = s.maps.clone();
+        let m = moved.iter_mut().find(|m| m.contains(addrs[0])).unwrap();
+        m.offset += 0x1000;
+        s.forget_changed(&moved);
+        assert!(s.cache.evicted >= 1, "the names in the changed mapping went");
+        assert!(!s.named.contains_key(&(Space::User, addrs[0])));
     }
 }

@@ -28,7 +28,7 @@ impl Namer {
                             self.code_reads(ret, &mut out);
                         }
                     }
-                    push(&mut out, input.bytecode_array, bytecode_span(&self.layout));
+                    self.bytecode_reads(input.bytecode_array, &mut out);
                 }
             }
         }
@@ -36,7 +36,7 @@ impl Namer {
     }
 
     /// The function's check and, when it is cached, its script's.
-    fn function_reads(&self, sfi: u64, out: &mut Vec<(u64, usize)>) {
+    pub(crate) fn function_reads(&self, sfi: u64, out: &mut Vec<(u64, usize)>) {
         let l = &self.layout;
         push(out, sfi, l.sfi_name_or_scope_info.max(l.sfi_script) + 8);
         if let Some(script) = self.functions.peek(sfi).and_then(|f| f.script) {
@@ -44,8 +44,13 @@ impl Namer {
         }
     }
 
+    /// The check of a bytecode array.
+    pub(crate) fn bytecode_reads(&self, array: u64, out: &mut Vec<(u64, usize)>) {
+        push(out, array, bytecode_span(&self.layout));
+    }
+
     /// The checks of the cached code holding `pc`, and of the functions it names.
-    fn code_reads(&self, pc: u64, out: &mut Vec<(u64, usize)>) {
+    pub(crate) fn code_reads(&self, pc: u64, out: &mut Vec<(u64, usize)>) {
         let Some(code) = self.codes.key_at_or_below(pc).and_then(|start| self.codes.peek(start)).filter(|c| c.contains(pc)) else { return };
         code_checks(&self.layout, code, out);
         for &f in code.function.iter().chain(code.inlined.iter().take(INLINED_AHEAD)) {

@@ -29,6 +29,7 @@ pub mod batch_reads;
 pub mod bytecode;
 pub mod cache;
 pub mod code;
+pub mod dependencies;
 pub mod error;
 pub mod frame;
 pub mod function;

@@ -109,9 +109,10 @@ impl CacheSizes {
     }
 }
 
+/// A bytecode array's position table (and bytecodes, for baseline frames), as cached.
 #[derive(Debug)]
-struct BytecodeInfo {
-    positions: Vec<u8>,
+pub struct BytecodeInfo {
+    pub(crate) positions: Vec<u8>,
     /// Read when a baseline frame needs them.
     bytecodes: Option<Vec<u8>>,
 }
@@ -123,7 +124,7 @@ pub struct Namer {
     pub(crate) functions: BoundedCache<Arc<FunctionInfo>>,
     pub(crate) scripts: BoundedCache<Arc<ScriptInfo>>,
     pub(crate) codes: BoundedCache<Arc<CodeInfo>>,
-    bytecodes: BoundedCache<Arc<BytecodeInfo>>,
+    pub(crate) bytecodes: BoundedCache<Arc<BytecodeInfo>>,
     learned: LearnedMaps,
     pub stats: Stats,
 }
@@ -406,7 +407,7 @@ impl Namer {
     }
 
     /// The function behind the SharedFunctionInfo `sfi` (tagged), cached and checked.
-    fn function<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, sfi: u64) -> Result<Arc<FunctionInfo>, Miss> {
+    pub(crate) fn function<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, sfi: u64) -> Result<Arc<FunctionInfo>, Miss> {
         if let Some(f) = self.functions.fresh(sfi) {
             return Ok(f.clone());
         }
@@ -445,7 +446,7 @@ impl Namer {
         Ok(info)
     }
 
-    fn code<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, pc: u64, floor: u64) -> Result<Arc<CodeInfo>, Miss> {
+    pub(crate) fn code<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, pc: u64, floor: u64) -> Result<Arc<CodeInfo>, Miss> {
         let cached = self.codes.key_at_or_below(pc).filter(|&start| self.codes.peek(start).is_some_and(|c| c.contains(pc)));
         if let Some(start) = cached {
             if let Some(c) = self.codes.get_valid(start, |c, _| code::still_there(heap, c)) {
@@ -491,7 +492,7 @@ impl Namer {
         self.bytecodes.get_valid(array, |_, old| old == fingerprint.as_slice()).is_some()
     }
 
-    fn bytecode_info<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> Result<Arc<BytecodeInfo>, Miss> {
+    pub(crate) fn bytecode_info<M: HeapMemory + ?Sized>(&mut self, heap: &Heap<'_, M>, array: u64) -> Result<Arc<BytecodeInfo>, Miss> {
         if let Some(b) = self.bytecodes.fresh(array) {
             return Ok(b.clone());
         }

@@ -146,6 +146,8 @@ pub struct PipelineCounters {
     pub dropped_entry_cap: u64,
     /// Reads of those heaps (each a system call), over the tracked processes.
     pub js_heap_reads: crate::js_names::HeapReads,
+    /// What the names kept across windows saved (running totals over every process).
+    pub names: crate::symbolizer::NameCache,
     /// What the bounded caches hold now.
     pub cached: CacheSizes,
 }
@@ -167,6 +169,10 @@ pub struct CacheSizes {
     /// every tracked process: entries and bytes.
     pub v8_entries: u64,
     pub v8_bytes: u64,
+    /// Names kept across windows, over every tracked process: frames, and the addresses and
+    /// JS frames that lead to them.
+    pub kept_frames: u64,
+    pub kept_names: u64,
 }
 
 struct WorkerStage {
@@ -561,11 +567,17 @@ impl Pipeline {
             c.cached.v8_entries = g(&w.counters.v8_entries);
             c.cached.v8_bytes = g(&w.counters.v8_bytes);
             c.js_heap_reads = crate::js_names::HeapReads { calls: g(&w.counters.js_heap_reads), bytes: g(&w.counters.js_heap_read_bytes) };
+            c.cached.kept_frames = g(&w.counters.kept_frames);
+            c.cached.kept_names = g(&w.counters.kept_names);
+            c.names = *w.counters.names.lock().unwrap_or_else(|e| e.into_inner());
         }
         c.cached.attr_sets = self.processes.values().map(|p| p.decoder.attrs_cached() as u64).sum();
         for b in self.processes.values().filter_map(|p| p.builder.as_ref()) {
             c.js_names_evicted += b.symbolizer().js_names_evicted();
             c.thread_names_evicted += b.thread_names_evicted;
+            c.names += b.symbolizer().cache;
+            let (frames, names) = b.symbolizer().names_cached();
+            (c.cached.kept_frames, c.cached.kept_names) = (c.cached.kept_frames + frames as u64, c.cached.kept_names + names as u64);
             if let Some(js) = b.symbolizer().js_names() {
                 c.js_heap_reads += js.reads();
                 c.cached.v8_entries += js.cached().entries as u64;

@@ -10,6 +10,7 @@
 
 use super::watchdog::Heartbeat;
 use crate::aggregate::{Aggregate, Unnamed};
+use crate::symbolizer::NameCache;
 use crate::window::{Window, WindowProcess};
 use crate::{NativeSymbols, ProfileBuilder, Symbolizer};
 use foldhash::{HashMap, HashMapExt};
@@ -75,12 +76,19 @@ pub struct WorkerCounters {
     /// Reads of those heaps (system calls) and their bytes.
     pub js_heap_reads: AtomicU64,
     pub js_heap_read_bytes: AtomicU64,
+    /// Names kept across windows (gauges) and what keeping them saved (running totals).
+    pub kept_frames: AtomicU64,
+    pub kept_names: AtomicU64,
+    pub names: Mutex<NameCache>,
 }
 
 /// How long an idle worker sleeps before it looks at its heartbeat again. Closing the queue
 /// wakes it at once, and a retired worker is one stuck in a read, not one waiting here: a
 /// longer wait only saves wake-ups.
 const IDLE_WAIT: Duration = Duration::from_secs(5);
+
+/// Windows between two returns of freed heap to the system (`malloc_trim`).
+const TRIM_EVERY_WINDOWS: u64 = 6;
 
 /// Window ends kept waiting at most; past this the two oldest waiting ones
 /// are merged (a longer window: no sample and no exited process is lost).
@@ -227,7 +235,7 @@ pub(crate) struct WorkerContext {
 /// Runs one worker until it is retired or the queue closes.
 pub(crate) fn run(cx: WorkerContext) {
     cx.beat.bind_current_thread();
-    let mut w = Worker { natives: Rc::new(RefCell::new(NativeSymbols::new())), builders: HashMap::new(), cx };
+    let mut w = Worker { natives: Rc::new(RefCell::new(NativeSymbols::new())), builders: HashMap::new(), cx, windows: 0, gone: NameCache::default() };
     loop {
         if w.cx.beat.retired() {
             return;
@@ -254,10 +262,14 @@ pub(crate) fn run(cx: WorkerContext) {
                 let window = w.end_window(end);
                 w.publish_counters();
                 w.natives.borrow().drop_resident_pages();
-                // The window's aggregates and names were freed: give their pages back rather than
-                // keep the peak of every window resident (glibc keeps freed heap otherwise).
-                // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
-                unsafe { libc::malloc_trim(0) };
+                // The windows' aggregates were freed: give their pages back now and then rather
+                // than keep the peak resident (glibc keeps freed heap otherwise). Not every
+                // window: names are kept across windows now, and a trim walks every arena.
+                w.windows += 1;
+                if w.windows.is_multiple_of(TRIM_EVERY_WINDOWS) {
+                    // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
+                    unsafe { libc::malloc_trim(0) };
+                }
                 if w.cx.beat.retired() || w.cx.to_loop.send(window).is_err() {
                     return;
                 }
@@ -270,6 +282,9 @@ struct Worker {
     natives: Rc<RefCell<NativeSymbols>>,
     builders: HashMap<u32, (ProcessKey, ProfileBuilder)>,
     cx: WorkerContext,
+    windows: u64,
+    /// What the name caches of processes no longer tracked saved.
+    gone: NameCache,
 }
 
 impl Worker {
@@ -285,12 +300,19 @@ impl Worker {
         self.builders.get_mut(&key.pid).map(|(_, b)| b)
     }
 
+    /// Drops a process's builder, keeping its counts.
+    fn remove(&mut self, pid: u32) {
+        if let Some((_, b)) = self.builders.remove(&pid) {
+            self.gone += b.symbolizer().cache;
+        }
+    }
+
     fn end_window(&mut self, end: WindowEnd) -> Window {
         let mut processes = Vec::new();
         for f in end.processes {
             if f.aggregate.is_empty() {
                 if f.exited {
-                    self.builders.remove(&f.key.pid);
+                    self.remove(f.key.pid);
                 }
                 continue;
             }
@@ -303,7 +325,7 @@ impl Worker {
             };
             let finish_ns = started.elapsed().as_nanos() as u64;
             if f.exited {
-                self.builders.remove(&f.key.pid);
+                self.remove(f.key.pid);
             }
             processes.push(WindowProcess {
                 pid: f.key.pid,
@@ -329,7 +351,11 @@ impl Worker {
         let (mut js, mut threads, mut maps, mut js_held, mut threads_held) = (0, 0, 0, 0, 0);
         let (mut v8_entries, mut v8_bytes) = (0, 0);
         let mut reads = crate::js_names::HeapReads::default();
+        let (mut names, mut kept_frames, mut kept_names) = (self.gone, 0, 0);
         for (_, b) in self.builders.values() {
+            names += b.symbolizer().cache;
+            let (frames, keys) = b.symbolizer().names_cached();
+            (kept_frames, kept_names) = (kept_frames + frames as u64, kept_names + keys as u64);
             js += b.symbolizer().js_names_evicted();
             threads += b.thread_names_evicted;
             maps += b.symbolizer().maps_reads;
@@ -341,6 +367,9 @@ impl Worker {
                 reads += j.reads();
             }
         }
+        c.kept_frames.store(kept_frames, Ordering::Relaxed);
+        c.kept_names.store(kept_names, Ordering::Relaxed);
+        *c.names.lock().unwrap_or_else(|e| e.into_inner()) = names;
         c.js_heap_reads.store(reads.calls, Ordering::Relaxed);
         c.js_heap_read_bytes.store(reads.bytes, Ordering::Relaxed);
         c.v8_entries.store(v8_entries, Ordering::Relaxed);
