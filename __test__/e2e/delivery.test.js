@@ -21,6 +21,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const autocannon = require('autocannon');
 const pipeline = require('../../demo/pipeline');
 const { findSpans } = require('./jaeger');
+const { cpuSeconds } = require('./run-dir');
 
 const SERVICE = 'nest-delivery';
 const NEST = path.join(__dirname, 'nest', 'dist', 'main.js');
@@ -42,12 +43,6 @@ async function load(port, seconds, rate) {
     requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: ++n % 10 === 0 ? `/quote/sku-${n % 50}` : `/orders/${n}` }) }],
   });
   return { ok: r['2xx'], failed: r.non2xx + r.errors + r.timeouts, seconds: r.duration, rate: r['2xx'] / r.duration };
-}
-
-// The CPU time the kernel gave process `pid` (utime + stime, in clock ticks of 10 ms), in seconds.
-function cpuSeconds(pid) {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /** The spans the SDK's exporter had acknowledged: spanId -> start (ms). */

@@ -18,12 +18,12 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pipeline = require('../../demo/pipeline');
-const { runDir } = require('./run-dir');
+const { runDir, cpuSeconds } = require('./run-dir');
+const { needs } = require('../helpers/needs');
 const { AGENT_FLAGS, OPERATIONS, startServices, runLoad, readBack, checkHolders, checkRouted, checkHotPath } = require('./graphql-shop');
 
-const isRoot = process.getuid() === 0;
+const need = needs(process.getuid() !== 0 && 'thread-ctx agent needs root to load its eBPF programs');
 const IDLE_MS = 5_000;
-const requireEbpf = process.env.REQUIRE_EBPF === '1';
 
 /** A node's Collector as shipped for a tier (node.yaml, to-tier.yaml), its log in dir/name. */
 function startNode(dir, name, tier, prometheus) {
@@ -51,19 +51,12 @@ function startTier(dir, jaeger) {
   }));
 }
 
-/** A process's CPU time (user + system) in ms, from /proc. */
-function cpuMs(pid) {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in ticks of 1/100 s
-}
+/** A process's CPU time (user + system) in ms. */
+const cpuMs = (pid) => cpuSeconds(pid) * 1000;
 
 const sum = (metrics, prefix) => Object.entries(metrics).filter(([k]) => k.startsWith(prefix)).reduce((a, [, v]) => a + v, 0);
 
-test('two nodes, one trace tier: the same answers as on one node, the path written in the tier', {
-  skip: !isRoot && !requireEbpf ? 'needs root: the eBPF agent (REQUIRE_EBPF=1 makes this a failure)' : false,
-  timeout: 300_000,
-}, async (t) => {
-  assert.ok(isRoot, 'REQUIRE_EBPF=1 but not root: thread-ctx agent needs root');
+test('two nodes, one trace tier: the same answers as on one node, the path written in the tier', { skip: need.skip, timeout: 300_000 }, need.guard(async (t) => {
   const why = pipeline.missing();
   assert.equal(why, null, why);
   const { dir, procs } = runDir(t, 'graphql-path-tier-e2e');
@@ -130,4 +123,4 @@ test('two nodes, one trace tier: the same answers as on one node, the path writt
     assert.equal(evicted, 0, 'the tier dropped traces past num_traces');
     assert.ok(released > 0, 'the tier released no span');
   });
-});
+}));

@@ -15,16 +15,12 @@ const fs = require('node:fs');
 const { execFileSync } = require('node:child_process');
 const pipeline = require('../../demo/pipeline');
 const { runDir } = require('./run-dir');
+const { needs } = require('../helpers/needs');
 const { AGENT_FLAGS, OPERATIONS, startServices, runLoad, readBack, checkHolders, checkRouted, checkHotPath } = require('./graphql-shop');
 
-const isRoot = process.getuid() === 0;
-const requireEbpf = process.env.REQUIRE_EBPF === '1';
+const need = needs(process.getuid() !== 0 && 'thread-ctx agent needs root to load its eBPF programs');
 
-test('a GraphQL gateway and the service it calls: holders named by their own service, operations as routes, the path with inventory\'s cause', {
-  skip: !isRoot && !requireEbpf ? 'needs root: the eBPF agent (REQUIRE_EBPF=1 makes this a failure)' : false,
-  timeout: 300_000,
-}, async (t) => {
-  assert.ok(isRoot, 'REQUIRE_EBPF=1 but not root: thread-ctx agent needs root');
+test('a GraphQL gateway and the service it calls: holders named by their own service, operations as routes, the path with inventory\'s cause', { skip: need.skip, timeout: 300_000 }, need.guard(async (t) => {
   const why = pipeline.missing();
   assert.equal(why, null, why);
   const { dir, procs } = runDir(t, 'graphql-path-e2e');
@@ -74,4 +70,4 @@ test('a GraphQL gateway and the service it calls: holders named by their own ser
     assert.match(block, /path across services \(\d+ of \d+ requests?/, block);
     assert.match(block, /^ {4}waiting on inventory \/stock\/:sku\s+\d+\.\d ms/m, block);
   });
-});
+}));

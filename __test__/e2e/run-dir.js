@@ -2,6 +2,7 @@
 // What an end-to-end test of the pipeline starts with: a directory for its logs and files, and
 // the processes it starts, each stopped when the test ends (the last started first). The
 // directory is kept when the test failed, or when asked (SPANPROFILES_E2E_KEEP=1), to look at.
+// And the CPU time one of those processes used, for the tests that measure a part's cost.
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -19,4 +20,10 @@ function runDir(t, name) {
   return { dir, procs };
 }
 
-module.exports = { runDir };
+/** The CPU time the kernel gave process `pid` (utime + stime, in clock ticks of 10 ms), in seconds. */
+function cpuSeconds(pid) {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+module.exports = { runDir, cpuSeconds };
